@@ -1,0 +1,36 @@
+# agentmaild — developer entry points. `make test` works on a fresh machine.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+DB      ?= $(CURDIR)/.agentmail/mail.db
+PYTEST_ARGS ?=
+
+.PHONY: test bench serve lint venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+serve: $(STAMP)
+	@echo "agentmaild: store $(DB)"
+	@echo "  register an agent:  $(BIN)/agentmaild --db $(DB) agents add demo --capability builder --channel spawn --command 'cat'"
+	@echo "  send it mail:       $(BIN)/agentmaild --db $(DB) send --to demo --subject hi --body hello"
+	$(BIN)/agentmaild serve --db $(DB)
+
+lint: $(STAMP)
+	$(BIN)/ruff check agentmaild tests bench
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,47 @@
+"""The Channel ABC: a transport with a busy signal, one delivery method and aclose()."""
+
+from __future__ import annotations
+
+import abc
+from types import TracebackType
+
+from agentmaild.models import Batch
+
+
+class Channel(abc.ABC):
+    """Carries rendered batches into one agent's session.
+
+    Contract:
+    - ``is_busy()`` is cheap and never raises for "busy"; busy is a result.
+    - ``deliver(batch, text)`` returns only once the agent has *confirmed* consumption (the ack
+      contract of the channel). It raises ``DeliveryFailed`` when the agent did not take the batch
+      and ``AgentUnavailable`` when it cannot take mail at all right now. It may be cancelled;
+      the caller releases the batch then.
+    - ``aclose()`` stops what the channel owns (child processes, readers) and is idempotent.
+    """
+
+    kind: str = "abstract"
+
+    @abc.abstractmethod
+    async def is_busy(self) -> bool: ...
+
+    @abc.abstractmethod
+    async def deliver(self, batch: Batch, text: str) -> None: ...
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook; most channels own nothing
+        return None
+
+    def describe(self) -> dict[str, object]:
+        """Channel-specific figures for `status` (e.g. unavailable reason, session id)."""
+        return {}
+
+    async def __aenter__(self) -> Channel:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,27 @@
+"""make_channel: the one place an agent's ``channel`` setting becomes a Channel instance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentmaild.channels.base import Channel
+from agentmaild.channels.spawn import SpawnChannel
+from agentmaild.config import Config
+from agentmaild.errors import AgentUnavailable
+from agentmaild.models import Agent, ChannelKind
+
+
+def make_channel(agent: Agent, config: Config, store_path: Path) -> Channel:
+    """The channel that delivers to ``agent``.
+
+    Raises ``ValueError`` for ``pull`` agents (they get no delivery loop) and ``AgentUnavailable``
+    for a channel that cannot be built (not implemented yet, unknown, or misconfigured).
+    """
+    kind = agent.channel
+    if kind == ChannelKind.PULL:
+        raise ValueError(f"agent {agent.name!r} uses the pull channel: it has no delivery loop")
+    if kind == ChannelKind.SPAWN:
+        return SpawnChannel(agent, config, store_path)
+    if kind in (ChannelKind.STDIN, ChannelKind.TMUX):
+        raise AgentUnavailable(f"channel {kind} not implemented yet")
+    raise AgentUnavailable(f"unknown channel {kind!r}")

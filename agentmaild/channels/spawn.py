@@ -1,0 +1,295 @@
+"""SpawnChannel: one headless process per batch, fed one stream-json user line on stdin.
+
+Busy signal: this agent's previous turn (the channel's one child) is still running.
+Ack contract: ``deliver`` returns only when the turn ended successfully — exit 0 under the generic
+``settings["success"] = "exit0"`` rule, and in addition a stream-json ``result`` event with
+``is_error: false`` under ``"result"``. Anything else raises ``DeliveryFailed`` with a short reason;
+a command that cannot be started (missing executable, bad cwd) raises ``AgentUnavailable``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from structlog.typing import FilteringBoundLogger
+
+from agentmaild.channels.base import Channel
+from agentmaild.config import Config
+from agentmaild.errors import AgentUnavailable, DeliveryFailed
+from agentmaild.models import Agent, Batch
+from agentmaild.procs import (
+    Child,
+    ChildExit,
+    ChildStartError,
+    Line,
+    RotatingLog,
+    log_path,
+    open_child,
+)
+
+log: FilteringBoundLogger = structlog.get_logger(__name__)
+
+SUCCESS_RULES = ("exit0", "result")
+_PLACEHOLDER = re.compile(r"\{(agent|session_id|delivery_id)\}")
+_REASON_MAX = 200
+
+
+def render_argv(template: tuple[str, ...], values: Mapping[str, str]) -> list[str]:
+    """Substitute ``{agent}``, ``{session_id}``, ``{delivery_id}`` in each element, one pass.
+
+    Other braces are left alone and substituted values are never re-scanned; no shell is involved.
+    """
+    return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], part) for part in template]
+
+
+def child_env(base: Mapping[str, str], *, agent: str, db: Path, delivery_id: str) -> dict[str, str]:
+    """The inherited environment without Claude Code's own markers, plus the AGENTMAIL_* trio.
+
+    Dropping ``CLAUDECODE``/``CLAUDE_CODE_*`` keeps a daemon started from inside a Claude session
+    from making the child believe it is nested; AGENTMAIL_DELIVERY lets our hooks inside the turn
+    skip the mail this very turn carries.
+    """
+    env = {k: v for k, v in base.items() if k != "CLAUDECODE" and not k.startswith("CLAUDE_CODE_")}
+    env.update(AGENTMAIL_AGENT=agent, AGENTMAIL_DB=str(db), AGENTMAIL_DELIVERY=delivery_id)
+    return env
+
+
+def user_line(text: str, delivery_id: str) -> bytes:
+    """The stream-json user message that carries one batch; its uuid is the delivery id."""
+    message = {
+        "type": "user",
+        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+        "parent_tool_use_id": None,
+        "uuid": delivery_id,
+    }
+    return json.dumps(message, ensure_ascii=False).encode() + b"\n"
+
+
+@dataclass(slots=True)
+class StreamJsonEvents:
+    """What a turn's stream-json stdout said, as far as the ack decision needs it."""
+
+    result_seen: bool = False
+    result_is_error: bool | None = None
+    result_summary: str = ""
+    user_uuids: set[str] = field(default_factory=set)  # replayed user lines
+    lifecycle: dict[str, str] = field(default_factory=dict)  # uuid -> last command_lifecycle state
+    lines: int = 0
+    unparsed: int = 0
+
+    def feed(self, line: Line) -> None:
+        self.lines += 1
+        if line.truncated or not line.data.strip():
+            self.unparsed += line.truncated
+            return
+        try:
+            event = json.loads(line.data)
+        except ValueError:
+            self.unparsed += 1
+            return
+        if isinstance(event, dict):
+            self._record(event)
+
+    def _record(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "result":
+            self.result_seen = True
+            self.result_is_error = event.get("is_error") is not False
+            detail = event.get("subtype") or ""
+            if self.result_is_error and isinstance(event.get("result"), str):
+                detail = f"{detail}: {event['result']}" if detail else event["result"]
+            self.result_summary = str(detail)[:_REASON_MAX]
+        elif kind == "user" and isinstance(event.get("uuid"), str):
+            self.user_uuids.add(event["uuid"])
+        elif kind == "command_lifecycle" and isinstance(event.get("uuid"), str):
+            self.lifecycle[event["uuid"]] = str(event.get("state") or event.get("status") or "")
+
+
+class SpawnChannel(Channel):
+    """Runs ``agent.command`` once per batch; holds at most one child (one turn) at a time."""
+
+    kind = "spawn"
+
+    def __init__(self, agent: Agent, config: Config, store_path: Path) -> None:
+        self.agent = agent
+        self.store_path = store_path.absolute()
+        self.log_path = log_path(self.store_path, agent.name)
+        self._spawn = config.spawn
+        self._success = _success_rule(agent)
+        self._stall_timeout_s = _stall_timeout(agent, config.spawn.stall_timeout_s)
+        self._child: Child | None = None
+        self._in_turn = False  # set before the fork too, so a second deliver can never overlap
+        self._closed = False
+        self._last_exit: ChildExit | None = None
+        self._last_reason: str | None = None
+        self._turns = 0
+        self._log = log.bind(agent=agent.name, channel=self.kind)
+
+    async def is_busy(self) -> bool:
+        return self._in_turn
+
+    async def deliver(self, batch: Batch, text: str) -> None:
+        if self._closed:
+            raise AgentUnavailable("spawn channel is closed")
+        if self._in_turn:
+            raise AgentUnavailable("the previous turn is still running")
+        self._in_turn = True
+        try:
+            await self._deliver(batch, text)
+        finally:
+            self._in_turn = False
+
+    async def _deliver(self, batch: Batch, text: str) -> None:
+        argv = self._argv(batch)
+        cwd = self._cwd()
+        env = child_env(
+            os.environ, agent=self.agent.name, db=self.store_path, delivery_id=batch.delivery_id
+        )
+        _check_executable(argv[0], cwd, env)
+        events = StreamJsonEvents()
+        turn_log = RotatingLog(
+            self.log_path, max_bytes=self._spawn.log_max_bytes, keep=self._spawn.log_keep
+        )
+        bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)
+        try:
+            done, written = await self._run_turn(
+                argv, cwd, env, user_line(text, batch.delivery_id), events, turn_log, bound
+            )
+        finally:
+            turn_log.close()
+        self._judge(done, written, events)
+
+    async def _run_turn(
+        self,
+        argv: list[str],
+        cwd: str | None,
+        env: dict[str, str],
+        line: bytes,
+        events: StreamJsonEvents,
+        turn_log: RotatingLog,
+        bound: FilteringBoundLogger,
+    ) -> tuple[ChildExit, bool]:
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        try:
+            async with open_child(
+                argv,
+                cwd=cwd,
+                env=env,
+                stall_timeout_s=self._stall_timeout_s,
+                kill_grace_s=self._spawn.kill_grace_s,
+                on_stdout=events.feed,
+                log_file=turn_log,
+                logger=bound,
+            ) as child:
+                self._child = child
+                self._turns += 1
+                turn_log.write(
+                    f"--- {stamp} turn pid={child.pid} delivery={env['AGENTMAIL_DELIVERY']}"
+                    f" argv0={argv[0]}\n".encode()
+                )
+                if self._closed:  # aclose() ran while we were forking
+                    await child.terminate()
+                written = await child.send(line)
+                await child.close_stdin()
+                done = await child.wait()
+        except ChildStartError as exc:
+            self._last_reason = str(exc)
+            raise AgentUnavailable(str(exc)) from exc
+        finally:
+            self._child = None
+        turn_log.write(f"--- exit {done.returncode} after {done.duration_s:.3f}s\n".encode())
+        bound.info(
+            "spawn.turn_ended",
+            pid=done.pid,
+            returncode=done.returncode,
+            stalled=done.stalled,
+            duration_s=round(done.duration_s, 3),
+        )
+        self._last_exit = done
+        return done, written
+
+    def _judge(self, done: ChildExit, written: bool, events: StreamJsonEvents) -> None:
+        reason = done.reason()
+        if done.stalled:
+            reason = f"stalled: no output for {self._stall_timeout_s:g}s, process group killed"
+        elif not reason and not written:
+            reason = "the agent exited without reading its stdin"
+        elif not reason and self._success == "result":
+            if not events.result_seen:
+                reason = "exit 0 without a result event"
+            elif events.result_is_error:
+                reason = f"result is_error: {events.result_summary or 'no detail'}"
+        self._last_reason = reason or None
+        if reason:
+            raise DeliveryFailed(reason)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        child = self._child
+        if child is not None:
+            await child.terminate()
+
+    def describe(self) -> dict[str, object]:
+        last = self._last_exit
+        return {
+            "pid": self._child.pid if self._child is not None else None,
+            "turns": self._turns,
+            "last_exit_code": last.returncode if last is not None else None,
+            "last_duration_s": round(last.duration_s, 3) if last is not None else None,
+            "last_error": self._last_reason,
+            "success": self._success,
+            "log": str(self.log_path),
+        }
+
+    def _argv(self, batch: Batch) -> list[str]:
+        template = self.agent.command
+        if not template:
+            raise AgentUnavailable(f"spawn agent {self.agent.name!r} has no command")
+        uses_session = any("{session_id}" in part for part in template)
+        if uses_session and not self.agent.session_id:
+            raise AgentUnavailable("the command uses {session_id} but the agent has no session id")
+        values = {
+            "agent": self.agent.name,
+            "session_id": self.agent.session_id or "",
+            "delivery_id": batch.delivery_id,
+        }
+        return render_argv(template, values)
+
+    def _cwd(self) -> str | None:
+        cwd = self.agent.cwd
+        if cwd is not None and not Path(cwd).is_dir():
+            raise AgentUnavailable(f"cwd {cwd!r} is not a directory")
+        return cwd
+
+
+def _check_executable(executable: str, cwd: str | None, env: Mapping[str, str]) -> None:
+    """A clear AgentUnavailable before the fork, for the common cases; races still map later."""
+    if os.sep in executable:
+        path = Path(cwd or ".", executable) if not os.path.isabs(executable) else Path(executable)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise AgentUnavailable(f"executable {executable!r} not found or not executable")
+    elif shutil.which(executable, path=env.get("PATH", os.defpath)) is None:
+        raise AgentUnavailable(f"executable {executable!r} not found on PATH")
+
+
+def _success_rule(agent: Agent) -> str:
+    rule = agent.settings.get("success", "exit0")
+    if rule not in SUCCESS_RULES:
+        raise AgentUnavailable(f"settings.success must be one of {SUCCESS_RULES}, got {rule!r}")
+    return str(rule)
+
+
+def _stall_timeout(agent: Agent, default: float) -> float:
+    value = agent.settings.get("stall_timeout_s", default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise AgentUnavailable(f"settings.stall_timeout_s must be a positive number, got {value!r}")
+    return float(value)

@@ -1,0 +1,202 @@
+"""The ``agentmaild agents …`` commands: register, change, inspect and retire recipients."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from agentmaild import cli_common as cli
+from agentmaild.cli_common import DbOpt, JsonOpt, command, open_store, out
+from agentmaild.errors import NotFound, ValidationError
+from agentmaild.ids import check_name
+from agentmaild.models import STATE_TRANSITIONS, Agent, ChannelKind
+
+CHANNELS = tuple(c.value for c in ChannelKind)
+PRESETS = ("claude",)
+
+
+def _agent_line(a: Agent) -> str:
+    where = a.tmux_target or (shlex.join(a.command) if a.command else "")
+    turn = f" turn={a.turn_state}" if a.turn_state else ""
+    return f"{a.name:<20} {a.capability:<12} {a.state:<10} {a.channel:<6} {where}{turn}"
+
+
+def _parse_settings(pairs: list[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ValidationError(f"--setting {pair!r}: expected KEY=VALUE")
+        try:
+            settings[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            settings[key] = raw
+    return settings
+
+
+def _check_channel(channel: str, command: tuple[str, ...] | None, preset: str | None,
+                   tmux_target: str | None) -> None:
+    if channel not in CHANNELS:
+        raise ValidationError(f"--channel: unknown {channel!r}; one of {', '.join(CHANNELS)}")
+    if preset is not None and preset not in PRESETS:
+        raise ValidationError(f"--preset: unknown {preset!r}; one of {', '.join(PRESETS)}")
+    if channel in ("spawn", "stdin") and not command and preset is None:
+        raise ValidationError(f"channel {channel} needs --command (or --preset claude)")
+    if channel == "tmux" and not tmux_target:
+        raise ValidationError("channel tmux needs --tmux-target SESSION:WINDOW.PANE")
+
+
+def _command_argv(command: str | None) -> tuple[str, ...] | None:
+    if command is None:
+        return None
+    try:
+        argv = tuple(shlex.split(command))
+    except ValueError as exc:
+        raise ValidationError(f"--command: {exc}") from exc
+    if not argv:
+        raise ValidationError("--command: empty")
+    return argv
+
+
+def _cwd(cwd: str | None) -> str | None:
+    if cwd is None:
+        return None
+    path = Path(cwd).expanduser().resolve()
+    if not path.is_dir():
+        raise ValidationError(f"--cwd: {cwd} is not a directory")
+    return str(path)
+
+
+ChannelOpt = Annotated[str | None, typer.Option("--channel", help="pull spawn stdin tmux.")]
+CommandOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--command",
+        help="Agent argv, shell-quoted but never run by a shell. "
+        "Placeholders: {agent} {session_id} {delivery_id}.",
+    ),
+]
+CwdOpt = Annotated[str | None, typer.Option("--cwd", help="Working directory of the agent.")]
+TargetOpt = Annotated[str | None, typer.Option("--tmux-target", help="SESSION:WINDOW.PANE")]
+SocketOpt = Annotated[str | None, typer.Option("--tmux-socket", help="tmux server name (-L).")]
+PresetOpt = Annotated[str | None, typer.Option("--preset", help="claude: Claude Code's flags.")]
+PollOpt = Annotated[
+    float | None, typer.Option("--poll-interval", min=0.05, help="Seconds (default: config).")
+]
+SettingOpt = Annotated[
+    list[str] | None, typer.Option("--setting", help="KEY=VALUE channel setting (repeatable).")
+]
+
+
+def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per command
+    @agents_app.command("add")
+    @command
+    def add(
+        name: Annotated[str, typer.Argument(help="[a-z0-9][a-z0-9._-]{0,63}")],
+        capability: Annotated[str, typer.Option("--capability", "-c", help="coordinator lead builder … or custom.")],
+        parent: Annotated[str | None, typer.Option("--parent", help="Who gets its interruption reports.")] = None,
+        channel: ChannelOpt = None, command_: CommandOpt = None, cwd: CwdOpt = None,
+        tmux_target: TargetOpt = None, tmux_socket: SocketOpt = None, preset: PresetOpt = None,
+        poll_interval: PollOpt = None, setting: SettingOpt = None,
+        db: DbOpt = None, as_json: JsonOpt = False,
+    ) -> None:
+        """Register an agent and how mail reaches it."""
+        check_name(name)
+        check_name(capability, "capability")
+        if parent is not None:
+            check_name(parent, "parent")
+        argv = _command_argv(command_)
+        kind = channel or "pull"
+        _check_channel(kind, argv, preset, tmux_target)
+        agent = Agent(name=name, capability=capability, parent=parent, channel=kind, command=argv,
+                      cwd=_cwd(cwd), tmux_target=tmux_target, tmux_socket=tmux_socket,
+                      preset=preset, poll_interval_s=poll_interval,
+                      settings=_parse_settings(setting or []))
+        with open_store(db) as store:
+            stored = store.add_agent(agent)
+            cli.poke(store, None)
+        out({"ok": True, "agent": stored.to_dict()}, as_json, lambda: typer.echo(f"added {name}"))
+
+    @agents_app.command("update")
+    @command
+    def update(
+        name: str,
+        capability: Annotated[str | None, typer.Option("--capability", "-c")] = None,
+        parent: Annotated[str | None, typer.Option("--parent")] = None,
+        channel: ChannelOpt = None, command_: CommandOpt = None, cwd: CwdOpt = None,
+        tmux_target: TargetOpt = None, tmux_socket: SocketOpt = None, preset: PresetOpt = None,
+        poll_interval: PollOpt = None, setting: SettingOpt = None,
+        db: DbOpt = None, as_json: JsonOpt = False,
+    ) -> None:
+        """Change an agent's registration; a running daemon picks it up at once."""
+        check_name(name)
+        changes: dict[str, Any] = {
+            k: v for k, v in {
+                "capability": capability and check_name(capability, "capability"),
+                "parent": parent and check_name(parent, "parent"),
+                "channel": channel, "command": _command_argv(command_), "cwd": _cwd(cwd),
+                "tmux_target": tmux_target, "tmux_socket": tmux_socket, "preset": preset,
+                "poll_interval_s": poll_interval,
+            }.items() if v is not None
+        }
+        with open_store(db) as store:
+            current = store.get_agent(name)
+            if current is not None and setting:
+                changes["settings"] = {**current.settings, **_parse_settings(setting)}
+            if current is not None:
+                merged = {**current.to_dict(), **changes}
+                cmd = merged["command"]
+                _check_channel(merged["channel"], tuple(cmd) if cmd else None,
+                               merged["preset"], merged["tmux_target"])
+            agent = store.update_agent(name, changes)
+            cli.poke(store, None)
+        out({"ok": True, "agent": agent.to_dict()}, as_json, lambda: typer.echo(f"updated {name}"))
+
+    @agents_app.command("list")
+    @command
+    def list_agents(db: DbOpt = None, as_json: JsonOpt = False) -> None:
+        """List registered agents."""
+        with open_store(db) as store:
+            found = store.list_agents()
+        out({"ok": True, "agents": [a.to_dict() for a in found]}, as_json,
+            lambda: typer.echo("\n".join(_agent_line(a) for a in found) or "no agents registered"))
+
+    @agents_app.command("show")
+    @command
+    def show(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+        """Show one agent's registration."""
+        check_name(name)
+        with open_store(db) as store:
+            agent = store.get_agent(name)
+        if agent is None:
+            raise NotFound(f"no agent named {name!r}")
+        out({"ok": True, "agent": agent.to_dict()}, as_json,
+            lambda: typer.echo("\n".join(f"{k}: {v}" for k, v in agent.to_dict().items())))
+
+    @agents_app.command("set-state")
+    @command
+    def set_state(
+        name: str,
+        state: Annotated[str, typer.Argument(help=" ".join(STATE_TRANSITIONS))],
+        force: Annotated[bool, typer.Option("--force", help="Skip the transition table.")] = False,
+        db: DbOpt = None, as_json: JsonOpt = False,
+    ) -> None:
+        """Move an agent to another state (guarded by the transition table)."""
+        check_name(name)
+        with open_store(db) as store:
+            agent = store.set_agent_state(name, state, force=force)
+        out({"ok": True, "agent": agent.to_dict()}, as_json, lambda: typer.echo(f"{name}: {agent.state}"))
+
+    @agents_app.command("remove")
+    @command
+    def remove(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+        """Unregister an agent (its mail stays in the store)."""
+        check_name(name)
+        with open_store(db) as store:
+            store.remove_agent(name)
+            cli.poke(store, None)
+        out({"ok": True, "removed": name}, as_json, lambda: typer.echo(f"removed {name}"))

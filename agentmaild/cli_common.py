@@ -1,0 +1,100 @@
+"""What every CLI command shares: the --db/--json options, error mapping, output, store access."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+
+from agentmaild.errors import AgentmaildError
+from agentmaild.ids import check_name
+from agentmaild.location import resolve_db
+from agentmaild.mail import OPERATOR, Limits, Mailer
+from agentmaild.store.sqlite import SqliteMailStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", help="Store path (default: $AGENTMAIL_DB, config, <repo>/.agentmail/mail.db)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+FromOpt = Annotated[
+    str | None, typer.Option("--from", help="Sender (default: $AGENTMAIL_AGENT, else operator).")
+]
+
+
+class _State:
+    db: str | None = None
+    json: bool = False
+
+
+STATE = _State()
+
+
+def emit_error(exc: AgentmaildError, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(exc.to_json()))
+    else:
+        typer.echo(f"error: {exc.message}", err=True)
+
+
+def command(fn: Callable[P, R]) -> Callable[P, R]:
+    """Maps AgentmaildError to one line and exit 1, honouring the command's ``--json``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except AgentmaildError as exc:
+            emit_error(exc, bool(kwargs.get("as_json")) or STATE.json)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def out(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
+    if as_json or STATE.json:
+        typer.echo(json.dumps(data, ensure_ascii=False))
+    elif human is not None:
+        human()
+
+
+def db_path(db: str | None) -> Path:
+    return resolve_db(db or STATE.db)
+
+
+@contextmanager
+def open_store(db: str | None) -> Iterator[SqliteMailStore]:
+    store = SqliteMailStore(db_path(db))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def mailer(store: SqliteMailStore) -> Mailer:
+    from agentmaild.config import load_config
+
+    return Mailer(store, Limits.from_config(load_config().limits))
+
+
+def sender_of(flag: str | None) -> str:
+    return check_name(flag or os.environ.get("AGENTMAIL_AGENT") or OPERATOR, "sender")
+
+
+def poke(store: SqliteMailStore, agents: list[str] | None) -> None:
+    """Tell a running daemon there is work, at once (best effort: it polls anyway)."""
+    from agentmaild.control.client import poke as send_poke
+    from agentmaild.control.protocol import socket_path_for
+
+    sock = socket_path_for(store.path)
+    if sock.exists():
+        send_poke(sock, agents)

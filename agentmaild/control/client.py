@@ -1,0 +1,98 @@
+"""A synchronous control client: one request, one reply, stdlib sockets only.
+
+No anyio, structlog or typer here: the CLI's ``send`` pokes the daemon after every commit and the
+hook fast path may ask it questions, so importing and using this must cost a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from agentmaild.control.protocol import MAX_RESPONSE_BYTES, decode_response, encode_request
+from agentmaild.errors import ControlError, DaemonNotRunning, ProtocolError
+
+POKE_CONNECT_TIMEOUT_S = 0.05
+POKE_TIMEOUT_S = 0.25
+
+
+def request(
+    path: Path | str,
+    cmd: str,
+    args: dict[str, Any] | None = None,
+    timeout: float = 2.0,
+    *,
+    connect_timeout: float | None = None,
+) -> dict[str, Any]:
+    """Send ``cmd`` to the daemon listening on ``path`` and return its ``result``.
+
+    ``timeout`` bounds the whole exchange; ``connect_timeout`` (default ``timeout``) the connect.
+    Raises ``DaemonNotRunning`` when nothing listens there, ``ControlError`` for an error reply
+    (its ``code`` is the daemon's) or a timeout, and ``ProtocolError`` for a malformed exchange.
+    """
+    data = encode_request(cmd, args)
+    deadline = time.monotonic() + timeout
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        _connect(sock, os.fspath(path), min(timeout, connect_timeout or timeout))
+        try:
+            sock.settimeout(_remaining(deadline))
+            sock.sendall(data)
+            line = _read_line(sock, deadline)
+        except TimeoutError as exc:
+            raise ControlError(f"the daemon did not answer {cmd!r} within {timeout}s") from exc
+        except OSError as exc:
+            raise ControlError(f"control connection to {path} failed: {exc}") from exc
+    return decode_response(line)
+
+
+def poke(path: Path | str, agents: list[str] | None = None) -> bool:
+    """Best-effort ``wake`` (all agents when ``agents`` is None); True if the daemon took it.
+
+    Never raises: mail is already committed and the daemon polls anyway.
+    """
+    args: dict[str, Any] = {} if agents is None else {"agents": list(agents)}
+    try:
+        request(path, "wake", args, POKE_TIMEOUT_S, connect_timeout=POKE_CONNECT_TIMEOUT_S)
+    except Exception:  # best effort by contract; the daemon's poll interval covers a lost poke
+        return False
+    return True
+
+
+def _connect(sock: socket.socket, path: str, timeout: float) -> None:
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+    except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
+        raise DaemonNotRunning(f"no agentmaild is listening on {path}") from exc
+    except TimeoutError as exc:
+        raise ControlError(f"connecting to {path} timed out after {timeout}s") from exc
+    except OSError as exc:
+        raise ControlError(f"cannot connect to {path}: {exc}") from exc
+
+
+def _read_line(sock: socket.socket, deadline: float) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        sock.settimeout(_remaining(deadline))
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ProtocolError("the daemon closed the connection without a complete reply")
+        end = chunk.find(b"\n")
+        if end >= 0:
+            chunks.append(chunk[:end])
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise ProtocolError(f"reply too large (limit {MAX_RESPONSE_BYTES} bytes)")
+
+
+def _remaining(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    return left

@@ -1,0 +1,211 @@
+"""The control wire format: versioned newline-delimited JSON, one request and one reply each.
+
+Request:  ``{"v": 1, "cmd": "<name>", "args": {...}}\\n``
+Reply:    ``{"v": 1, "ok": true, "result": {...}}\\n``
+      or  ``{"v": 1, "ok": false, "error": {"code": "...", "message": "..."}}\\n``
+
+Kept light on purpose (stdlib json/os/pathlib only, no anyio): the synchronous client imports it on
+the CLI's ``send`` path, which must stay a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from agentmaild.errors import ControlError, ProtocolError
+
+PROTOCOL_VERSION = 1
+MAX_REQUEST_BYTES = 64 * 1024
+"""Longest request line the daemon reads, newline excluded."""
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+"""Longest reply line a client accepts (``status`` and ``metrics`` can be long)."""
+READ_TIMEOUT_S = 2.0
+"""How long the daemon waits for a whole request line before closing the connection."""
+
+COMMANDS: tuple[str, ...] = (
+    "ping",
+    "status",
+    "agents",
+    "wake",
+    "pause",
+    "resume",
+    "retry",
+    "drain",
+    "reload",
+    "shutdown",
+    "metrics",
+)
+
+SOCKET_NAME = "agentmaild.sock"
+# sun_path is 108 bytes on Linux and 104 on the BSDs/macOS, both including the trailing NUL.
+MAX_SOCKET_PATH_BYTES = 103 if sys.platform == "darwin" else 107
+
+_REQUEST_FIELDS = frozenset({"v", "cmd", "args"})
+
+
+class Request(NamedTuple):
+    """A decoded, well-formed request; ``cmd`` is not yet checked against ``COMMANDS``."""
+
+    cmd: str
+    args: dict[str, Any]
+
+
+def encode_request(cmd: str, args: dict[str, Any] | None = None) -> bytes:
+    """One request line, newline included; ``ProtocolError`` when it cannot be sent as is."""
+    if not isinstance(cmd, str) or not cmd:
+        raise ProtocolError("the command must be a non-empty string")
+    line = _dumps({"v": PROTOCOL_VERSION, "cmd": cmd, "args": {} if args is None else args})
+    if len(line) - 1 > MAX_REQUEST_BYTES:
+        raise ProtocolError(f"request too large ({len(line) - 1} bytes; limit {MAX_REQUEST_BYTES})")
+    return line
+
+
+def decode_request(line: bytes) -> Request:
+    """Parse one request line (trailing newline optional); ``ProtocolError`` says what is wrong."""
+    if len(line.rstrip(b"\r\n")) > MAX_REQUEST_BYTES:
+        raise ProtocolError(f"request too large (limit {MAX_REQUEST_BYTES} bytes)")
+    obj = _loads(line, "request")
+    _check_version(obj)
+    unknown = obj.keys() - _REQUEST_FIELDS
+    if unknown:
+        raise ProtocolError(f"unknown request field(s): {', '.join(sorted(map(repr, unknown)))}")
+    cmd = obj.get("cmd")
+    if not isinstance(cmd, str) or not cmd:
+        raise ProtocolError("request field 'cmd' must be a non-empty string")
+    args = obj.get("args", {})
+    if not isinstance(args, dict):
+        raise ProtocolError(f"request field 'args' must be an object, not {_json_type(args)}")
+    return Request(cmd, args)
+
+
+def encode_response(result: dict[str, Any]) -> bytes:
+    """A success reply line; ``ProtocolError`` when the result is not a JSON object."""
+    if not isinstance(result, dict):
+        raise ProtocolError(f"a result must be an object, not {type(result).__name__}")
+    return _dumps({"v": PROTOCOL_VERSION, "ok": True, "result": result})
+
+
+def encode_error(code: str, message: str) -> bytes:
+    """An error reply line."""
+    return _dumps({"v": PROTOCOL_VERSION, "ok": False, "error": {"code": code, "message": message}})
+
+
+def decode_response(line: bytes) -> dict[str, Any]:
+    """The ``result`` of a reply line.
+
+    An error reply raises ``ProtocolError`` when its code is ``protocol`` and otherwise a
+    ``ControlError`` whose ``code`` is the daemon's code (``unknown_command``, ``not_found``...).
+    A malformed reply raises ``ProtocolError``.
+    """
+    obj = _loads(line, "reply")
+    _check_version(obj)
+    ok = obj.get("ok")
+    if ok is True:
+        result = obj.get("result")
+        if not isinstance(result, dict):
+            raise ProtocolError(f"reply field 'result' must be an object, not {_json_type(result)}")
+        return result
+    if ok is not False:
+        raise ProtocolError("reply field 'ok' must be true or false")
+    raise _remote_error(obj.get("error"))
+
+
+def socket_path_for(db_path: Path) -> Path:
+    """Where the daemon serving ``db_path`` listens; the daemon and every client call this.
+
+    Beside the store when that path fits in ``sun_path``; otherwise
+    ``$XDG_RUNTIME_DIR/agentmaild-<hash>.sock``, or ``/tmp/agentmaild-<uid>/agentmaild-<hash>.sock``
+    (the server creates that directory 0700). The path is resolved first so that a relative and an
+    absolute spelling of one store agree.
+    """
+    db = db_path.expanduser().resolve()
+    beside = db.parent / SOCKET_NAME
+    if _fits(beside):
+        return beside
+    # Imported here: hashlib loads OpenSSL, and the common, short-path case never needs it.
+    import hashlib
+
+    name = f"agentmaild-{hashlib.sha256(os.fsencode(db)).hexdigest()[:16]}.sock"
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime) and _fits(Path(runtime) / name):
+        return Path(runtime) / name
+    return fallback_dir() / name
+
+
+def fallback_dir() -> Path:
+    """The per-user directory under /tmp used when neither the store dir nor XDG_RUNTIME_DIR fit."""
+    # A fixed /tmp (not $TMPDIR): a daemon under systemd/launchd and a CLI in a shell must agree.
+    # The server creates it 0700 and refuses it when another user owns it.
+    return Path("/tmp") / f"agentmaild-{os.getuid()}"
+
+
+def _fits(path: Path) -> bool:
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH_BYTES
+
+
+def _dumps(obj: dict[str, Any]) -> bytes:
+    try:
+        text = json.dumps(obj, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"not JSON-serializable: {exc}") from exc
+    return text.encode("ascii") + b"\n"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _loads(line: bytes, what: str) -> dict[str, Any]:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"{what} is not valid UTF-8 (byte {exc.start})") from exc
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise ProtocolError(f"{what} is not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"{what} must be a JSON object, not {_json_type(obj)}")
+    return obj
+
+
+def _check_version(obj: dict[str, Any]) -> None:
+    if "v" not in obj:
+        raise ProtocolError("missing protocol version field 'v'")
+    v = obj["v"]
+    # bool is an int subclass; `true` must not pass for version 1.
+    if type(v) is not int or v != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"unsupported protocol version {v!r} (this side speaks v{PROTOCOL_VERSION})"
+        )
+
+
+def _remote_error(error: object) -> ControlError:
+    if not isinstance(error, dict):
+        return ProtocolError("error reply without an 'error' object")
+    code, message = error.get("code"), error.get("message")
+    if not isinstance(code, str) or not isinstance(message, str):
+        return ProtocolError("error reply needs string 'code' and 'message'")
+    if code == ProtocolError.code:
+        return ProtocolError(message)
+    exc = ControlError(message)
+    exc.code = code
+    return exc
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__

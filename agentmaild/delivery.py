@@ -1,0 +1,410 @@
+"""DeliveryLoop: step() = busy? → claim → inject → ack/release; run() = step + wait(wake | poll).
+
+The ack contract: a batch is acked only after ``channel.deliver`` returned (the agent confirmed);
+on failure or cancellation it is released. Ack and release are bookkeeping and run shielded, so a
+shutdown that cancels an injection still gives the batch back. A released batch keeps its
+delivery id; after ``max_attempts`` failures it is a dead letter and its senders get an NDR.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+import structlog
+
+from agentmaild.errors import AgentmaildError, AgentUnavailable, DeliveryFailed
+from agentmaild.ids import iso_now
+from agentmaild.mail import DAEMON_SENDER, Mailer
+from agentmaild.models import Agent, Batch
+from agentmaild.render import render_batch
+
+if TYPE_CHECKING:
+    from agentmaild.channels.base import Channel
+    from agentmaild.config import DaemonConfig
+    from agentmaild.store.aio import AsyncMailStore
+
+log = structlog.get_logger(__name__)
+
+Clock = Callable[[], float]
+
+# Rendered text around the bodies (headers, banners, reply hints) stays under this.
+_RENDER_OVERHEAD_CHARS = 1500
+_MAX_BACKOFF_EXPONENT = 32
+
+
+class StepResult(enum.StrEnum):
+    BUSY = "busy"  # the agent cannot take mail now; nothing claimed
+    IDLE = "idle"  # nothing to claim
+    DELIVERED = "delivered"  # the channel confirmed; acked
+    FAILED = "failed"  # the channel did not confirm; released with one failure
+    DEAD = "dead"  # that failure was the last allowed: dead letters, NDR sent
+    TIMEOUT = "timeout"  # deliver_timeout_s passed; released with one failure
+    CANCELLED = "cancelled"  # abort() during delivery; released without a failure
+    UNAVAILABLE = "unavailable"  # the agent cannot take mail at all; released, backing off
+    PAUSED = "paused"  # paused or stopping: nothing claimed
+    BACKOFF = "backoff"  # still backing off after a failure: nothing claimed
+
+
+# After these results run() steps again at once: there may be more mail waiting.
+_AGAIN = frozenset({StepResult.DELIVERED, StepResult.DEAD})
+_BACKING_OFF = frozenset(
+    {StepResult.FAILED, StepResult.TIMEOUT, StepResult.UNAVAILABLE, StepResult.BACKOFF}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopSettings:
+    poll_interval_s: float = 2.0
+    lease_s: float = 300.0
+    batch_max_messages: int = 20
+    batch_max_chars: int = 10000
+    max_attempts: int = 5
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 300.0
+    backoff_jitter: float = 0.2
+    deliver_timeout_s: float | None = None  # None: the channel's own stall handling decides
+
+    @classmethod
+    def from_config(cls, daemon: DaemonConfig, agent: Agent | None = None) -> LoopSettings:
+        settings = cls(
+            poll_interval_s=daemon.poll_interval_s,
+            lease_s=daemon.lease_s,
+            batch_max_messages=daemon.batch_max_messages,
+            batch_max_chars=daemon.batch_max_chars,
+            max_attempts=daemon.max_attempts,
+            backoff_initial_s=daemon.backoff_initial_s,
+            backoff_max_s=daemon.backoff_max_s,
+            backoff_jitter=daemon.backoff_jitter,
+        )
+        if agent is None:
+            return settings
+        timeout = agent.settings.get("deliver_timeout_s")
+        return replace(
+            settings,
+            poll_interval_s=agent.poll_interval_s or settings.poll_interval_s,
+            deliver_timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
+        )
+
+
+@dataclass(slots=True)
+class _Outcome:
+    result: StepResult
+    error: str | None = None
+
+
+class DeliveryLoop:
+    """Delivers one agent's mail through one channel. ``stop``/``wake``/``abort`` never block.
+
+    ``gated``: the supervisor's poll gate wakes this loop when it has mail, so an idle loop waits
+    for a wake-up only (no query of its own per poll interval).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        channel: Channel,
+        store: AsyncMailStore,
+        mailer: Mailer,
+        settings: LoopSettings,
+        *,
+        clock: Clock = time.monotonic,
+        wall: Clock = time.time,
+        rng: random.Random | None = None,
+        gated: bool = False,
+    ) -> None:
+        self.agent = agent
+        self.channel = channel
+        self.settings = settings
+        self._store = store
+        self._mailer = mailer
+        self._clock = clock
+        self._wall = wall
+        self._rng = rng or random.Random()
+        self._gated = gated
+        self._log = log.bind(agent=agent.name)
+        self._wake = anyio.Event()
+        self._stopping = False
+        self._deliver_scope: anyio.CancelScope | None = None
+        self._aborted = False
+        self._confirmed = False
+        self.paused = False
+        self.state = "starting"
+        self.in_flight: Batch | None = None
+        self.failures = 0  # consecutive failed attempts on this loop
+        self.backoff_until = 0.0  # on ``clock``
+        self.delivered_total = 0
+        self.failed_total = 0
+        self.dead_total = 0
+        self.last_delivery: dict[str, Any] | None = None
+        self.last_error: str | None = None
+        # Set whenever no delivery is in flight; drain() waits on it.
+        self.quiet = anyio.Event()
+        self.quiet.set()
+
+    # -- control (sync, non-blocking) -------------------------------------------------------
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Claim nothing more; ``run()`` returns once the delivery in flight (if any) settles."""
+        self._stopping = True
+        self._wake.set()
+
+    def abort(self) -> None:
+        """Stop and cancel the delivery in flight; it is released (not acked, not a failure)."""
+        self.stop()
+        if self._deliver_scope is not None:
+            self._aborted = True
+            self._deliver_scope.cancel()
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # -- one iteration ----------------------------------------------------------------------
+    async def step(self) -> StepResult:
+        if self.paused or self._stopping:
+            self.state = "paused" if self.paused else "stopping"
+            return StepResult.PAUSED
+        if self._clock() < self.backoff_until:
+            self.state = "backoff"
+            return StepResult.BACKOFF
+        if await self.channel.is_busy():
+            self.state = "busy"
+            return StepResult.BUSY
+        s = self.settings
+        batch = await self._store.claim(
+            self.agent.name, max_messages=s.batch_max_messages, max_chars=s.batch_max_chars,
+            lease_s=s.lease_s, now=self._wall(),
+        )
+        if batch is None:
+            self.state = "idle"
+            return StepResult.IDLE
+        # No checkpoint between the claim returning and this call: the batch cannot leak.
+        return await self._attempt(batch)
+
+    async def _attempt(self, batch: Batch) -> StepResult:
+        body_limit = max(1000, self.settings.batch_max_chars - _RENDER_OVERHEAD_CHARS)
+        text = render_batch(
+            batch.messages, agent=self.agent.name, delivery_id=batch.delivery_id,
+            attempt=batch.attempt, body_limit=body_limit,
+        )
+        started = self._clock()
+        self.state, self.in_flight = "delivering", batch
+        self._confirmed, self.quiet = False, anyio.Event()
+        try:
+            try:
+                outcome = await self._deliver(batch, text)
+            except BaseException:
+                # Cancelled from outside (shutdown, supervisor): settle what we know, then go.
+                known = (
+                    _Outcome(StepResult.DELIVERED)
+                    if self._confirmed
+                    else _Outcome(StepResult.CANCELLED, "cancelled")
+                )
+                with anyio.CancelScope(shield=True):
+                    await self._settle(batch, known, started)
+                raise
+            with anyio.CancelScope(shield=True):
+                result = await self._settle(batch, outcome, started)
+        finally:
+            self.in_flight = None
+            self.quiet.set()
+        return result
+
+    async def _deliver(self, batch: Batch, text: str) -> _Outcome:
+        scope = anyio.CancelScope()
+        if self.settings.deliver_timeout_s is not None:
+            scope.deadline = anyio.current_time() + self.settings.deliver_timeout_s
+        self._deliver_scope, self._aborted = scope, False
+        outcome = _Outcome(StepResult.DELIVERED)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._keep_lease, batch.delivery_id)
+                with scope:
+                    outcome = await self._inject(batch, text)
+                tg.cancel_scope.cancel()
+        finally:
+            self._deliver_scope = None
+        if scope.cancelled_caught and not self._confirmed:
+            if self._aborted:
+                return _Outcome(StepResult.CANCELLED, "cancelled")
+            return _Outcome(
+                StepResult.TIMEOUT, f"no confirmation within {self.settings.deliver_timeout_s:g}s"
+            )
+        return outcome
+
+    async def _inject(self, batch: Batch, text: str) -> _Outcome:
+        try:
+            await self.channel.deliver(batch, text)
+        except DeliveryFailed as exc:
+            return _Outcome(StepResult.FAILED, exc.message)
+        except AgentUnavailable as exc:
+            return _Outcome(StepResult.UNAVAILABLE, exc.message)
+        except Exception as exc:  # a channel bug must cost one attempt, not the loop
+            self._log.exception("delivery.channel_crashed", delivery_id=batch.delivery_id)
+            return _Outcome(StepResult.FAILED, f"{type(exc).__name__}: {exc}")
+        self._confirmed = True
+        return _Outcome(StepResult.DELIVERED)
+
+    async def _keep_lease(self, delivery_id: str) -> None:
+        """Extend the lease while a long turn runs, so no reaper hands the batch out twice."""
+        interval = max(self.settings.lease_s / 3, 0.01)
+        while True:
+            await anyio.sleep(interval)  # cancelled as soon as the delivery settles
+            try:
+                kept = await self._store.extend_lease(
+                    delivery_id, lease_s=self.settings.lease_s, now=self._wall()
+                )
+            except AgentmaildError as exc:
+                self._log.warning("delivery.lease_extend_failed", delivery_id=delivery_id,
+                                  error=exc.message)
+                continue
+            if not kept:
+                self._log.warning("delivery.lease_lost", delivery_id=delivery_id)
+                return
+
+    # -- bookkeeping (always shielded by the caller) ----------------------------------------
+    async def _settle(self, batch: Batch, outcome: _Outcome, started: float) -> StepResult:
+        result = outcome.result
+        if result is StepResult.DELIVERED:
+            acked = await self._store.ack_delivery(batch.delivery_id, now=self._wall())
+            self.failures, self.backoff_until = 0, 0.0
+            self.delivered_total += 1
+            self._remember(batch, result, None)
+            self._line(batch, started, "delivery.acked", "info", acked=acked)
+            return result
+        error = outcome.error or result.value
+        self._remember(batch, result, error)
+        if result is StepResult.CANCELLED:
+            await self._release(batch, error, count=0)
+            self._line(batch, started, "delivery.cancelled", "info", error=error)
+            return result
+        counted = 0 if result is StepResult.UNAVAILABLE else 1
+        released = await self._release(batch, error, count=counted)
+        self.failures += 1
+        self.failed_total += 1
+        if released is not None and released.state == "dead":
+            self.dead_total += 1
+            self._line(batch, started, "delivery.dead", "error", error=error,
+                       failures=released.failures)
+            await self._report_dead(batch, released.messages, error)
+            return StepResult.DEAD
+        delay = self._next_backoff()
+        self.backoff_until = self._clock() + delay
+        event = "delivery.unavailable" if counted == 0 else "delivery.failed"
+        self._line(batch, started, event, "warning", error=error, result=result.value,
+                   backoff_s=round(delay, 3))
+        return result
+
+    async def _release(self, batch: Batch, error: str, *, count: int) -> Any:
+        try:
+            return await self._store.release(
+                batch.delivery_id, error=error, max_attempts=self.settings.max_attempts,
+                now=self._wall(), count=count,
+            )
+        except AgentmaildError as exc:
+            # NotFound: the claim was reaped meanwhile; either way the lease returns the batch.
+            self._log.warning("delivery.release_failed", delivery_id=batch.delivery_id,
+                              error=exc.message)
+            return None
+
+    async def _report_dead(self, batch: Batch, messages: Any, error: str) -> None:
+        lost = [m for m in messages if m.from_agent != DAEMON_SENDER]  # no NDR of an NDR
+        if not lost:
+            return
+        reason = f"{len(lost)} message(s) failed {self.settings.max_attempts} times: {error}"
+        try:
+            await self._store.run_sync(
+                self._mailer.non_delivery_report, self.agent.name, lost, reason
+            )
+        except AgentmaildError as exc:
+            self._log.error("delivery.ndr_failed", delivery_id=batch.delivery_id,
+                            error=exc.message)
+
+    def _next_backoff(self) -> float:
+        s = self.settings
+        exponent = min(max(self.failures - 1, 0), _MAX_BACKOFF_EXPONENT)
+        base = min(s.backoff_max_s, s.backoff_initial_s * float(2**exponent))
+        jittered = base * (1 + s.backoff_jitter * (2 * self._rng.random() - 1))
+        return max(0.0, min(s.backoff_max_s, jittered))
+
+    def _remember(self, batch: Batch, result: StepResult, error: str | None) -> None:
+        self.last_error = error if error is not None else self.last_error
+        self.last_delivery = {
+            "delivery_id": batch.delivery_id,
+            "result": result.value,
+            "at": iso_now(self._wall()),
+            "attempt": batch.attempt,
+            "n_messages": len(batch.messages),
+        }
+
+    def _line(self, batch: Batch, started: float, event: str, level: str, **kw: Any) -> None:
+        """The one canonical log line of an attempt; bodies never appear in it."""
+        duration_ms = round((self._clock() - started) * 1000, 2)
+        getattr(self._log, level)(
+            event, delivery_id=batch.delivery_id, attempt=batch.attempt,
+            n_messages=len(batch.messages), duration_ms=duration_ms, **kw,
+        )
+
+    # -- the loop ---------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Step, then wait for a wake-up, the poll interval or stop; until ``stop()``."""
+        while not self._stopping:
+            result = await self.step()
+            if self._stopping:
+                break
+            timeout = self._wait_after(result)
+            if timeout == 0:
+                await anyio.lowlevel.checkpoint()
+                continue
+            await self._wait(deadline_s=timeout)
+        self.state = "stopped"
+
+    def _wait_after(self, result: StepResult) -> float | None:
+        if result in _AGAIN:
+            return 0
+        if result in _BACKING_OFF:
+            return max(self.backoff_until - self._clock(), 0.001)
+        if result is StepResult.PAUSED or (result is StepResult.IDLE and self._gated):
+            return None
+        return self.settings.poll_interval_s
+
+    async def _wait(self, *, deadline_s: float | None) -> None:
+        event = self._wake
+        if not event.is_set():
+            with anyio.move_on_after(deadline_s if deadline_s is not None else float("inf")):
+                await event.wait()
+        self._wake = anyio.Event()
+
+    # -- figures ----------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        backoff_s = max(0.0, self.backoff_until - self._clock())
+        return {
+            "state": self.state,
+            "busy": self.state in ("busy", "delivering"),
+            "paused": self.paused,
+            "in_flight_delivery": self.in_flight.delivery_id if self.in_flight else None,
+            "failures": self.failures,
+            "backoff_s": round(backoff_s, 3),
+            "backoff_until": iso_now(self._wall() + backoff_s) if backoff_s > 0 else None,
+            "last_delivery": self.last_delivery,
+            "last_error": self.last_error,
+            "delivered_total": self.delivered_total,
+            "failed_total": self.failed_total,
+            "dead_total": self.dead_total,
+        }

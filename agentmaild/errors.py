@@ -1,0 +1,101 @@
+"""The one error tree of agentmaild; lower errors are mapped into it once, at each boundary.
+
+    AgentmaildError                 code
+    ├── ConfigError                 config        a bad key or value; names the key
+    ├── StoreError                  store         SQLite failed (disk full, corrupt, locked too long)
+    │   └── NotFound                not_found     no such message / agent / delivery
+    ├── ChannelError                channel
+    │   ├── AgentUnavailable        unavailable   the agent cannot take mail now (pane gone, ...)
+    │   └── DeliveryFailed          delivery_failed  the channel tried and the agent did not confirm
+    ├── ControlError                control
+    │   ├── DaemonNotRunning        daemon_not_running
+    │   └── ProtocolError           protocol      malformed or oversized control traffic
+    └── MailError                   mail
+        ├── ValidationError         invalid       bad input (names the field)
+        ├── RecipientRefused        recipient_refused  unknown, completed or zombie recipient
+        ├── RateLimited             rate_limited  the from→to window is full
+        ├── InboxFull               inbox_full    the recipient has too many unread messages
+        ├── Conflict                conflict      idempotency key reused with other content
+        └── StateError              invalid_state an agent state transition the table forbids
+
+"Busy" is never an error: channels report it as a result.
+"""
+
+from __future__ import annotations
+
+
+class AgentmaildError(Exception):
+    """Base of every error agentmaild raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_json(self) -> dict[str, object]:
+        return {"ok": False, "error": {"code": self.code, "message": self.message}}
+
+
+class ConfigError(AgentmaildError):
+    code = "config"
+
+
+class StoreError(AgentmaildError):
+    code = "store"
+
+
+class NotFound(StoreError):
+    code = "not_found"
+
+
+class ChannelError(AgentmaildError):
+    code = "channel"
+
+
+class AgentUnavailable(ChannelError):
+    code = "unavailable"
+
+
+class DeliveryFailed(ChannelError):
+    code = "delivery_failed"
+
+
+class ControlError(AgentmaildError):
+    code = "control"
+
+
+class DaemonNotRunning(ControlError):
+    code = "daemon_not_running"
+
+
+class ProtocolError(ControlError):
+    code = "protocol"
+
+
+class MailError(AgentmaildError):
+    code = "mail"
+
+
+class ValidationError(MailError):
+    code = "invalid"
+
+
+class RecipientRefused(MailError):
+    code = "recipient_refused"
+
+
+class RateLimited(MailError):
+    code = "rate_limited"
+
+
+class InboxFull(MailError):
+    code = "inbox_full"
+
+
+class Conflict(MailError):
+    code = "conflict"
+
+
+class StateError(MailError):
+    code = "invalid_state"

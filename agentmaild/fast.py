@@ -1,0 +1,127 @@
+"""The hot path run by hooks on every prompt: ``check --inject``. No typer, structlog or asyncio.
+
+``entry.main`` routes here only for argument shapes it fully understands; anything else goes to
+the typer CLI, which implements the same command (slower to start, same behaviour). This module
+talks to SQLite directly through ``store.pull`` so it never imports the models or dataclasses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import types
+
+from agentmaild.errors import AgentmaildError, StoreError, ValidationError
+from agentmaild.ids import check_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+INJECT_MAX_CHARS = 10_000
+
+
+def parse_check(argv: Sequence[str]) -> dict[str, str | bool | None] | None:
+    """``check --inject [--agent X] [--db P] [--json]``; None when argv holds anything else."""
+    opts: dict[str, str | bool | None] = {"inject": False, "json": False, "agent": None, "db": None}
+    it = iter(argv)
+    for arg in it:
+        if arg in ("--inject", "--json"):
+            opts[arg[2:]] = True
+        elif arg in ("--agent", "--db"):
+            value = next(it, None)
+            if value is None:
+                return None
+            opts[arg[2:]] = value
+        elif arg.startswith(("--agent=", "--db=")):
+            key, value = arg[2:].split("=", 1)
+            opts[key] = value
+        else:
+            return None
+    return opts if opts["inject"] else None
+
+
+def _open(path: str) -> sqlite3.Connection:
+    from agentmaild.store.migrate import SCHEMA_VERSION
+
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+        # An old or Overstory-only file: let the full store run its migration once.
+        conn.close()
+        from agentmaild.store.sqlite import SqliteMailStore
+
+        SqliteMailStore(path).close()
+        return _open(path)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def take_and_render(
+    conn: sqlite3.Connection, agent: str, *, max_chars: int = INJECT_MAX_CHARS
+) -> tuple[str, list[str]]:
+    """In one write transaction: take the agent's unread mail, ack it, render it with the banner."""
+    from agentmaild.render import render_banner, render_batch
+    from agentmaild.store import pull
+
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Leave room for the banner and the frame around the messages.
+        rows = pull.take_unread_rows(conn, agent, max_chars - 1500)
+        if not rows:
+            conn.execute("COMMIT")
+            return "", []
+        ids = [r["id"] for r in rows]
+        # Nudges first: acking a message drops its nudge.
+        banner = render_banner([dict(n) for n in pull.take_nudge_rows(conn, agent)])
+        pull.mark_read(conn, ids, "pull")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    messages = [types.SimpleNamespace(**dict(r)) for r in rows]
+    text = render_batch(messages, agent=agent, banner=banner, body_limit=max_chars - 2000)
+    return text, ids
+
+
+def check_inject(agent: str, db: str | None) -> tuple[str, list[str]]:
+    from agentmaild.location import resolve_db_str
+
+    check_name(agent)
+    path = resolve_db_str(db)
+    if not os.path.exists(path):
+        return "", []
+    try:
+        conn = _open(path)
+        try:
+            return take_and_render(conn, agent)
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"store {path}: {exc}") from exc
+
+
+def run_check(argv: Sequence[str]) -> int:
+    opts = parse_check(argv) or {}
+    as_json = bool(opts.get("json"))
+    try:
+        agent = opts.get("agent") or os.environ.get("AGENTMAIL_AGENT")
+        if not agent:
+            raise ValidationError("check: --agent is required (or set AGENTMAIL_AGENT)")
+        db = opts.get("db")
+        text, ids = check_inject(str(agent), str(db) if db else None)
+    except AgentmaildError as exc:
+        if as_json:
+            sys.stdout.write(json.dumps(exc.to_json()) + "\n")
+        else:
+            sys.stderr.write(f"error: {exc.message}\n")
+        return 1
+    if as_json:
+        sys.stdout.write(json.dumps({"ok": True, "acked": ids, "text": text}) + "\n")
+    elif text:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,76 @@
+"""Identifiers and timestamps: time-ordered ``msg-``/``dlv-`` ids and Overstory's ISO-8601 ``Z`` stamps."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+_lock = threading.Lock()
+_last_ms = 0
+_seq = 0
+
+# What an id may look like when it comes from outside (CLI, socket, hook): never a path.
+ID_RE = re.compile(r"^(msg|dlv|bc)-[a-z0-9]{6,40}$")
+
+
+def _b36(n: int, width: int) -> str:
+    out = []
+    for _ in range(width):
+        n, r = divmod(n, 36)
+        out.append(_ALPHABET[r])
+    return "".join(reversed(out))
+
+
+def new_id(prefix: str) -> str:
+    """``prefix-`` + 9 base36 chars of milliseconds + 3 of a per-ms sequence + 6 random chars.
+
+    Sortable by creation time within a process and unique across processes; only [a-z0-9].
+    """
+    global _last_ms, _seq
+    with _lock:
+        ms = int(time.time() * 1000)
+        if ms <= _last_ms:
+            ms = _last_ms
+            _seq += 1
+        else:
+            _last_ms, _seq = ms, 0
+        seq = _seq
+    rand = int.from_bytes(os.urandom(4), "big")
+    return f"{prefix}-{_b36(ms, 9)}{_b36(seq, 3)}{_b36(rand, 6)}"
+
+
+def iso_now(now: float | None = None) -> str:
+    """UTC ``YYYY-MM-DDTHH:MM:SS.mmmZ``, the format Overstory writes with ``toISOString()``."""
+    t = time.time() if now is None else now
+    ms = int(t * 1000) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{ms:03d}Z"
+
+
+def check_message_id(value: str) -> str:
+    """Reject anything that is not a well-formed message id (path-like, control chars, ...)."""
+    from agentmaild.errors import ValidationError
+
+    if not isinstance(value, str) or not _OUTSIDE_ID_RE.match(value):
+        raise ValidationError(f"invalid message id {value!r}: expected msg-<letters and digits>")
+    return value
+
+
+# Overstory writes ``msg-`` + 12 random [a-z0-9]; ours are 18. Accept both, nothing path-like.
+_OUTSIDE_ID_RE = re.compile(r"^msg-[a-z0-9]{1,64}$")
+
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+def check_name(name: str, what: str = "agent name") -> str:
+    """Agent names: 1-64 of ``[a-z0-9._-]``, starting with a letter or digit (never a path)."""
+    from agentmaild.errors import ValidationError
+
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ValidationError(
+            f"invalid {what} {name!r}: use 1-64 of a-z 0-9 . _ - starting with a letter or digit"
+        )
+    return name

@@ -1,0 +1,97 @@
+"""Where the store is: ``--db``, then ``AGENTMAIL_DB``, then the config file, then the project default.
+
+The project default is ``<project root>/.agentmail/mail.db`` where the project root is the main
+checkout of the git repository, found *through worktrees* the way ``git rev-parse
+--git-common-dir`` does it, so an agent in a worktree and the lead share one store. It reads the
+``.git`` files directly instead of spawning git, and uses ``os.path`` rather than pathlib: this
+runs on every hook call.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+STORE_DIR = ".agentmail"
+STORE_FILE = "mail.db"
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().strip()
+
+
+def _common_dir(marker: str) -> str:
+    """The common git dir for ``marker`` (a ``.git`` dir, or a worktree's ``.git`` file)."""
+    if os.path.isdir(marker):
+        return marker
+    text = _read(marker)
+    if not text.startswith("gitdir:"):
+        return marker
+    gitdir = text[len("gitdir:") :].strip()
+    gitdir = os.path.realpath(os.path.join(os.path.dirname(marker), gitdir))
+    commondir = os.path.join(gitdir, "commondir")
+    if os.path.isfile(commondir):
+        return os.path.realpath(os.path.join(gitdir, _read(commondir)))
+    return gitdir
+
+
+def project_root(start: str | None = None) -> str | None:
+    """The main checkout's root for ``start`` (default: cwd), or None outside any repository."""
+    d = os.path.realpath(start or os.getcwd())
+    while True:
+        marker = os.path.join(d, ".git")
+        if os.path.exists(marker):
+            common = _common_dir(marker)
+            # The main work tree is the parent of a common dir named .git; otherwise
+            # (bare repository, --separate-git-dir) fall back to the directory holding .git.
+            return os.path.dirname(common) if os.path.basename(common) == ".git" else d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def default_db(start: str | None = None) -> str:
+    root = project_root(start) or os.path.realpath(start or os.getcwd())
+    return os.path.join(root, STORE_DIR, STORE_FILE)
+
+
+def resolve_db_str(
+    flag: str | None, env: Mapping[str, str] | None = None, start: str | None = None
+) -> str:
+    environ = os.environ if env is None else env
+    if flag:
+        return os.path.expanduser(flag)
+    if environ.get("AGENTMAIL_DB"):
+        return os.path.expanduser(environ["AGENTMAIL_DB"])
+    configured = _configured_db(environ)
+    return configured if configured is not None else default_db(start)
+
+
+def resolve_db(flag: str | None, env: Mapping[str, str] | None = None, start: str | None = None) -> Path:
+    from pathlib import Path
+
+    return Path(resolve_db_str(flag, env, start))
+
+
+def _configured_db(environ: Mapping[str, str]) -> str | None:
+    """``[store] db`` from the config file; the file is only parsed when one exists."""
+    explicit = environ.get("AGENTMAILD_CONFIG")
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    xdg = os.path.join(base, "agentmaild", "config.toml")
+    if environ.get("AGENTMAILD_STORE_DB"):
+        return os.path.expanduser(environ["AGENTMAILD_STORE_DB"])
+    if explicit or os.path.isfile(xdg):
+        from pathlib import Path
+
+        from agentmaild.config import load_config
+
+        cfg = load_config(Path(explicit) if explicit else None, env=dict(environ))
+        if cfg.store.db:
+            return os.path.expanduser(str(cfg.store.db))
+    return None

@@ -1,0 +1,267 @@
+"""The mail rules on top of a MailStore: sending, groups, replies, idempotency, limits, nudges."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agentmaild.errors import NotFound, RecipientRefused, ValidationError
+from agentmaild.ids import NAME_RE, check_message_id, check_name, iso_now, new_id
+from agentmaild.models import (
+    KNOWN_CAPABILITIES,
+    PRIORITY_RANK,
+    REFUSED_STATES,
+    Agent,
+    Message,
+    MessageType,
+)
+from agentmaild.payloads import validate_payload
+from agentmaild.store.base import InsertRequest, MailStore
+
+if TYPE_CHECKING:
+    from agentmaild.config import LimitsConfig
+
+OPERATOR = "operator"
+DAEMON_SENDER = "agentmaild"
+# Always-valid recipients that need no registration: the human at the keyboard.
+IMPLICIT_RECIPIENTS = frozenset({OPERATOR})
+NUDGE_TYPES = frozenset({"worker_done", "merge_ready", "error", "escalation", "merge_failed"})
+MESSAGE_TYPES = tuple(t.value for t in MessageType)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """The subset of ``[limits]`` the rules need (defaults are the SPEC's)."""
+
+    subject_max_chars: int = 256
+    body_max_bytes: int = 65536
+    payload_max_bytes: int = 16384
+    unread_max: int = 10000
+    rate_limit_max: int = 0
+    rate_limit_window_s: float = 60.0
+    refuse_unknown_recipients: bool = True
+
+    @classmethod
+    def from_config(cls, cfg: LimitsConfig) -> Limits:
+        return cls(**{f: getattr(cfg, f) for f in cls.__slots__})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    messages: tuple[Message, ...]
+    broadcast_id: str | None = None
+    duplicate: bool = False
+
+    @property
+    def ids(self) -> list[str]:
+        return [m.id for m in self.messages]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ok": True,
+            "ids": self.ids,
+            "recipients": [m.to_agent for m in self.messages],
+            "broadcast_id": self.broadcast_id,
+            "duplicate": self.duplicate,
+        }
+
+
+def _check_text(field: str, value: str) -> None:
+    if "\x00" in value:
+        raise ValidationError(f"{field}: contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{field}: not valid UTF-8 text") from exc
+
+
+class Mailer:
+    """Applies SPEC §3 to a store. Stateless apart from the store and the limits."""
+
+    def __init__(self, store: MailStore, limits: Limits | None = None) -> None:
+        self.store = store
+        self.limits = limits or Limits()
+
+    # -- recipients -------------------------------------------------------------------------
+    def _groups(self, agents: Sequence[Agent]) -> list[str]:
+        caps = sorted({*KNOWN_CAPABILITIES, *(a.capability for a in agents)})
+        return ["@all", *(f"@{c}" for c in caps)]
+
+    def expand(self, to: str, sender: str) -> tuple[list[str], bool]:
+        """Recipients for ``to`` (a name or a group) and whether it was a group."""
+        if not to.startswith("@"):
+            check_name(to, "recipient")
+            return [to], False
+        agents = self.store.list_agents()
+        group = to[1:]
+        if group == "all":
+            members = [a for a in agents if a.state not in REFUSED_STATES]
+        else:
+            caps = {a.capability for a in agents} | set(KNOWN_CAPABILITIES)
+            cap = group if group in caps else group[:-1] if group.endswith("s") else None
+            if cap not in caps:
+                raise ValidationError(
+                    f"unknown group {to!r}; valid groups: {', '.join(self._groups(agents))} "
+                    "(plurals work too, e.g. @builders)"
+                )
+            members = [a for a in agents if a.capability == cap and a.state not in REFUSED_STATES]
+        names = [a.name for a in members if a.name != sender]
+        if not names:
+            raise ValidationError(
+                f"group {to!r} has no active recipient besides {sender}; "
+                f"valid groups: {', '.join(self._groups(agents))}"
+            )
+        return names, True
+
+    def _check_recipient(self, name: str) -> None:
+        if name in IMPLICIT_RECIPIENTS:
+            return
+        agent = self.store.get_agent(name)
+        if agent is None:
+            if self.limits.refuse_unknown_recipients:
+                raise RecipientRefused(
+                    f"unknown recipient {name!r}: register it with `agentmaild agents add` "
+                    "or check `agentmaild agents list`"
+                )
+            return
+        if agent.state in REFUSED_STATES:
+            raise RecipientRefused(
+                f"recipient {name} is {agent.state}: it will never read this mail"
+            )
+
+    # -- validation -------------------------------------------------------------------------
+    def _validate(
+        self, subject: str, body: str, msg_type: str, priority: str, payload: str | None
+    ) -> str | None:
+        if msg_type not in MESSAGE_TYPES:
+            raise ValidationError(f"type: unknown type {msg_type!r}; one of {', '.join(MESSAGE_TYPES)}")
+        if priority not in PRIORITY_RANK:
+            raise ValidationError(f"priority: unknown {priority!r}; one of low, normal, high, urgent")
+        _check_text("subject", subject)
+        _check_text("body", body)
+        if not subject.strip():
+            raise ValidationError("subject: must not be empty")
+        if len(subject) > self.limits.subject_max_chars:
+            raise ValidationError(
+                f"subject: {len(subject)} characters, the limit is {self.limits.subject_max_chars}"
+            )
+        size = len(body.encode("utf-8"))
+        if size > self.limits.body_max_bytes:
+            raise ValidationError(f"body: {size} bytes, the limit is {self.limits.body_max_bytes}")
+        return validate_payload(msg_type, payload, self.limits.payload_max_bytes)
+
+    # -- sending ----------------------------------------------------------------------------
+    def send(
+        self,
+        *,
+        sender: str,
+        to: str,
+        subject: str,
+        body: str,
+        type: str = "status",
+        priority: str = "normal",
+        thread_id: str | None = None,
+        payload: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Sent:
+        check_name(sender, "sender")
+        canonical = self._validate(subject, body, type, priority, payload)
+        if thread_id is not None:
+            check_message_id(thread_id)
+        recipients, is_group = self.expand(to, sender)
+        for name in recipients:
+            self._check_recipient(name)
+        now = time.time()
+        stamp = iso_now(now)
+        broadcast_id = new_id("bc") if is_group else None
+        messages = tuple(
+            Message(id=new_id("msg"), from_agent=sender, to_agent=name, subject=subject,
+                    body=body, type=type, priority=priority, thread_id=thread_id,
+                    payload=canonical, created_at=stamp, broadcast_id=broadcast_id)
+            for name in recipients
+        )
+        nudge = priority in ("urgent", "high") or type in NUDGE_TYPES
+        idem = None
+        if idempotency_key is not None:
+            if not idempotency_key or len(idempotency_key) > 200:
+                raise ValidationError("idempotency key: 1-200 characters")
+            digest = hashlib.sha256(
+                json.dumps([to, subject, body, type, priority, thread_id, canonical]).encode()
+            ).hexdigest()
+            idem = (sender, idempotency_key, digest)
+        result = self.store.insert(
+            InsertRequest(
+                messages=messages,
+                now=now,
+                nudges=tuple((m.to_agent, m.id, f"{priority} {type}") for m in messages) if nudge else (),
+                unread_max=self.limits.unread_max,
+                rate_limit_max=self.limits.rate_limit_max,
+                rate_limit_window_s=self.limits.rate_limit_window_s,
+                idempotency=idem,
+            )
+        )
+        bc = result.messages[0].broadcast_id if result.messages else broadcast_id
+        return Sent(messages=result.messages, broadcast_id=bc, duplicate=result.duplicate)
+
+    def reply(
+        self,
+        message_id: str,
+        *,
+        sender: str,
+        body: str,
+        type: str | None = None,
+        priority: str | None = None,
+        payload: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Sent:
+        original = self.get(message_id)
+        to = original.to_agent if sender == original.from_agent else original.from_agent
+        subject = original.subject
+        if not subject.lower().startswith("re: "):
+            subject = "Re: " + subject
+        subject = subject[: self.limits.subject_max_chars]
+        msg_type = type or original.type
+        if type is None and payload is None and msg_type not in ("status", "question", "result", "error"):
+            # A protocol type without its payload would be invalid; a plain reply is a status.
+            msg_type = "status"
+        return self.send(
+            sender=sender, to=to, subject=subject, body=body, type=msg_type,
+            priority=priority or original.priority,
+            thread_id=original.thread_id or original.id,
+            payload=payload, idempotency_key=idempotency_key,
+        )
+
+    def get(self, message_id: str) -> Message:
+        check_message_id(message_id)
+        found = self.store.get_message(message_id)
+        if found is None:
+            raise NotFound(f"no message {message_id}")
+        return found
+
+    def non_delivery_report(self, agent: str, messages: Sequence[Message], reason: str) -> None:
+        """Tell each original sender that their mail to ``agent`` became a dead letter."""
+        by_sender: dict[str, list[Message]] = {}
+        for m in messages:
+            by_sender.setdefault(m.from_agent, []).append(m)
+        now = time.time()
+        for sender, lost in by_sender.items():
+            lines = [f"- {m.id} {json.dumps(m.subject)}" for m in lost]
+            body = (
+                f"agentmaild could not deliver {len(lost)} message(s) to {agent}: {reason}\n"
+                + "\n".join(lines)
+                + f"\nThey are dead letters now; `agentmaild retry --agent {agent}` re-queues them."
+            )
+            report = Message(
+                id=new_id("msg"), from_agent=DAEMON_SENDER, to_agent=sender,
+                subject=f"Undeliverable: {len(lost)} message(s) to {agent}", body=body,
+                type="error", priority="high", thread_id=lost[0].thread_id or lost[0].id,
+                created_at=iso_now(now),
+            )
+            self.store.insert(
+                InsertRequest(messages=(report,), now=now,
+                              nudges=((sender, report.id, "high error"),))
+            )

@@ -1,0 +1,455 @@
+"""The child-process scope: one agent process group started, drained, watched, stopped and reaped.
+
+``open_child`` is an async context manager. Inside it the child runs in its own session (so its
+pid is its process-group id), stdout and stderr are drained concurrently line by line (each line
+capped at ``line_max_bytes``; the rest of an over-long line is dropped and the line is marked
+truncated), both are teed to a size-bounded ``RotatingLog``, and a watchdog stops the whole group
+when it has been silent for ``stall_timeout_s``. Leaving the block — normally, by an exception or
+by cancellation — stops the group (SIGTERM, ``kill_grace_s``, SIGKILL) in a shielded scope and
+reaps the leader, so no child outlives its scope.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import anyio
+import structlog
+from anyio.abc import ByteReceiveStream, Process
+from structlog.typing import FilteringBoundLogger
+
+log: FilteringBoundLogger = structlog.get_logger(__name__)
+
+LINE_MAX_BYTES = 4 * 1024 * 1024
+_READ_CHUNK = 65536
+_GROUP_POLL_S = 0.02
+_DRAIN_MIN_S = 2.0  # after the group is gone, EOF is near; bound it for pipes held elsewhere
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of child output, without its newline. ``truncated``: the rest was dropped."""
+
+    data: bytes
+    truncated: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+LineCallback = Callable[[Line], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildExit:
+    pid: int
+    returncode: int  # negative: killed by that signal
+    stalled: bool  # the watchdog stopped it
+    killed: bool  # SIGKILL was needed
+    duration_s: float
+
+    def reason(self) -> str:
+        """A short human reason for a non-zero exit (empty when it exited 0)."""
+        if self.stalled:
+            return "stalled: no output, process group terminated"
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = str(-self.returncode)
+            return f"killed by {name}"
+        return f"exit code {self.returncode}" if self.returncode else ""
+
+
+class ChildStartError(Exception):
+    """The child could not be started (missing executable, bad cwd, no permission)."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+class RotatingLog:
+    """Appends to ``path``; past ``max_bytes`` it shifts ``path`` to ``path.1`` … ``path.<keep>``.
+
+    Writes are synchronous: a line is small and bounded, and a thread hop per line would cost more
+    than the write. A failing disk disables the log (warned once) rather than failing a delivery.
+    """
+
+    def __init__(self, path: Path, *, max_bytes: int, keep: int) -> None:
+        self.path = path
+        self.max_bytes = max(1, max_bytes)
+        self.keep = max(0, keep)
+        self._file: BinaryIO | None = None
+        self._size = 0
+        self._broken = False
+
+    def write(self, data: bytes) -> None:
+        if self._broken:
+            return
+        data = data[: self.max_bytes]
+        try:
+            if self._file is None:
+                self._open()
+            if self._size and self._size + len(data) > self.max_bytes:
+                self._rotate()
+            assert self._file is not None
+            self._file.write(data)
+            self._file.flush()
+            self._size += len(data)
+        except OSError as exc:
+            self._broken = True
+            log.warning("proc.log_failed", path=str(self.path), error=exc.strerror)
+
+    def write_line(self, line: Line, prefix: bytes = b"") -> None:
+        self.write(prefix + line.data + (b" [truncated]\n" if line.truncated else b"\n"))
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("ab")
+        self._size = self._file.tell()
+
+    def _rotate(self) -> None:
+        self.close()
+        if self.keep == 0:
+            self.path.unlink(missing_ok=True)
+        else:
+            for n in range(self.keep - 1, 0, -1):
+                older = self.path.with_name(f"{self.path.name}.{n}")
+                if older.exists():
+                    older.replace(self.path.with_name(f"{self.path.name}.{n + 1}"))
+            self.path.replace(self.path.with_name(f"{self.path.name}.1"))
+        self._open()
+
+
+def log_path(store_path: Path, agent: str) -> Path:
+    """``<store dir>/logs/<agent>.log``, the agent name made safe for a file name."""
+    return store_path.parent / "logs" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', agent)}.log"
+
+
+class _LineSplitter:
+    """Splits a byte stream into lines, holding at most ``limit`` bytes of one line."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._buf = bytearray()
+        self._dropping = False  # the current line was already emitted truncated
+
+    def feed(self, chunk: bytes) -> list[Line]:
+        out: list[Line] = []
+        start = 0
+        while (nl := chunk.find(b"\n", start)) >= 0:
+            self._take(chunk[start:nl], out)
+            if not self._dropping:
+                out.append(Line(bytes(self._buf)))
+            self._buf.clear()
+            self._dropping = False
+            start = nl + 1
+        self._take(chunk[start:], out)
+        return out
+
+    def flush(self) -> list[Line]:
+        if self._dropping or not self._buf:
+            return []
+        line = Line(bytes(self._buf))
+        self._buf.clear()
+        return [line]
+
+    def _take(self, piece: bytes, out: list[Line]) -> None:
+        if self._dropping or not piece:
+            return
+        room = self._limit - len(self._buf)
+        if len(piece) <= room:
+            self._buf += piece
+            return
+        self._buf += piece[:room]
+        out.append(Line(bytes(self._buf), truncated=True))
+        self._buf.clear()
+        self._dropping = True
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while any live (non-zombie) process is in the group.
+
+    ``killpg(pgid, 0)`` alone also counts zombies that a non-reaping PID 1 (containers) never
+    collects, so on Linux the members found in /proc are checked for state Z/X.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    return any(_live_member(entry, pgid) for entry in proc.iterdir() if entry.name.isdigit())
+
+
+def _live_member(entry: Path, pgid: int) -> bool:
+    try:
+        stat = (entry / "stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X")
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Child:
+    """A running child inside ``open_child``; its stdin, exit and stall timeout are yours."""
+
+    def __init__(
+        self,
+        process: Process,
+        *,
+        stall_timeout_s: float | None,
+        kill_grace_s: float,
+        logger: FilteringBoundLogger,
+    ) -> None:
+        self._process = process
+        self.pid = process.pid
+        self.stall_timeout_s = stall_timeout_s
+        self.kill_grace_s = kill_grace_s
+        self.stalled = False
+        self.killed = False
+        self._log = logger.bind(pid=process.pid)
+        self._started = time.monotonic()
+        self._last_output = anyio.current_time()
+        self._rearm = anyio.Event()
+        self._stop_done: anyio.Event | None = None
+        self._open_streams = 2
+        self._drained = anyio.Event()
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+    async def send(self, data: bytes) -> bool:
+        """Write to the child's stdin; False when the child no longer reads it."""
+        stdin = self._process.stdin
+        if stdin is None:
+            return False
+        try:
+            await stdin.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return False
+        return True
+
+    async def close_stdin(self) -> None:
+        if self._process.stdin is not None:
+            try:
+                await self._process.stdin.aclose()
+            except (anyio.BrokenResourceError, OSError):
+                pass  # the child already went; closing our end is all that was asked
+
+    def set_stall_timeout(self, stall_timeout_s: float | None) -> None:
+        """Change (or disable with None) the watchdog; the silence clock restarts now."""
+        self.stall_timeout_s = stall_timeout_s
+        self.touch()
+        self._rearm.set()
+
+    def touch(self) -> None:
+        """Count now as activity (e.g. a long-lived child was just given a new turn)."""
+        self._last_output = anyio.current_time()
+
+    async def wait(self) -> ChildExit:
+        """Wait for the leader to exit, stop what it left in its group, drain its output."""
+        await self._process.wait()
+        await self.terminate()
+        with anyio.move_on_after(max(self.kill_grace_s, _DRAIN_MIN_S)):
+            await self._drained.wait()
+        return self._exit()
+
+    async def terminate(self) -> ChildExit:
+        """SIGTERM the group, SIGKILL what is left after ``kill_grace_s``, reap. Idempotent."""
+        if self._stop_done is None:
+            self._stop_done = anyio.Event()
+            try:
+                # Shielded: a stop half done (TERM sent, KILL never) would leave the group alive.
+                with anyio.CancelScope(shield=True):
+                    await self._stop_group()
+            finally:
+                self._stop_done.set()
+        else:
+            await self._stop_done.wait()
+        return self._exit()
+
+    async def _stop_group(self) -> None:
+        if self._process.returncode is not None and not _group_alive(self.pid):
+            return
+        self._log.info("proc.terminating", signal="SIGTERM")
+        _signal_group(self.pid, signal.SIGTERM)
+        with anyio.move_on_after(self.kill_grace_s):
+            await self._process.wait()
+            # Stragglers are not our children, so nothing can be awaited for them: poll, bounded.
+            while _group_alive(self.pid):  # noqa: ASYNC110 - no event exists for a group emptying
+                await anyio.sleep(_GROUP_POLL_S)
+        if self._process.returncode is None or _group_alive(self.pid):
+            self.killed = True
+            self._log.warning("proc.killing", signal="SIGKILL")
+            _signal_group(self.pid, signal.SIGKILL)
+        await self._process.wait()
+
+    def _exit(self) -> ChildExit:
+        rc = self._process.returncode
+        return ChildExit(
+            pid=self.pid,
+            returncode=rc if rc is not None else -signal.SIGKILL,
+            stalled=self.stalled,
+            killed=self.killed,
+            duration_s=time.monotonic() - self._started,
+        )
+
+    async def _drain(
+        self,
+        stream: ByteReceiveStream,
+        splitter: _LineSplitter,
+        on_line: Callable[[Line], None],
+    ) -> None:
+        try:
+            async for chunk in stream:
+                self._last_output = anyio.current_time()
+                for line in splitter.feed(chunk):
+                    on_line(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the pipe went away with the child: the same as EOF
+        finally:
+            for line in splitter.flush():
+                on_line(line)
+            self._open_streams -= 1
+            if self._open_streams == 0:
+                self._drained.set()
+
+    async def _watchdog(self) -> None:
+        while True:
+            timeout = self.stall_timeout_s
+            if timeout is None:
+                await self._rearm.wait()
+            else:
+                remaining = self._last_output + timeout - anyio.current_time()
+                if remaining <= 0:
+                    break
+                with anyio.move_on_after(remaining):
+                    await self._rearm.wait()
+            if self._rearm.is_set():
+                self._rearm = anyio.Event()
+        if self._stop_done is not None or self._process.returncode is not None:
+            return  # it ended (or is being stopped) on its own: not a stall
+        self.stalled = True
+        self._log.warning("proc.stalled", stall_timeout_s=self.stall_timeout_s)
+        await self.terminate()
+
+
+@asynccontextmanager
+async def open_child(
+    argv: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stall_timeout_s: float | None = None,
+    kill_grace_s: float = 5.0,
+    on_stdout: LineCallback | None = None,
+    on_stderr: LineCallback | None = None,
+    log_file: RotatingLog | None = None,
+    line_max_bytes: int = LINE_MAX_BYTES,
+    logger: FilteringBoundLogger | None = None,
+) -> AsyncIterator[Child]:
+    """Run ``argv`` (never through a shell) as the leader of a new session for the block's span.
+
+    ``on_stdout``/``on_stderr`` are called synchronously for each line and must not block.
+    Raises ``ChildStartError`` if the process cannot be started.
+    """
+    bound = logger if logger is not None else log
+    try:
+        process = await anyio.open_process(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise ChildStartError(f"cannot start {argv[0]}: {exc.strerror}{where}", exc.errno) from exc
+    child = Child(process, stall_timeout_s=stall_timeout_s, kill_grace_s=kill_grace_s, logger=bound)
+    bound.debug("proc.started", pid=process.pid, executable=argv[0])
+    # The block's own exception is carried past the task group and re-raised as itself: raised
+    # inside, anyio would wrap it in an ExceptionGroup and callers could not catch it plainly.
+    failure: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            assert process.stdout is not None
+            assert process.stderr is not None
+            tg.start_soon(
+                child._drain,
+                process.stdout,
+                _LineSplitter(line_max_bytes),
+                _tee(on_stdout, log_file, b""),
+            )
+            tg.start_soon(
+                child._drain,
+                process.stderr,
+                _LineSplitter(line_max_bytes),
+                _tee(on_stderr, log_file, b"[stderr] "),
+            )
+            tg.start_soon(child._watchdog)
+            try:
+                yield child
+            except BaseException as exc:
+                failure = exc
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await child.close_stdin()
+                    await child.terminate()
+                    with anyio.move_on_after(max(kill_grace_s, _DRAIN_MIN_S)):
+                        await child._drained.wait()
+                tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+    finally:
+        with anyio.CancelScope(shield=True):
+            await child.terminate()  # also when the task group itself failed
+            await process.aclose()
+        done = child._exit()
+        bound.debug(
+            "proc.exited",
+            pid=done.pid,
+            returncode=done.returncode,
+            duration_s=round(done.duration_s, 3),
+        )
+
+
+def _tee(
+    callback: LineCallback | None, log_file: RotatingLog | None, prefix: bytes
+) -> LineCallback:
+    def on_line(line: Line) -> None:
+        if log_file is not None:
+            log_file.write_line(line, prefix)
+        if callback is not None:
+            callback(line)
+
+    return on_line

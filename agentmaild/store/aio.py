@@ -1,0 +1,147 @@
+"""The daemon's async view of the store: one worker thread per transaction, plus the poll gate.
+
+``AsyncMailStore`` runs every call of a synchronous ``MailStore`` in a worker thread behind a
+``CapacityLimiter(1)``: the store's single connection is never used by two threads at once, and
+each call is one thread hop and one transaction. The hop is not abandoned on cancellation (anyio's
+default), so a claim that committed always returns to its caller, who can then release it.
+
+``PollGate`` answers "which agents have deliverable mail?" for the supervisor's poll tick on a
+separate read-only aiosqlite connection. An idle tick costs one ``PRAGMA data_version`` (which only
+changes when another connection commits); only then does it run one ``pending_agents`` query for
+all agents — never one query per agent per tick.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+import anyio
+import anyio.to_thread
+
+from agentmaild.errors import StoreError
+from agentmaild.models import Agent, AgentCounts, Batch, DeadLetter
+from agentmaild.store.base import MailStore, Released
+from agentmaild.store.queries import Q
+
+T = TypeVar("T")
+
+
+class AsyncMailStore:
+    """Async facade over a sync ``MailStore``; the daemon's only way to touch it."""
+
+    def __init__(self, store: MailStore) -> None:
+        self.sync = store
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def run_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` in the store's worker thread (for callers such as ``Mailer``)."""
+        call = partial(fn, *args, **kwargs) if kwargs else partial(fn, *args)
+        return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+
+    async def aclose(self) -> None:
+        await self.run_sync(self.sync.close)
+
+    # -- deliveries -------------------------------------------------------------------------
+    async def claim(
+        self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+    ) -> Batch | None:
+        return await self.run_sync(
+            self.sync.claim, agent, max_messages=max_messages, max_chars=max_chars,
+            lease_s=lease_s, now=now,
+        )
+
+    async def ack_delivery(self, delivery_id: str, *, now: float) -> int:
+        return await self.run_sync(self.sync.ack_delivery, delivery_id, now=now)
+
+    async def release(
+        self, delivery_id: str, *, error: str, max_attempts: int, now: float, count: int = 1
+    ) -> Released:
+        return await self.run_sync(
+            self.sync.release, delivery_id, error=error, max_attempts=max_attempts, now=now,
+            count=count,
+        )
+
+    async def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
+        return await self.run_sync(self.sync.extend_lease, delivery_id, lease_s=lease_s, now=now)
+
+    async def reap_expired(self, *, now: float) -> list[tuple[str, str]]:
+        return await self.run_sync(self.sync.reap_expired, now=now)
+
+    async def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
+        return await self.run_sync(self.sync.dead_letters, agent)
+
+    async def retry_dead(
+        self, *, agent: str | None = None, delivery_id: str | None = None
+    ) -> list[str]:
+        return await self.run_sync(self.sync.retry_dead, agent=agent, delivery_id=delivery_id)
+
+    async def pending_agents(self) -> set[str]:
+        return await self.run_sync(self.sync.pending_agents)
+
+    async def counts(self) -> dict[str, AgentCounts]:
+        return await self.run_sync(self.sync.counts)
+
+    async def totals(self) -> dict[str, int]:
+        return await self.run_sync(self.sync.totals)
+
+    # -- agents -----------------------------------------------------------------------------
+    async def list_agents(self) -> list[Agent]:
+        return await self.run_sync(self.sync.list_agents)
+
+    async def get_agent(self, name: str) -> Agent | None:
+        return await self.run_sync(self.sync.get_agent, name)
+
+    async def update_agent(self, name: str, changes: dict[str, Any]) -> Agent:
+        return await self.run_sync(self.sync.update_agent, name, changes)
+
+
+class PollGate:
+    """Cheap change detection for the poll tick, on its own read-only connection."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+        self._version: int | None = None
+
+    @classmethod
+    async def open(cls, db: Path) -> PollGate:
+        try:
+            conn = await aiosqlite.connect(f"file:{db}?mode=ro", uri=True)
+            await conn.execute("PRAGMA busy_timeout = 5000")
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open {db} read-only for polling: {exc}") from exc
+        return cls(conn)
+
+    async def changed(self) -> bool:
+        """True when another connection committed since the last call (and on the first)."""
+        rows = await self._fetch("PRAGMA data_version")
+        version = int(rows[0][0])
+        seen, self._version = self._version, version
+        return seen != version
+
+    async def pending_agents(self) -> set[str]:
+        """Agents with mail the daemon could claim now: one query for all of them."""
+        return {str(r[0]) for r in await self._fetch(Q["pending_agents"])}
+
+    async def newest_claim_lease(self) -> float | None:
+        """The latest lease end among claimed deliveries (crash recovery reaps up to it)."""
+        rows = await self._fetch(
+            "SELECT max(lease_until) FROM am_deliveries WHERE state = 'claimed'"
+        )
+        value = rows[0][0] if rows else None
+        return float(value) if value is not None else None
+
+    async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        try:
+            async with self._conn.execute(sql, params) as cursor:
+                return list(await cursor.fetchall())
+        except sqlite3.Error as exc:  # re-raised as is from aiosqlite's thread
+            raise StoreError(f"poll query failed: {exc}") from exc
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._conn.close()

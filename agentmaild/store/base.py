@@ -1,0 +1,174 @@
+"""The MailStore ABC: every operation on mail, agents and deliveries, each one transaction."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentmaild.models import Agent, AgentCounts, Batch, DeadLetter, Message
+
+# Agent fields `update_agent` may change (name and created_at are fixed).
+AGENT_MUTABLE_FIELDS = frozenset(
+    {
+        "capability",
+        "parent",
+        "channel",
+        "command",
+        "cwd",
+        "tmux_target",
+        "tmux_socket",
+        "preset",
+        "session_id",
+        "poll_interval_s",
+        "settings",
+        "turn_state",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InsertRequest:
+    """Rows to write atomically, with the checks that must hold in the same transaction."""
+
+    messages: tuple[Message, ...]
+    now: float
+    nudges: tuple[tuple[str, str, str], ...] = ()  # (agent, message_id, reason)
+    unread_max: int = 0  # 0: no cap
+    rate_limit_max: int = 0  # 0: off
+    rate_limit_window_s: float = 60.0
+    idempotency: tuple[str, str, str] | None = None  # (sender, key, content hash)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InsertResult:
+    messages: tuple[Message, ...]
+    duplicate: bool = False  # an idempotent repeat: nothing was written
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Released:
+    state: str  # "pending" or "dead"
+    failures: int
+    messages: tuple[Message, ...] = ()  # filled when the batch went dead
+
+
+class MailStore(abc.ABC):
+    """Storage for mail, agents and delivery leases.
+
+    Implementations: ``SqliteMailStore`` (the product) and ``MemoryMailStore`` (a fake for tests);
+    both pass ``tests/contract/test_store_contract.py``.
+    """
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:  # noqa: B027 - optional for stores that hold nothing
+        return None
+
+    # -- messages ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    def insert(self, request: InsertRequest) -> InsertResult: ...
+
+    @abc.abstractmethod
+    def get_message(self, message_id: str) -> Message | None: ...
+
+    @abc.abstractmethod
+    def inbox(self, agent: str, *, unread_only: bool = False) -> list[Message]: ...
+
+    @abc.abstractmethod
+    def take_unread(self, agent: str, *, max_chars: int = 0, ack: bool = True) -> list[Message]:
+        """Unread mail not in flight to the daemon, priority order; acked in the same transaction.
+
+        ``max_chars`` > 0 stops before the running size would pass it (always at least one).
+        """
+
+    @abc.abstractmethod
+    def ack(self, message_ids: Sequence[str], *, by: str = "pull") -> list[str]:
+        """Mark read; returns the ids that were unread before (unknown ids are ignored)."""
+
+    @abc.abstractmethod
+    def list_messages(
+        self,
+        *,
+        from_agent: str | None = None,
+        to_agent: str | None = None,
+        type: str | None = None,
+        unread: bool | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """Newest first."""
+
+    @abc.abstractmethod
+    def thread(self, thread_id: str) -> list[Message]: ...
+
+    @abc.abstractmethod
+    def purge(
+        self, *, older_than: str | None = None, agent: str | None = None, everything: bool = False
+    ) -> int: ...
+
+    @abc.abstractmethod
+    def reset_rate_limit(self, from_agent: str, to_agent: str) -> int: ...
+
+    @abc.abstractmethod
+    def take_nudges(self, agent: str) -> list[dict[str, Any]]:
+        """The priority markers queued for ``agent`` whose message is still unread; clears them."""
+
+    # -- agents -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def add_agent(self, agent: Agent) -> Agent: ...
+
+    @abc.abstractmethod
+    def get_agent(self, name: str) -> Agent | None: ...
+
+    @abc.abstractmethod
+    def list_agents(self) -> list[Agent]: ...
+
+    @abc.abstractmethod
+    def update_agent(self, name: str, changes: dict[str, Any]) -> Agent: ...
+
+    @abc.abstractmethod
+    def set_agent_state(self, name: str, state: str, *, force: bool = False) -> Agent: ...
+
+    @abc.abstractmethod
+    def remove_agent(self, name: str) -> None: ...
+
+    # -- deliveries -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def claim(
+        self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+    ) -> Batch | None:
+        """Lease the next batch: a pending redelivery first (same id), else new mail in order."""
+
+    @abc.abstractmethod
+    def ack_delivery(self, delivery_id: str, *, now: float) -> int:
+        """Mark the batch's messages read; returns how many were newly acked."""
+
+    @abc.abstractmethod
+    def release(
+        self, delivery_id: str, *, error: str, max_attempts: int, now: float, count: int = 1
+    ) -> Released:
+        """Give a claimed batch back; ``count`` failures are recorded (0 for a clean release)."""
+
+    @abc.abstractmethod
+    def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool: ...
+
+    @abc.abstractmethod
+    def reap_expired(self, *, now: float) -> list[tuple[str, str]]:
+        """Re-queue claims whose lease ended; returns (delivery_id, agent) pairs."""
+
+    @abc.abstractmethod
+    def dead_letters(self, agent: str | None = None) -> list[DeadLetter]: ...
+
+    @abc.abstractmethod
+    def retry_dead(self, *, agent: str | None = None, delivery_id: str | None = None) -> list[str]: ...
+
+    @abc.abstractmethod
+    def pending_agents(self) -> set[str]:
+        """Agents with mail the daemon could claim now."""
+
+    @abc.abstractmethod
+    def counts(self) -> dict[str, AgentCounts]: ...
+
+    @abc.abstractmethod
+    def totals(self) -> dict[str, int]:
+        """Store-wide figures: messages, unread."""

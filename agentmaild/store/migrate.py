@@ -1,0 +1,107 @@
+"""Schema upgrades keyed by ``PRAGMA user_version``, each inside one transaction; no row is lost.
+
+Version 0 is "no agentmaild schema yet": an empty file, or a ``messages`` table written by
+Overstory (possibly an old one without ``payload`` or without the newer message types).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+from agentmaild.store.queries import schema_statements
+
+SCHEMA_VERSION = 1
+
+# The 14 message types (models.MessageType; spelled out so the hook path skips the models).
+MESSAGE_TYPES = (
+    "status", "question", "result", "error", "worker_done", "worker_died", "merge_ready",
+    "merged", "merge_failed", "escalation", "health_check", "dispatch", "assign", "decision_gate",
+)
+
+# Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.
+EXTRA_COLUMNS = {
+    "broadcast_id": "TEXT",
+    "delivery_id": "TEXT",
+    "acked_at": "TEXT",
+    "acked_by": "TEXT",
+}
+EXTRA_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS am_idx_delivery ON messages(delivery_id)",
+    "CREATE INDEX IF NOT EXISTS am_idx_unread ON messages(to_agent) WHERE read = 0",
+)
+OVERSTORY_COLUMNS = (
+    "id, from_agent, to_agent, subject, body, type, priority, thread_id, payload, read, created_at"
+)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process may have migrated while we waited for the write lock.
+        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _upgrade_to_1(conn)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _table_sql(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'messages'"
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> dict[str, str]:
+    return {r[1]: r[2] for r in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def needs_rebuild(sql: str) -> bool:
+    """Overstory's own test: a table without CHECKs, ``payload`` or a type is rebuilt."""
+    if "CHECK" not in sql or not re.search(r"\bpayload\b", sql):
+        return True
+    return any(f"'{t}'" not in sql for t in MESSAGE_TYPES)
+
+
+def _upgrade_to_1(conn: sqlite3.Connection) -> None:
+    existing = _table_sql(conn)
+    if existing is not None and needs_rebuild(existing):
+        _rebuild_messages(conn)
+    for stmt in schema_statements():
+        conn.execute(stmt)
+    have = _columns(conn, "messages")
+    for name, decl in EXTRA_COLUMNS.items():
+        if name not in have:
+            conn.execute(f"ALTER TABLE messages ADD COLUMN {name} {decl}")
+    for stmt in EXTRA_INDEXES:
+        conn.execute(stmt)
+
+
+def _rebuild_messages(conn: sqlite3.Connection) -> None:
+    """Recreate ``messages`` with the full CHECK lists, copying every row unchanged.
+
+    SQLite cannot alter a CHECK constraint, so the table is renamed, recreated and copied, all
+    inside the caller's transaction. Columns the old table had beyond Overstory's (e.g. a newer
+    Overstory's ``project_id``) are carried over too.
+    """
+    old_cols = _columns(conn, "messages")
+    conn.execute("ALTER TABLE messages RENAME TO am_messages_old")
+    conn.execute("DROP INDEX IF EXISTS idx_inbox")
+    conn.execute("DROP INDEX IF EXISTS idx_thread")
+    create = next(s for s in schema_statements() if s.startswith("CREATE TABLE IF NOT EXISTS messages"))
+    conn.execute(create)
+    base = [c.strip() for c in OVERSTORY_COLUMNS.split(",")]
+    extras = [c for c in old_cols if c not in base]
+    for col in extras:
+        conn.execute(f'ALTER TABLE messages ADD COLUMN "{col}" {old_cols[col] or ""}')
+    select = [c if c in old_cols else "NULL" for c in base] + [f'"{c}"' for c in extras]
+    target = base + [f'"{c}"' for c in extras]
+    conn.execute(
+        f"INSERT INTO messages ({', '.join(target)}) SELECT {', '.join(select)} FROM am_messages_old"
+    )
+    conn.execute("DROP TABLE am_messages_old")

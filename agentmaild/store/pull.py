@@ -1,0 +1,54 @@
+"""The pull side's one write — take unread mail and ack it — shared by the store and the hook path.
+
+Plain functions over a ``sqlite3.Connection`` returning rows, so the hot path can use them without
+importing the models (dataclasses) or the rest of the store.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from agentmaild.ids import iso_now
+from agentmaild.store.queries import Q
+
+
+def row_size(row: sqlite3.Row) -> int:
+    return len(row["subject"]) + len(row["body"]) + len(row["payload"] or "")
+
+
+def take_unread_rows(conn: sqlite3.Connection, agent: str, max_chars: int) -> list[sqlite3.Row]:
+    """Unread mail not in flight to the daemon, priority order, cut at ``max_chars`` (≥ 1 row)."""
+    taken: list[sqlite3.Row] = []
+    used = 0
+    for row in conn.execute(Q["pull_candidates"], (agent,)):
+        size = row_size(row)
+        if max_chars and taken and used + size > max_chars:
+            break
+        taken.append(row)
+        used += size
+    return taken
+
+
+def mark_read(conn: sqlite3.Connection, ids: list[str], by: str) -> list[str]:
+    """Mark ``ids`` read (recording when and by whom) and drop their nudges; returns those changed."""
+    stamp = iso_now()
+    done: list[str] = []
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"UPDATE messages SET read = 1, acked_at = ?, acked_by = ? "
+            f"WHERE id IN ({marks}) AND read = 0 RETURNING id, to_agent",
+            (stamp, by, *chunk),
+        ).fetchall()
+        done.extend(r[0] for r in rows)
+        conn.executemany(
+            "DELETE FROM am_nudges WHERE agent = ? AND message_id = ?", [(r[1], r[0]) for r in rows]
+        )
+    return done
+
+
+def take_nudge_rows(conn: sqlite3.Connection, agent: str) -> list[sqlite3.Row]:
+    rows = conn.execute(Q["nudges_for"], (agent,)).fetchall()
+    conn.execute(Q["nudges_clear"], (agent,))
+    return rows

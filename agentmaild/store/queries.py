@@ -1,0 +1,39 @@
+"""Loads the named SQL queries of ``sql/queries.sql`` (one ``-- name:`` header per query)."""
+
+from __future__ import annotations
+
+import os
+
+_SQL_DIR = os.path.join(os.path.dirname(__file__), "sql")
+
+
+def _parse(text: str) -> dict[str, str]:
+    queries: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("-- name:"):
+            if name:
+                queries[name] = "\n".join(lines).strip()
+            name, lines = line.split(":", 1)[1].strip(), []
+        elif name is not None and not line.startswith("--"):
+            lines.append(line)
+    if name:
+        queries[name] = "\n".join(lines).strip()
+    return queries
+
+
+def _read(name: str) -> str:
+    with open(os.path.join(_SQL_DIR, name), encoding="utf-8") as f:
+        return f.read()
+
+
+Q = _parse(_read("queries.sql"))
+
+
+def schema_statements() -> list[str]:
+    """The schema script split into statements (executescript would commit our transaction)."""
+    text = _read("schema.sql")
+    # No string literal in the schema holds "--", so every "--" starts a comment.
+    body = "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+    return [s.strip() for s in body.split(";") if s.strip()]

@@ -1,0 +1,162 @@
+-- Named queries of the SQLite store. Each block starts with "-- name: <name>".
+
+-- name: insert_message
+INSERT INTO messages (id, from_agent, to_agent, subject, body, type, priority, thread_id,
+                      payload, read, created_at, broadcast_id)
+VALUES (:id, :from_agent, :to_agent, :subject, :body, :type, :priority, :thread_id,
+        :payload, 0, :created_at, :broadcast_id);
+
+-- name: get_message
+SELECT * FROM messages WHERE id = ?;
+
+-- name: unread_count_reaches
+-- 1 when the recipient already holds at least :cap unread messages (walks at most :cap index rows).
+SELECT 1 FROM messages WHERE to_agent = :to AND read = 0 LIMIT 1 OFFSET :cap - 1;
+
+-- name: rate_count
+SELECT count(*) FROM am_rate_log WHERE from_agent = ? AND to_agent = ? AND at > ?;
+
+-- name: rate_insert
+INSERT INTO am_rate_log (from_agent, to_agent, at) VALUES (?, ?, ?);
+
+-- name: rate_trim
+DELETE FROM am_rate_log WHERE at <= ?;
+
+-- name: rate_reset
+DELETE FROM am_rate_log WHERE from_agent = ? AND to_agent = ?;
+
+-- name: idem_get
+SELECT content_hash, message_ids FROM am_idempotency WHERE sender = ? AND key = ?;
+
+-- name: idem_put
+INSERT INTO am_idempotency (sender, key, content_hash, message_ids, created_at)
+VALUES (?, ?, ?, ?, ?);
+
+-- name: nudge_put
+INSERT OR IGNORE INTO am_nudges (agent, message_id, reason, created_at) VALUES (?, ?, ?, ?);
+
+-- name: inbox_all
+SELECT * FROM messages WHERE to_agent = ? ORDER BY created_at, id;
+
+-- name: inbox_unread
+SELECT * FROM messages WHERE to_agent = ? AND read = 0 ORDER BY created_at, id;
+
+-- name: pull_candidates
+-- Unread mail the pull side may take: everything but batches the daemon has in flight.
+SELECT m.* FROM messages m
+WHERE m.to_agent = ? AND m.read = 0
+  AND (m.delivery_id IS NULL
+       OR NOT EXISTS (SELECT 1 FROM am_deliveries d
+                      WHERE d.id = m.delivery_id AND d.state = 'claimed'))
+ORDER BY CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
+         m.created_at, m.id;
+
+-- name: thread
+SELECT * FROM messages WHERE thread_id = :t OR id = :t ORDER BY created_at, id;
+
+-- name: nudges_for
+SELECT n.message_id, n.reason, m.subject, m.priority, m.type, m.from_agent
+FROM am_nudges n JOIN messages m ON m.id = n.message_id
+WHERE n.agent = ? AND m.read = 0 ORDER BY n.created_at;
+
+-- name: nudges_clear
+DELETE FROM am_nudges WHERE agent = ?;
+
+-- name: agent_get
+SELECT * FROM am_agents WHERE name = ?;
+
+-- name: agent_list
+SELECT * FROM am_agents ORDER BY name;
+
+-- name: agent_insert
+INSERT INTO am_agents (name, capability, parent, state, channel, command, cwd, tmux_target,
+                       tmux_socket, preset, session_id, poll_interval_s, settings,
+                       created_at, updated_at)
+VALUES (:name, :capability, :parent, :state, :channel, :command, :cwd, :tmux_target,
+        :tmux_socket, :preset, :session_id, :poll_interval_s, :settings,
+        :created_at, :updated_at);
+
+-- name: agent_delete
+DELETE FROM am_agents WHERE name = ?;
+
+-- name: claim_active
+SELECT id FROM am_deliveries WHERE agent = ? AND state = 'claimed' AND lease_until > ?;
+
+-- name: claim_pending_delivery
+SELECT id, attempts FROM am_deliveries WHERE agent = ? AND state = 'pending'
+ORDER BY created_at, id LIMIT 1;
+
+-- name: delivery_unread
+SELECT * FROM messages WHERE delivery_id = ? AND read = 0
+ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
+         created_at, id;
+
+-- name: claim_candidates
+SELECT * FROM messages WHERE to_agent = ? AND read = 0 AND delivery_id IS NULL
+ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
+         created_at, id
+LIMIT ?;
+
+-- name: delivery_mark_claimed
+UPDATE am_deliveries SET state = 'claimed', attempts = attempts + 1, lease_until = ?,
+                         updated_at = ?
+WHERE id = ? RETURNING attempts;
+
+-- name: delivery_insert
+INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at, updated_at)
+VALUES (?, ?, 'claimed', 1, 0, ?, ?, ?);
+
+-- name: delivery_get
+SELECT * FROM am_deliveries WHERE id = ?;
+
+-- name: delivery_set_state
+UPDATE am_deliveries SET state = ?, updated_at = ? WHERE id = ?;
+
+-- name: delivery_ack_messages
+UPDATE messages SET read = 1, acked_at = ?, acked_by = ? WHERE delivery_id = ? AND read = 0;
+
+-- name: delivery_ack
+UPDATE am_deliveries SET state = 'acked', failures = 0, lease_until = NULL, updated_at = ?
+WHERE id = ? AND state = 'claimed';
+
+-- name: delivery_release
+UPDATE am_deliveries
+SET state = CASE WHEN failures + :count >= :max_attempts THEN 'dead' ELSE 'pending' END,
+    failures = failures + :count, lease_until = NULL, last_error = :error, updated_at = :now
+WHERE id = :id AND state = 'claimed'
+RETURNING state, failures;
+
+-- name: deliveries_expired
+UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = ?
+WHERE state = 'claimed' AND lease_until <= ?
+RETURNING id, agent;
+
+-- name: dead_list
+SELECT * FROM am_deliveries WHERE state = 'dead' ORDER BY updated_at, id;
+
+-- name: dead_list_agent
+SELECT * FROM am_deliveries WHERE state = 'dead' AND agent = ? ORDER BY updated_at, id;
+
+-- name: delivery_message_ids
+SELECT id FROM messages WHERE delivery_id = ? ORDER BY created_at, id;
+
+-- name: retry_dead
+UPDATE am_deliveries SET state = 'pending', failures = 0, updated_at = ?
+WHERE state = 'dead' AND (:agent IS NULL OR agent = :agent) AND (:id IS NULL OR id = :id)
+RETURNING id;
+
+-- name: pending_agents
+SELECT DISTINCT m.to_agent FROM messages m INDEXED BY am_idx_unread
+WHERE m.read = 0
+  AND (m.delivery_id IS NULL
+       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'));
+
+-- name: count_unread
+SELECT to_agent, count(*) FROM messages INDEXED BY am_idx_unread WHERE read = 0 GROUP BY to_agent;
+
+-- name: count_deliveries
+SELECT agent, state, count(*) FROM am_deliveries WHERE state IN ('claimed', 'dead')
+GROUP BY agent, state;
+
+-- name: count_messages
+SELECT count(*), coalesce(sum(read = 0), 0) FROM messages;

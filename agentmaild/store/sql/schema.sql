@@ -1,0 +1,79 @@
+-- agentmaild schema, version 1.
+-- The messages table is Overstory's, column for column and CHECK for CHECK, so `ov mail` and
+-- agentmaild share one file. agentmaild's additions are nullable columns (added by the migration,
+-- never declared here, so a table Overstory creates and one we create end up identical) and the
+-- am_* tables below.
+
+CREATE TABLE IF NOT EXISTS messages (
+  id TEXT PRIMARY KEY,
+  from_agent TEXT NOT NULL,
+  to_agent TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  body TEXT NOT NULL,
+  type TEXT NOT NULL DEFAULT 'status' CHECK(type IN ('status','question','result','error','worker_done','worker_died','merge_ready','merged','merge_failed','escalation','health_check','dispatch','assign','decision_gate')),
+  priority TEXT NOT NULL DEFAULT 'normal' CHECK(priority IN ('low','normal','high','urgent')),
+  thread_id TEXT,
+  payload TEXT,
+  read INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX IF NOT EXISTS idx_inbox ON messages(to_agent, read);
+CREATE INDEX IF NOT EXISTS idx_thread ON messages(thread_id);
+
+CREATE TABLE IF NOT EXISTS am_agents (
+  name TEXT PRIMARY KEY,
+  capability TEXT NOT NULL,
+  parent TEXT,
+  state TEXT NOT NULL DEFAULT 'booting'
+    CHECK(state IN ('booting','working','idle','stalled','completed','zombie')),
+  channel TEXT NOT NULL DEFAULT 'pull' CHECK(channel IN ('pull','spawn','stdin','tmux')),
+  command TEXT,            -- JSON argv list
+  cwd TEXT,
+  tmux_target TEXT,
+  tmux_socket TEXT,
+  preset TEXT,
+  session_id TEXT,
+  poll_interval_s REAL,
+  settings TEXT NOT NULL DEFAULT '{}',
+  turn_state TEXT,         -- busy | idle | waiting | gone, reported by hooks
+  turn_state_at TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS am_deliveries (
+  id TEXT PRIMARY KEY,
+  agent TEXT NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('claimed','pending','acked','dead')),
+  attempts INTEGER NOT NULL DEFAULT 0,   -- times claimed; > 1 means a redelivery
+  failures INTEGER NOT NULL DEFAULT 0,   -- failed attempts since the last success or retry
+  lease_until REAL,                      -- unix seconds; wall clock so it survives restarts
+  last_error TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS am_idx_deliveries ON am_deliveries(agent, state);
+
+CREATE TABLE IF NOT EXISTS am_idempotency (
+  sender TEXT NOT NULL,
+  key TEXT NOT NULL,
+  content_hash TEXT NOT NULL,
+  message_ids TEXT NOT NULL,  -- JSON list
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (sender, key)
+);
+
+CREATE TABLE IF NOT EXISTS am_rate_log (
+  from_agent TEXT NOT NULL,
+  to_agent TEXT NOT NULL,
+  at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS am_idx_rate ON am_rate_log(from_agent, to_agent, at);
+
+CREATE TABLE IF NOT EXISTS am_nudges (
+  agent TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (agent, message_id)
+);

@@ -1,0 +1,326 @@
+"""Supervisor: one supervised DeliveryLoop per non-pull agent, kept in step with the registry.
+
+It owns the poll tick: one ``PRAGMA data_version`` per tick while nothing changes; when the store
+changed, one registry read (agents added, changed or removed start, restart or stop their loops)
+and one "which agents have deliverable mail" query that wakes just those loops. A loop that crashes
+is logged and restarted with capped backoff; each loop waits on its own channel, so one agent's
+failures never slow another's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from agentmaild.channels.base import Channel
+from agentmaild.config import Config
+from agentmaild.delivery import Clock, DeliveryLoop, LoopSettings
+from agentmaild.errors import AgentmaildError, NotFound
+from agentmaild.mail import Mailer
+from agentmaild.models import Agent, ChannelKind
+from agentmaild.store.aio import AsyncMailStore, PollGate
+
+log = structlog.get_logger(__name__)
+
+ChannelFactory = Callable[[Agent, Config], Channel]
+
+# A change to any of these means a new channel (and loop); state, session_id, turn_state do not.
+_CHANNEL_FIELDS = (
+    "channel", "command", "cwd", "tmux_target", "tmux_socket", "preset", "poll_interval_s",
+    "settings",
+)
+# Every this many seconds the tick asks for pending agents even if data_version did not move.
+_SWEEP_INTERVAL_S = 30.0
+_MIN_TICK_S = 0.01
+_CLOSE_TIMEOUT_S = 10.0
+_COUNTERS = ("delivered_total", "failed_total", "dead_total")
+
+
+def _channel_key(agent: Agent) -> tuple[Any, ...]:
+    return tuple(repr(getattr(agent, f)) for f in _CHANNEL_FIELDS)
+
+
+@dataclass(eq=False)
+class _Entry:
+    agent: Agent
+    loop: DeliveryLoop | None = None
+    retired: bool = False
+    crashes: int = 0
+    last_crash: str | None = None
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTERS, 0))
+    kick: anyio.Event = field(default_factory=anyio.Event)
+
+    def halt(self) -> None:
+        if self.loop is not None:
+            self.loop.stop()
+        self.kick.set()
+
+
+class Supervisor:
+    """Runs the loops; ``wake``/``pause``/``resume``/``stop``/``abort`` are sync, never block."""
+
+    def __init__(
+        self,
+        store: AsyncMailStore,
+        mailer: Mailer,
+        config: Config,
+        factory: ChannelFactory,
+        *,
+        gate: PollGate | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._mailer = mailer
+        self._config = config
+        self._factory = factory
+        self._gate = gate
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._poke = anyio.Event()
+        self._sweep_due = True
+        self._stopping = False
+        self._paused: set[str] = set()
+        self._all_paused = False
+
+    # -- running ----------------------------------------------------------------------------
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Start a loop per agent, report started, tick until ``stop()``; loops finish first."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            await self.sync()
+            task_status.started()
+            await self._tick_forever()
+        self._tg = None
+        log.info("supervisor.stopped")
+
+    async def _tick_forever(self) -> None:
+        last_sweep = self._clock()
+        while not self._stopping:
+            with anyio.move_on_after(self._tick_interval()):
+                await self._poke.wait()
+            self._poke = anyio.Event()
+            if self._stopping:
+                return
+            if self._clock() - last_sweep >= _SWEEP_INTERVAL_S:
+                self._sweep_due, last_sweep = True, self._clock()
+            try:
+                await self._tick()
+            except AgentmaildError as exc:  # the store is unwell; the next tick tries again
+                log.warning("supervisor.tick_failed", error=exc.message)
+
+    async def _tick(self) -> None:
+        changed = True if self._gate is None else await self._gate.changed()
+        if changed:
+            await self.sync()
+        if not (changed or self._sweep_due):
+            return
+        self._sweep_due = False
+        pending = (
+            await self._gate.pending_agents()
+            if self._gate is not None
+            else await self._store.pending_agents()
+        )
+        for name in pending:
+            entry = self._entries.get(name)
+            if entry is not None and entry.loop is not None:
+                entry.loop.wake()
+
+    def _tick_interval(self) -> float:
+        overrides = [
+            e.agent.poll_interval_s for e in self._entries.values() if e.agent.poll_interval_s
+        ]
+        return max(_MIN_TICK_S, min([self._config.daemon.poll_interval_s, *overrides]))
+
+    async def sync(self) -> None:
+        """Diff the registry against the running loops: start, restart or stop loops."""
+        if self._tg is None or self._stopping:
+            return
+        agents = await self._store.list_agents()
+        wanted = {a.name: a for a in agents if a.channel != ChannelKind.PULL}
+        for name, entry in list(self._entries.items()):
+            agent = wanted.get(name)
+            if agent is None:
+                log.info("supervisor.agent_removed", agent=name)
+                entry.retired = True
+                entry.halt()
+                del self._entries[name]
+            elif _channel_key(agent) != _channel_key(entry.agent):
+                log.info("supervisor.agent_changed", agent=name)
+                entry.agent = agent
+                entry.halt()  # _supervise starts a fresh channel and loop for the new agent
+            else:
+                entry.agent = agent
+        for name, agent in wanted.items():
+            if name not in self._entries:
+                entry = _Entry(agent)
+                self._entries[name] = entry
+                self._tg.start_soon(self._supervise, entry, name=f"loop:{name}")
+
+    async def _supervise(self, entry: _Entry) -> None:
+        while not (entry.retired or self._stopping):
+            entry.kick = anyio.Event()
+            try:
+                await self._run_once(entry)
+            except Exception as exc:  # logged, then restarted with backoff
+                entry.crashes += 1
+                entry.last_crash = f"{type(exc).__name__}: {exc}"
+                delay = self._restart_delay(entry.crashes)
+                log.exception("supervisor.loop_crashed", agent=entry.agent.name,
+                              crashes=entry.crashes, restart_in_s=round(delay, 3))
+                with anyio.move_on_after(delay):
+                    await entry.kick.wait()
+
+    async def _run_once(self, entry: _Entry) -> None:
+        agent = entry.agent
+        channel = self._factory(agent, self._config)
+        loop = DeliveryLoop(
+            agent, channel, self._store, self._mailer,
+            LoopSettings.from_config(self._config.daemon, agent), clock=self._clock, gated=True,
+        )
+        loop.paused = self._all_paused or agent.name in self._paused
+        entry.loop = loop
+        log.info("supervisor.loop_started", agent=agent.name, channel=agent.channel)
+        try:
+            await loop.run()
+        finally:
+            for key in _COUNTERS:
+                entry.totals[key] += getattr(loop, key)
+            entry.loop = None
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_S):
+                await channel.aclose()
+        if not loop.stopping:
+            raise RuntimeError("delivery loop returned without being stopped")
+
+    def _restart_delay(self, crashes: int) -> float:
+        d = self._config.daemon
+        base = max(d.backoff_initial_s, 0.05) * 2 ** min(crashes - 1, 16)
+        return float(min(max(d.backoff_max_s, 0.05), base))
+
+    # -- control (sync) ---------------------------------------------------------------------
+    def wake(self, agents: Iterable[str] | None = None) -> list[str]:
+        """Wake the named loops now; unknown names (or None) make the next tick run at once."""
+        if agents is None:
+            self._sweep_due = True
+            self._poke.set()
+            return sorted(self._entries)
+        woken = []
+        for name in agents:
+            entry = self._entries.get(name)
+            if entry is not None and entry.loop is not None:
+                entry.loop.wake()
+                woken.append(name)
+            else:
+                self._poke.set()  # maybe an agent registered a moment ago
+        return woken
+
+    def pause(self, agent: str | None = None) -> list[str]:
+        targets = self._targets(agent)
+        if agent is None:
+            self._all_paused = True
+        else:
+            self._paused.add(agent)
+        for name in targets:
+            loop = self._entries[name].loop
+            if loop is not None:
+                loop.pause()
+        return targets
+
+    def resume(self, agent: str | None = None) -> list[str]:
+        targets = self._targets(agent)
+        if agent is None:
+            self._all_paused = False
+            self._paused.clear()
+        else:
+            self._paused.discard(agent)
+        for name in targets:
+            loop = self._entries[name].loop
+            if loop is not None and not (self._all_paused and agent is not None):
+                loop.resume()
+        return targets
+
+    def _targets(self, agent: str | None) -> list[str]:
+        if agent is None:
+            return sorted(self._entries)
+        if agent not in self._entries:
+            raise NotFound(f"no delivery loop for {agent!r} (unknown agent, or channel pull)")
+        return [agent]
+
+    def stop(self) -> None:
+        """Claim nothing more; loops finish their delivery in flight, then ``run()`` returns."""
+        self._stopping = True
+        self._poke.set()
+        for entry in self._entries.values():
+            entry.halt()
+
+    def abort(self) -> None:
+        """Stop, cancelling deliveries in flight (they are released, not acked)."""
+        self.stop()
+        for entry in self._entries.values():
+            if entry.loop is not None:
+                entry.loop.abort()
+
+    async def drain(self, timeout_s: float) -> dict[str, Any]:
+        """Pause every loop and wait up to ``timeout_s`` for deliveries in flight to settle."""
+        self.pause()
+        with anyio.move_on_after(timeout_s):
+            for entry in list(self._entries.values()):
+                if entry.loop is not None:
+                    await entry.loop.quiet.wait()
+        in_flight = self.in_flight()
+        return {"drained": not in_flight, "in_flight": in_flight}
+
+    def in_flight(self) -> list[str]:
+        return sorted(
+            e.loop.in_flight.delivery_id
+            for e in self._entries.values()
+            if e.loop is not None and e.loop.in_flight is not None
+        )
+
+    def update_config(self, config: Config) -> None:
+        """Apply a reloaded config: new settings at once; new channels if their section changed."""
+        channels_changed = (config.spawn, config.stdin, config.tmux) != (
+            self._config.spawn, self._config.stdin, self._config.tmux,
+        )
+        self._config = config
+        for entry in self._entries.values():
+            if entry.loop is None:
+                continue
+            if channels_changed:
+                entry.halt()
+            else:
+                entry.loop.settings = LoopSettings.from_config(config.daemon, entry.agent)
+        self._poke.set()
+
+    # -- figures ----------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        """Per-agent loop figures for ``status`` and ``metrics``."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, entry in sorted(self._entries.items()):
+            loop = entry.loop
+            row: dict[str, Any] = loop.snapshot() if loop is not None else {
+                "state": "restarting" if entry.crashes else "starting", "busy": False,
+            }
+            for key in _COUNTERS:
+                row[key] = entry.totals[key] + (getattr(loop, key) if loop is not None else 0)
+            row.update(
+                channel=entry.agent.channel,
+                paused=self._all_paused or name in self._paused,
+                crashes=entry.crashes,
+                last_crash=entry.last_crash,
+                channel_info=loop.channel.describe() if loop is not None else {},
+            )
+            out[name] = row
+        return out
+
+    @property
+    def agents(self) -> list[str]:
+        return sorted(self._entries)

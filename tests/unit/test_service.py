@@ -1,0 +1,264 @@
+"""Service files: the systemd unit (checked by systemd-analyze), the launchd plist, installation."""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agentmaild.errors import ConfigError
+from agentmaild.service import (
+    LAUNCHD_LABEL,
+    install_service,
+    render_launchd_plist,
+    render_systemd_unit,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+# The repository's examples are these renders; set AGENTMAILD_REGENERATE_EXAMPLES=1 to rewrite.
+EXAMPLE_UNIT = REPO / "systemd" / "agentmaild.service"
+EXAMPLE_PLIST = REPO / "systemd" / f"{LAUNCHD_LABEL}.plist"
+LINUX_HOME, MAC_HOME = Path("/home/you"), Path("/Users/you")
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
+
+
+def example_unit() -> str:
+    return render_systemd_unit(
+        str(LINUX_HOME / ".local/bin/agentmaild"),
+        LINUX_HOME / "project/.agentmail/mail.db",
+        None,
+        LINUX_HOME / "project",
+    )
+
+
+def example_plist() -> str:
+    return render_launchd_plist(
+        str(MAC_HOME / ".local/bin/agentmaild"),
+        MAC_HOME / "project/.agentmail/mail.db",
+        None,
+        MAC_HOME / "project",
+        log_path=MAC_HOME / "Library/Logs/agentmaild.log",
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "render"), [(EXAMPLE_UNIT, example_unit), (EXAMPLE_PLIST, example_plist)]
+)
+def test_repository_examples_are_the_renders(path: Path, render: object) -> None:
+    assert callable(render)
+    text = render()
+    if os.environ.get("AGENTMAILD_REGENERATE_EXAMPLES"):
+        path.write_text(text)
+    assert path.read_text() == text, f"{path} is stale: rerun with AGENTMAILD_REGENERATE_EXAMPLES=1"
+
+
+# ---- systemd -------------------------------------------------------------------------------
+
+
+def unit_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_unit_has_the_operational_settings() -> None:
+    text = render_systemd_unit(
+        "/opt/am/agentmaild",
+        Path("/p/mail.db"),
+        Path("/p/am.toml"),
+        Path("/p"),
+        shutdown_grace_s=25,
+    )
+    lines = unit_lines(text)
+    for expected in [
+        "[Unit]",
+        "[Service]",
+        "Type=simple",
+        "ExecStart=/opt/am/agentmaild serve --db /p/mail.db --config /p/am.toml",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+        "WorkingDirectory=/p",
+        "Environment=PYTHONUNBUFFERED=1",
+        "Restart=on-failure",
+        "RestartSec=2",
+        "KillMode=mixed",
+        "TimeoutStopSec=35",
+        "[Install]",
+        "WantedBy=default.target",
+    ]:
+        assert expected in lines
+
+
+@pytest.mark.parametrize("grace", [0.0, 0.5, 10.0, 59.9])
+def test_stop_timeout_exceeds_the_drain_grace(grace: float) -> None:
+    text = render_systemd_unit("/x/agentmaild", None, None, Path("/w"), shutdown_grace_s=grace)
+    (line,) = [x for x in unit_lines(text) if x.startswith("TimeoutStopSec=")]
+    assert int(line.split("=")[1]) >= grace + 10
+
+
+def test_unit_without_db_or_config_lets_the_daemon_find_the_project() -> None:
+    text = render_systemd_unit("/x/agentmaild", None, None, Path("/w"))
+    assert "ExecStart=/x/agentmaild serve" in unit_lines(text)
+
+
+def test_unit_quotes_and_escapes_awkward_paths() -> None:
+    text = render_systemd_unit(
+        "/a b/agentmaild", Path('/p/100%/$HOME/"q".db'), None, Path("/w 1/50%"), path_env="/u b:/x"
+    )
+    lines = unit_lines(text)
+    assert 'ExecStart="/a b/agentmaild" serve --db "/p/100%%/$$HOME/\\"q\\".db"' in lines
+    assert "WorkingDirectory=/w 1/50%%" in lines
+    assert 'Environment="PATH=/u b:/x"' in lines
+
+
+def test_unit_refuses_relative_workdir_and_line_breaks() -> None:
+    with pytest.raises(ConfigError, match="absolute"):
+        render_systemd_unit("/x/agentmaild", None, None, Path("rel"))
+    with pytest.raises(ConfigError, match="line break"):
+        render_systemd_unit("/x/agentmaild", Path("/a\nb"), None, Path("/w"))
+
+
+def systemd_verify(unit: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    # --user needs a runtime directory; a private one keeps the check off the host's manager.
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "SYSTEMD_LOG_COLOR": "0"}
+    assert SYSTEMD_ANALYZE is not None
+    return subprocess.run(
+        [SYSTEMD_ANALYZE, "--user", "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def fake_executable(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    exe = directory / "agentmaild"
+    shutil.copy("/bin/true", exe)
+    return exe
+
+
+needs_systemd = pytest.mark.skipif(
+    SYSTEMD_ANALYZE is None, reason="systemd-analyze not installed (not a systemd host)"
+)
+
+
+@needs_systemd
+@pytest.mark.parametrize("dirname", ["plain", "with space and 100%"])
+def test_systemd_analyze_verifies_the_rendered_unit(tmp_path: Path, dirname: str) -> None:
+    base = tmp_path / dirname
+    exe = fake_executable(base / "bin")
+    (base / "project").mkdir()
+    text = render_systemd_unit(
+        str(exe), base / "project/mail.db", base / "am.toml", base / "project", path_env="/usr/bin"
+    )
+    unit = tmp_path / "agentmaild.service"
+    unit.write_text(text)
+    proc = systemd_verify(unit, tmp_path)
+    # verify exits 0 even for unknown keys or unparsable values; those only print warnings.
+    assert (proc.returncode, proc.stderr, proc.stdout) == (0, "", "")
+
+
+@needs_systemd
+def test_systemd_analyze_check_is_not_vacuous(tmp_path: Path) -> None:
+    """The same check flags a unit whose ExecStart is missing and a setting it cannot parse."""
+    text = render_systemd_unit(str(tmp_path / "missing/agentmaild"), None, None, tmp_path)
+    unit = tmp_path / "agentmaild.service"
+    unit.write_text(text.replace("RestartSec=2", "RestartSec=soon"))
+    proc = systemd_verify(unit, tmp_path)
+    assert proc.returncode != 0
+    assert "Failed to parse sec value, ignoring: soon" in proc.stderr
+    assert "missing/agentmaild" in proc.stderr
+
+
+# ---- launchd -------------------------------------------------------------------------------
+
+
+def test_plist_round_trips_with_the_right_keys(tmp_path: Path) -> None:
+    log = tmp_path / "Logs/agentmaild.log"
+    text = render_launchd_plist(
+        "/opt/am/agentmaild",
+        Path("/p/mail.db"),
+        Path("/p/am.toml"),
+        Path("/p"),
+        log_path=log,
+        shutdown_grace_s=15,
+        path_env="/opt/homebrew/bin:/usr/bin",
+    )
+    plist = plistlib.loads(text.encode())
+    assert plist["Label"] == LAUNCHD_LABEL
+    assert plist["ProgramArguments"] == [
+        "/opt/am/agentmaild", "serve", "--db", "/p/mail.db", "--config", "/p/am.toml",
+    ]  # fmt: skip
+    assert plist["KeepAlive"] == {"SuccessfulExit": False}
+    assert plist["RunAtLoad"] is True
+    assert plist["StandardErrorPath"] == str(log)
+    assert plist["StandardOutPath"] == str(log)
+    assert plist["WorkingDirectory"] == "/p"
+    assert plist["ExitTimeOut"] == 25
+    assert plist["EnvironmentVariables"] == {
+        "PYTHONUNBUFFERED": "1",
+        "PATH": "/opt/homebrew/bin:/usr/bin",
+    }
+
+
+def test_plist_without_db_or_config() -> None:
+    text = render_launchd_plist("/x/agentmaild", None, None, Path("/w"), log_path=Path("/l/a.log"))
+    assert plistlib.loads(text.encode())["ProgramArguments"] == ["/x/agentmaild", "serve"]
+
+
+# ---- install -------------------------------------------------------------------------------
+
+
+def test_install_systemd_writes_the_unit_and_says_what_next(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    result = install_service(
+        "systemd", False, db=Path("/p/mail.db"), config=None, workdir=Path("/p"),
+        exe="/x/agentmaild", home=home, path_env="/usr/bin",
+    )  # fmt: skip
+    assert result.path == home / ".config/systemd/user/agentmaild.service"
+    assert result.path.read_text() == result.text
+    assert "ExecStart=/x/agentmaild serve --db /p/mail.db" in result.text
+    assert "Environment=PATH=/usr/bin" in result.text
+    assert "systemctl --user daemon-reload" in result.next_steps
+    assert "systemctl --user enable --now agentmaild" in result.next_steps
+    again = install_service(
+        "systemd", False, db=None, config=None, workdir=Path("/p"), exe="/x/agentmaild", home=home
+    )
+    assert again.path is not None
+    assert again.path.read_text() == again.text  # reinstalling replaces the unit
+
+
+def test_install_launchd_writes_the_plist(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    result = install_service(
+        "launchd", False, db=None, config=None, workdir=tmp_path, exe="/x/agentmaild", home=home
+    )
+    assert result.path == home / f"Library/LaunchAgents/{LAUNCHD_LABEL}.plist"
+    plist = plistlib.loads(result.path.read_bytes())
+    assert plist["StandardErrorPath"] == str(home / "Library/Logs/agentmaild.log")
+    assert (home / "Library/Logs").is_dir()
+    assert result.next_steps == (f"launchctl load -w {result.path}",)
+
+
+def test_install_print_only_writes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    result = install_service(
+        "systemd", True, db=None, config=None, workdir=tmp_path, exe="/x/agentmaild", home=home
+    )
+    assert result.path is None
+    assert "[Service]" in result.text
+    assert not home.exists()
+
+
+def test_install_makes_paths_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = install_service(
+        "systemd", True, db=Path("mail.db"), config=Path("am.toml"), workdir=Path("."),
+        exe="/x/agentmaild", home=tmp_path,
+    )  # fmt: skip
+    assert f"--db {tmp_path}/mail.db --config {tmp_path}/am.toml" in result.text
+    assert f"WorkingDirectory={tmp_path}" in result.text
