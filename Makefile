@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 DB      ?= $(CURDIR)/.agentmail/mail.db
 PYTEST_ARGS ?=
 
-.PHONY: test bench serve lint venv clean
+.PHONY: test bench serve lint venv clean claude
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,7 +16,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-test: $(STAMP)
+# The real Claude Code CLI (pinned) for the end-to-end tests; the script skips work when present.
+claude:
+	bash scripts/install-claude.sh >/dev/null
+
+test: $(STAMP) claude
 	$(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS)
 
 bench: $(STAMP)

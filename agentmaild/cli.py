@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -18,10 +18,10 @@ from agentmaild import __version__
 from agentmaild.cli_common import (
     STATE,
     DbOpt,
-    db_path,
     FromOpt,
     JsonOpt,
     command,
+    db_path,
     emit_error,
     mailer,
     open_store,
@@ -46,6 +46,7 @@ agents_app = typer.Typer(help="Register and manage agents (recipients).", no_arg
 limits_app = typer.Typer(help="Administer sending limits.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 app.add_typer(limits_app, name="limits")
+
 
 def _line(m: Message) -> str:
     flag = " " if m.read else "*"
@@ -79,7 +80,9 @@ def _read_body(body: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"body: stdin is not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+        raise ValidationError(
+            f"body: stdin is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from exc
 
 
 @app.callback()
@@ -104,19 +107,36 @@ def send(
     subject: Annotated[str, typer.Option("--subject", "-s", help="One line, ≤ 256 chars.")],
     body: Annotated[str, typer.Option("--body", "-b", help="Message text; '-' reads stdin.")] = "",
     sender: FromOpt = None,
-    type: Annotated[str, typer.Option("--type", "-t", help="status question result error or a protocol type.")] = "status",
-    priority: Annotated[str, typer.Option("--priority", "-p", help="low normal high urgent.")] = "normal",
-    thread: Annotated[str | None, typer.Option("--thread", help="Thread id (a message id).")] = None,
-    payload: Annotated[str | None, typer.Option("--payload", help="JSON payload (required for protocol types).")] = None,
-    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key", help="Same key + content → same ids.")] = None,
+    type: Annotated[
+        str, typer.Option("--type", "-t", help="status question result error or a protocol type.")
+    ] = "status",
+    priority: Annotated[
+        str, typer.Option("--priority", "-p", help="low normal high urgent.")
+    ] = "normal",
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Thread id (a message id).")
+    ] = None,
+    payload: Annotated[
+        str | None, typer.Option("--payload", help="JSON payload (required for protocol types).")
+    ] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option("--idempotency-key", help="Same key + content → same ids.")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
     with open_store(db) as store:
         sent = mailer(store).send(
-            sender=sender_of(sender), to=to, subject=subject, body=_read_body(body), type=type,
-            priority=priority, thread_id=thread, payload=payload, idempotency_key=idempotency_key,
+            sender=sender_of(sender),
+            to=to,
+            subject=subject,
+            body=_read_body(body),
+            type=type,
+            priority=priority,
+            thread_id=thread,
+            payload=payload,
+            idempotency_key=idempotency_key,
         )
         if not sent.duplicate:
             poke(store, sorted({m.to_agent for m in sent.messages}))
@@ -129,8 +149,12 @@ def reply(
     message_id: Annotated[str, typer.Argument(metavar="ID", help="The message replied to.")],
     body: Annotated[str, typer.Option("--body", "-b", help="Reply text; '-' reads stdin.")],
     sender: FromOpt = None,
-    type: Annotated[str | None, typer.Option("--type", "-t", help="Default: the original's.")] = None,
-    priority: Annotated[str | None, typer.Option("--priority", "-p", help="Default: the original's.")] = None,
+    type: Annotated[
+        str | None, typer.Option("--type", "-t", help="Default: the original's.")
+    ] = None,
+    priority: Annotated[
+        str | None, typer.Option("--priority", "-p", help="Default: the original's.")
+    ] = None,
     payload: Annotated[str | None, typer.Option("--payload")] = None,
     idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
     db: DbOpt = None,
@@ -139,8 +163,13 @@ def reply(
     """Reply in the thread: to the original sender (or, from the sender, to the recipient)."""
     with open_store(db) as store:
         sent = mailer(store).reply(
-            message_id, sender=sender_of(sender), body=_read_body(body), type=type,
-            priority=priority, payload=payload, idempotency_key=idempotency_key,
+            message_id,
+            sender=sender_of(sender),
+            body=_read_body(body),
+            type=type,
+            priority=priority,
+            payload=payload,
+            idempotency_key=idempotency_key,
         )
         if not sent.duplicate:
             poke(store, [m.to_agent for m in sent.messages])
@@ -187,7 +216,9 @@ def read_cmd(
 @app.command()
 @command
 def ack(
-    message_ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Messages to mark read.")],
+    message_ids: Annotated[
+        list[str], typer.Argument(metavar="ID...", help="Messages to mark read.")
+    ],
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -200,15 +231,22 @@ def ack(
     out(
         {"ok": True, "acked": done, "skipped": skipped},
         as_json,
-        lambda: typer.echo(f"acked {len(done)}" + (f"; already read or unknown: {' '.join(skipped)}" if skipped else "")),
+        lambda: typer.echo(
+            f"acked {len(done)}"
+            + (f"; already read or unknown: {' '.join(skipped)}" if skipped else "")
+        ),
     )
 
 
 @app.command()
 @command
 def check(
-    agent: Annotated[str | None, typer.Option("--agent", "-a", help="Default: $AGENTMAIL_AGENT.")] = None,
-    inject: Annotated[bool, typer.Option("--inject", help="Print as context for an agent (hooks).")] = False,
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Default: $AGENTMAIL_AGENT.")
+    ] = None,
+    inject: Annotated[
+        bool, typer.Option("--inject", help="Print as context for an agent (hooks).")
+    ] = False,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -219,7 +257,11 @@ def check(
     with open_store(db) as store:
         if inject:
             text, ids = fast.take_and_render(store.connection, name)
-            out({"ok": True, "acked": ids, "text": text}, as_json, lambda: typer.echo(text, nl=False))
+            out(
+                {"ok": True, "acked": ids, "text": text},
+                as_json,
+                lambda: typer.echo(text, nl=False),
+            )
             return
         found = store.take_unread(name)
     out(
@@ -236,22 +278,30 @@ def list_cmd(
     to: Annotated[str | None, typer.Option("--to")] = None,
     type: Annotated[str | None, typer.Option("--type", "-t")] = None,
     unread: Annotated[bool, typer.Option("--unread")] = False,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many, newest first.")] = 50,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="At most this many, newest first.")
+    ] = 50,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List messages, newest first, with filters."""
     with open_store(db) as store:
-        found = store.list_messages(from_agent=sender, to_agent=to, type=type,
-                                    unread=True if unread else None, limit=limit)
-    out({"ok": True, "messages": [m.summary() for m in found]}, as_json,
-        lambda: typer.echo("\n".join(_line(m) for m in found) or "no messages"))
+        found = store.list_messages(
+            from_agent=sender, to_agent=to, type=type, unread=True if unread else None, limit=limit
+        )
+    out(
+        {"ok": True, "messages": [m.summary() for m in found]},
+        as_json,
+        lambda: typer.echo("\n".join(_line(m) for m in found) or "no messages"),
+    )
 
 
 @app.command()
 @command
 def thread(
-    message_id: Annotated[str, typer.Argument(metavar="ID", help="A thread id or any message in it.")],
+    message_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A thread id or any message in it.")
+    ],
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -262,8 +312,11 @@ def thread(
         found = store.thread(root.thread_id or root.id if root else message_id)
     if not found:
         raise typer.Exit(_not_found(f"no thread {message_id}", as_json))
-    out({"ok": True, "messages": [m.to_dict() for m in found]}, as_json,
-        lambda: typer.echo("\n\n".join(_full(m) for m in found)))
+    out(
+        {"ok": True, "messages": [m.to_dict() for m in found]},
+        as_json,
+        lambda: typer.echo("\n\n".join(_full(m) for m in found)),
+    )
 
 
 def _not_found(message: str, as_json: bool) -> int:
@@ -308,7 +361,11 @@ def limits_reset(
     check_name(to, "recipient")
     with open_store(db) as store:
         n = store.reset_rate_limit(sender, to)
-    out({"ok": True, "cleared": n}, as_json, lambda: typer.echo(f"cleared {n} entries for {sender}→{to}"))
+    out(
+        {"ok": True, "cleared": n},
+        as_json,
+        lambda: typer.echo(f"cleared {n} entries for {sender}→{to}"),
+    )
 
 
 service_app = typer.Typer(help="Run agentmaild as a user service.", no_args_is_help=True)
@@ -318,10 +375,18 @@ app.add_typer(service_app, name="service")
 @service_app.command("install")
 @command
 def service_install(
-    systemd: Annotated[bool, typer.Option("--systemd", help="A systemd user unit (Linux default).")] = False,
-    launchd: Annotated[bool, typer.Option("--launchd", help="A launchd agent (macOS default).")] = False,
-    print_only: Annotated[bool, typer.Option("--print", help="Print the file; write nothing.")] = False,
-    config: Annotated[str | None, typer.Option("--config", help="Config file the service uses.")] = None,
+    systemd: Annotated[
+        bool, typer.Option("--systemd", help="A systemd user unit (Linux default).")
+    ] = False,
+    launchd: Annotated[
+        bool, typer.Option("--launchd", help="A launchd agent (macOS default).")
+    ] = False,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print the file; write nothing.")
+    ] = False,
+    config: Annotated[
+        str | None, typer.Option("--config", help="Config file the service uses.")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -333,14 +398,26 @@ def service_install(
 
     if systemd and launchd:
         raise ValidationError("choose one of --systemd and --launchd")
-    kind = "systemd" if systemd else "launchd" if launchd else (
-        "launchd" if sys.platform == "darwin" else "systemd")
+    kind: Literal["systemd", "launchd"] = "systemd"
+    if launchd or (not systemd and sys.platform == "darwin"):
+        kind = "launchd"
     cfg_path = Path(config).expanduser() if config else None
     cfg = load_config(cfg_path)
-    result = install_service(kind, print_only, db=db_path(db), config=cfg_path,
-                             workdir=Path.cwd(), shutdown_grace_s=cfg.daemon.shutdown_grace_s)
-    data = {"ok": True, "kind": kind, "path": str(result.path) if result.path else None,
-            "next_steps": list(result.next_steps), "text": result.text}
+    result = install_service(
+        kind,
+        print_only,
+        db=db_path(db),
+        config=cfg_path,
+        workdir=Path.cwd(),
+        shutdown_grace_s=cfg.daemon.shutdown_grace_s,
+    )
+    data = {
+        "ok": True,
+        "kind": kind,
+        "path": str(result.path) if result.path else None,
+        "next_steps": list(result.next_steps),
+        "text": result.text,
+    }
 
     def human() -> None:
         if result.path is None:
@@ -355,7 +432,7 @@ from agentmaild import cli_agents  # noqa: E402  (registers the `agents` command
 
 cli_agents.register(agents_app)
 try:
-    from agentmaild import cli_daemon  # noqa: E402
+    from agentmaild import cli_daemon
 except ImportError:  # pragma: no cover - during bring-up only
     cli_daemon = None  # type: ignore[assignment]
 if cli_daemon is not None:
@@ -370,7 +447,11 @@ def run() -> None:
         sys.exit(exc.exit_code)
     except typer.TyperException as exc:
         if "--json" in sys.argv[1:]:
-            typer.echo(json.dumps({"ok": False, "error": {"code": "usage", "message": exc.format_message()}}))
+            typer.echo(
+                json.dumps(
+                    {"ok": False, "error": {"code": "usage", "message": exc.format_message()}}
+                )
+            )
         else:
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""

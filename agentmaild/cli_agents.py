@@ -38,8 +38,9 @@ def _parse_settings(pairs: list[str]) -> dict[str, Any]:
     return settings
 
 
-def _check_channel(channel: str, command: tuple[str, ...] | None, preset: str | None,
-                   tmux_target: str | None) -> None:
+def _check_channel(
+    channel: str, command: tuple[str, ...] | None, preset: str | None, tmux_target: str | None
+) -> None:
     if channel not in CHANNELS:
         raise ValidationError(f"--channel: unknown {channel!r}; one of {', '.join(CHANNELS)}")
     if preset is not None and preset not in PRESETS:
@@ -97,12 +98,22 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     @command
     def add(
         name: Annotated[str, typer.Argument(help="[a-z0-9][a-z0-9._-]{0,63}")],
-        capability: Annotated[str, typer.Option("--capability", "-c", help="coordinator lead builder … or custom.")],
-        parent: Annotated[str | None, typer.Option("--parent", help="Who gets its interruption reports.")] = None,
-        channel: ChannelOpt = None, command_: CommandOpt = None, cwd: CwdOpt = None,
-        tmux_target: TargetOpt = None, tmux_socket: SocketOpt = None, preset: PresetOpt = None,
-        poll_interval: PollOpt = None, setting: SettingOpt = None,
-        db: DbOpt = None, as_json: JsonOpt = False,
+        capability: Annotated[
+            str, typer.Option("--capability", "-c", help="coordinator lead builder … or custom.")
+        ],
+        parent: Annotated[
+            str | None, typer.Option("--parent", help="Who gets its interruption reports.")
+        ] = None,
+        channel: ChannelOpt = None,
+        command_: CommandOpt = None,
+        cwd: CwdOpt = None,
+        tmux_target: TargetOpt = None,
+        tmux_socket: SocketOpt = None,
+        preset: PresetOpt = None,
+        poll_interval: PollOpt = None,
+        setting: SettingOpt = None,
+        db: DbOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         """Register an agent and how mail reaches it."""
         check_name(name)
@@ -112,10 +123,19 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         argv = _command_argv(command_)
         kind = channel or "pull"
         _check_channel(kind, argv, preset, tmux_target)
-        agent = Agent(name=name, capability=capability, parent=parent, channel=kind, command=argv,
-                      cwd=_cwd(cwd), tmux_target=tmux_target, tmux_socket=tmux_socket,
-                      preset=preset, poll_interval_s=poll_interval,
-                      settings=_parse_settings(setting or []))
+        agent = Agent(
+            name=name,
+            capability=capability,
+            parent=parent,
+            channel=kind,
+            command=argv,
+            cwd=_cwd(cwd),
+            tmux_target=tmux_target,
+            tmux_socket=tmux_socket,
+            preset=preset,
+            poll_interval_s=poll_interval,
+            settings=_parse_settings(setting or []),
+        )
         with open_store(db) as store:
             stored = store.add_agent(agent)
             cli.poke(store, None)
@@ -127,21 +147,33 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         name: str,
         capability: Annotated[str | None, typer.Option("--capability", "-c")] = None,
         parent: Annotated[str | None, typer.Option("--parent")] = None,
-        channel: ChannelOpt = None, command_: CommandOpt = None, cwd: CwdOpt = None,
-        tmux_target: TargetOpt = None, tmux_socket: SocketOpt = None, preset: PresetOpt = None,
-        poll_interval: PollOpt = None, setting: SettingOpt = None,
-        db: DbOpt = None, as_json: JsonOpt = False,
+        channel: ChannelOpt = None,
+        command_: CommandOpt = None,
+        cwd: CwdOpt = None,
+        tmux_target: TargetOpt = None,
+        tmux_socket: SocketOpt = None,
+        preset: PresetOpt = None,
+        poll_interval: PollOpt = None,
+        setting: SettingOpt = None,
+        db: DbOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         """Change an agent's registration; a running daemon picks it up at once."""
         check_name(name)
         changes: dict[str, Any] = {
-            k: v for k, v in {
+            k: v
+            for k, v in {
                 "capability": capability and check_name(capability, "capability"),
                 "parent": parent and check_name(parent, "parent"),
-                "channel": channel, "command": _command_argv(command_), "cwd": _cwd(cwd),
-                "tmux_target": tmux_target, "tmux_socket": tmux_socket, "preset": preset,
+                "channel": channel,
+                "command": _command_argv(command_),
+                "cwd": _cwd(cwd),
+                "tmux_target": tmux_target,
+                "tmux_socket": tmux_socket,
+                "preset": preset,
                 "poll_interval_s": poll_interval,
-            }.items() if v is not None
+            }.items()
+            if v is not None
         }
         with open_store(db) as store:
             current = store.get_agent(name)
@@ -150,8 +182,12 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             if current is not None:
                 merged = {**current.to_dict(), **changes}
                 cmd = merged["command"]
-                _check_channel(merged["channel"], tuple(cmd) if cmd else None,
-                               merged["preset"], merged["tmux_target"])
+                _check_channel(
+                    merged["channel"],
+                    tuple(cmd) if cmd else None,
+                    merged["preset"],
+                    merged["tmux_target"],
+                )
             agent = store.update_agent(name, changes)
             cli.poke(store, None)
         out({"ok": True, "agent": agent.to_dict()}, as_json, lambda: typer.echo(f"updated {name}"))
@@ -162,8 +198,11 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         """List registered agents."""
         with open_store(db) as store:
             found = store.list_agents()
-        out({"ok": True, "agents": [a.to_dict() for a in found]}, as_json,
-            lambda: typer.echo("\n".join(_agent_line(a) for a in found) or "no agents registered"))
+        out(
+            {"ok": True, "agents": [a.to_dict() for a in found]},
+            as_json,
+            lambda: typer.echo("\n".join(_agent_line(a) for a in found) or "no agents registered"),
+        )
 
     @agents_app.command("show")
     @command
@@ -174,8 +213,11 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             agent = store.get_agent(name)
         if agent is None:
             raise NotFound(f"no agent named {name!r}")
-        out({"ok": True, "agent": agent.to_dict()}, as_json,
-            lambda: typer.echo("\n".join(f"{k}: {v}" for k, v in agent.to_dict().items())))
+        out(
+            {"ok": True, "agent": agent.to_dict()},
+            as_json,
+            lambda: typer.echo("\n".join(f"{k}: {v}" for k, v in agent.to_dict().items())),
+        )
 
     @agents_app.command("set-state")
     @command
@@ -183,13 +225,18 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         name: str,
         state: Annotated[str, typer.Argument(help=" ".join(STATE_TRANSITIONS))],
         force: Annotated[bool, typer.Option("--force", help="Skip the transition table.")] = False,
-        db: DbOpt = None, as_json: JsonOpt = False,
+        db: DbOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         """Move an agent to another state (guarded by the transition table)."""
         check_name(name)
         with open_store(db) as store:
             agent = store.set_agent_state(name, state, force=force)
-        out({"ok": True, "agent": agent.to_dict()}, as_json, lambda: typer.echo(f"{name}: {agent.state}"))
+        out(
+            {"ok": True, "agent": agent.to_dict()},
+            as_json,
+            lambda: typer.echo(f"{name}: {agent.state}"),
+        )
 
     @agents_app.command("remove")
     @command

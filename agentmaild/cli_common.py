@@ -23,7 +23,9 @@ R = TypeVar("R")
 
 DbOpt = Annotated[
     str | None,
-    typer.Option("--db", help="Store path (default: $AGENTMAIL_DB, config, <repo>/.agentmail/mail.db)."),
+    typer.Option(
+        "--db", help="Store path (default: $AGENTMAIL_DB, config, <repo>/.agentmail/mail.db)."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 FromOpt = Annotated[

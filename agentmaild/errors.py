@@ -2,7 +2,7 @@
 
     AgentmaildError                 code
     ├── ConfigError                 config        a bad key or value; names the key
-    ├── StoreError                  store         SQLite failed (disk full, corrupt, locked too long)
+    ├── StoreError                  store         SQLite failed (disk full, corrupt, ...)
     │   └── NotFound                not_found     no such message / agent / delivery
     ├── ChannelError                channel
     │   ├── AgentUnavailable        unavailable   the agent cannot take mail now (pane gone, ...)

@@ -1,4 +1,4 @@
-"""Identifiers and timestamps: time-ordered ``msg-``/``dlv-`` ids and Overstory's ISO-8601 ``Z`` stamps."""
+"""Identifiers and timestamps: time-ordered ``msg-``/``dlv-`` ids, Overstory's ISO ``Z`` stamps."""
 
 from __future__ import annotations
 

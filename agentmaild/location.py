@@ -1,4 +1,4 @@
-"""Where the store is: ``--db``, then ``AGENTMAIL_DB``, then the config file, then the project default.
+"""Where the store is: ``--db``, ``AGENTMAIL_DB``, the config file, else the project default.
 
 The project default is ``<project root>/.agentmail/mail.db`` where the project root is the main
 checkout of the git repository, found *through worktrees* the way ``git rev-parse
@@ -73,7 +73,9 @@ def resolve_db_str(
     return configured if configured is not None else default_db(start)
 
 
-def resolve_db(flag: str | None, env: Mapping[str, str] | None = None, start: str | None = None) -> Path:
+def resolve_db(
+    flag: str | None, env: Mapping[str, str] | None = None, start: str | None = None
+) -> Path:
     from pathlib import Path
 
     return Path(resolve_db_str(flag, env, start))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentmaild.errors import NotFound, RecipientRefused, ValidationError
-from agentmaild.ids import NAME_RE, check_message_id, check_name, iso_now, new_id
+from agentmaild.ids import check_message_id, check_name, iso_now, new_id
 from agentmaild.models import (
     KNOWN_CAPABILITIES,
     PRIORITY_RANK,
@@ -138,9 +138,13 @@ class Mailer:
         self, subject: str, body: str, msg_type: str, priority: str, payload: str | None
     ) -> str | None:
         if msg_type not in MESSAGE_TYPES:
-            raise ValidationError(f"type: unknown type {msg_type!r}; one of {', '.join(MESSAGE_TYPES)}")
+            raise ValidationError(
+                f"type: unknown type {msg_type!r}; one of {', '.join(MESSAGE_TYPES)}"
+            )
         if priority not in PRIORITY_RANK:
-            raise ValidationError(f"priority: unknown {priority!r}; one of low, normal, high, urgent")
+            raise ValidationError(
+                f"priority: unknown {priority!r}; one of low, normal, high, urgent"
+            )
         _check_text("subject", subject)
         _check_text("body", body)
         if not subject.strip():
@@ -179,9 +183,19 @@ class Mailer:
         stamp = iso_now(now)
         broadcast_id = new_id("bc") if is_group else None
         messages = tuple(
-            Message(id=new_id("msg"), from_agent=sender, to_agent=name, subject=subject,
-                    body=body, type=type, priority=priority, thread_id=thread_id,
-                    payload=canonical, created_at=stamp, broadcast_id=broadcast_id)
+            Message(
+                id=new_id("msg"),
+                from_agent=sender,
+                to_agent=name,
+                subject=subject,
+                body=body,
+                type=type,
+                priority=priority,
+                thread_id=thread_id,
+                payload=canonical,
+                created_at=stamp,
+                broadcast_id=broadcast_id,
+            )
             for name in recipients
         )
         nudge = priority in ("urgent", "high") or type in NUDGE_TYPES
@@ -197,7 +211,9 @@ class Mailer:
             InsertRequest(
                 messages=messages,
                 now=now,
-                nudges=tuple((m.to_agent, m.id, f"{priority} {type}") for m in messages) if nudge else (),
+                nudges=tuple((m.to_agent, m.id, f"{priority} {type}") for m in messages)
+                if nudge
+                else (),
                 unread_max=self.limits.unread_max,
                 rate_limit_max=self.limits.rate_limit_max,
                 rate_limit_window_s=self.limits.rate_limit_window_s,
@@ -225,14 +241,23 @@ class Mailer:
             subject = "Re: " + subject
         subject = subject[: self.limits.subject_max_chars]
         msg_type = type or original.type
-        if type is None and payload is None and msg_type not in ("status", "question", "result", "error"):
+        if (
+            type is None
+            and payload is None
+            and msg_type not in ("status", "question", "result", "error")
+        ):
             # A protocol type without its payload would be invalid; a plain reply is a status.
             msg_type = "status"
         return self.send(
-            sender=sender, to=to, subject=subject, body=body, type=msg_type,
+            sender=sender,
+            to=to,
+            subject=subject,
+            body=body,
+            type=msg_type,
             priority=priority or original.priority,
             thread_id=original.thread_id or original.id,
-            payload=payload, idempotency_key=idempotency_key,
+            payload=payload,
+            idempotency_key=idempotency_key,
         )
 
     def get(self, message_id: str) -> Message:
@@ -256,12 +281,18 @@ class Mailer:
                 + f"\nThey are dead letters now; `agentmaild retry --agent {agent}` re-queues them."
             )
             report = Message(
-                id=new_id("msg"), from_agent=DAEMON_SENDER, to_agent=sender,
-                subject=f"Undeliverable: {len(lost)} message(s) to {agent}", body=body,
-                type="error", priority="high", thread_id=lost[0].thread_id or lost[0].id,
+                id=new_id("msg"),
+                from_agent=DAEMON_SENDER,
+                to_agent=sender,
+                subject=f"Undeliverable: {len(lost)} message(s) to {agent}",
+                body=body,
+                type="error",
+                priority="high",
+                thread_id=lost[0].thread_id or lost[0].id,
                 created_at=iso_now(now),
             )
             self.store.insert(
-                InsertRequest(messages=(report,), now=now,
-                              nudges=((sender, report.id, "high error"),))
+                InsertRequest(
+                    messages=(report,), now=now, nudges=((sender, report.id, "high error"),)
+                )
             )

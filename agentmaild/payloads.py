@@ -1,4 +1,4 @@
-"""Payload schemas of the 10 protocol message types, and their validation (errors name the field)."""
+"""Payload schemas of the 10 protocol message types, validated (errors name the field)."""
 
 from __future__ import annotations
 
@@ -71,8 +71,13 @@ SCHEMAS: dict[str, Schema] = {
     },
 }
 
-_KIND_NAMES = {"str": "a string", "int": "an integer", "bool": "true or false",
-               "str[]": "a list of strings", "str?": "a string or null"}
+_KIND_NAMES = {
+    "str": "a string",
+    "int": "an integer",
+    "bool": "true or false",
+    "str[]": "a list of strings",
+    "str?": "a string or null",
+}
 
 
 def _ok(kind: Any, value: Any) -> bool:

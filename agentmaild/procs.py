@@ -120,8 +120,10 @@ class RotatingLog:
             self._file = None
 
     def _open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("ab")
+        # Private: agent output can hold anything the agent read (keys in files, mail bodies).
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._file = os.fdopen(fd, "ab")
         self._size = self._file.tell()
 
     def _rotate(self) -> None:
@@ -383,15 +385,17 @@ async def open_child(
     """
     bound = logger if logger is not None else log
     try:
-        process = await anyio.open_process(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
+        # Shielded: a cancellation landing between fork and handle would leak an unowned child.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+            )
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         raise ChildStartError(f"cannot start {argv[0]}: {exc.strerror}{where}", exc.errno) from exc

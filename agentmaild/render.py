@@ -14,8 +14,18 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
 PROTOCOL = frozenset(
-    {"worker_done", "worker_died", "merge_ready", "merged", "merge_failed", "escalation",
-     "health_check", "dispatch", "assign", "decision_gate"}
+    {
+        "worker_done",
+        "worker_died",
+        "merge_ready",
+        "merged",
+        "merge_failed",
+        "escalation",
+        "health_check",
+        "dispatch",
+        "assign",
+        "decision_gate",
+    }
 )
 
 
@@ -100,7 +110,8 @@ def render_banner(nudges: Sequence[dict[str, Any]]) -> str:
     if not nudges:
         return ""
     items = "; ".join(
-        f"{n['priority']} {n['type']} from {n['from_agent']}: {_q(n['subject'])}" for n in nudges[:5]
+        f"{n['priority']} {n['type']} from {n['from_agent']}: {_q(n['subject'])}"
+        for n in nudges[:5]
     )
     more = f" (+{len(nudges) - 5} more)" if len(nudges) > 5 else ""
     return f"PRIORITY: {len(nudges)} message(s) need attention first: {items}{more}"

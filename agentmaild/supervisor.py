@@ -21,7 +21,7 @@ import structlog
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
 from agentmaild.delivery import Clock, DeliveryLoop, LoopSettings
-from agentmaild.errors import AgentmaildError, NotFound
+from agentmaild.errors import AgentmaildError, AgentUnavailable, NotFound
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, ChannelKind
 from agentmaild.store.aio import AsyncMailStore, PollGate
@@ -170,14 +170,20 @@ class Supervisor:
             entry.kick = anyio.Event()
             try:
                 await self._run_once(entry)
+            except AgentUnavailable as exc:  # no channel can be built for it (yet): no traceback
+                self._crashed(entry, exc, log.warning)
             except Exception as exc:  # logged, then restarted with backoff
-                entry.crashes += 1
-                entry.last_crash = f"{type(exc).__name__}: {exc}"
-                delay = self._restart_delay(entry.crashes)
-                log.exception("supervisor.loop_crashed", agent=entry.agent.name,
-                              crashes=entry.crashes, restart_in_s=round(delay, 3))
-                with anyio.move_on_after(delay):
-                    await entry.kick.wait()
+                self._crashed(entry, exc, log.exception)
+            else:
+                continue
+            with anyio.move_on_after(self._restart_delay(entry.crashes)):
+                await entry.kick.wait()
+
+    def _crashed(self, entry: _Entry, exc: Exception, emit: Callable[..., Any]) -> None:
+        entry.crashes += 1
+        entry.last_crash = f"{type(exc).__name__}: {exc}"
+        emit("supervisor.loop_crashed", agent=entry.agent.name, crashes=entry.crashes,
+             error=entry.last_crash, restart_in_s=round(self._restart_delay(entry.crashes), 3))
 
     async def _run_once(self, entry: _Entry) -> None:
         agent = entry.agent

@@ -28,7 +28,7 @@ class Channel(abc.ABC):
     @abc.abstractmethod
     async def deliver(self, batch: Batch, text: str) -> None: ...
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook; most channels own nothing
+    async def aclose(self) -> None:  # most channels own nothing to close
         return None
 
     def describe(self) -> dict[str, object]:

@@ -93,7 +93,7 @@ class StreamJsonEvents:
             return
         try:
             event = json.loads(line.data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or absurdly nested
             self.unparsed += 1
             return
         if isinstance(event, dict):
@@ -112,6 +112,18 @@ class StreamJsonEvents:
             self.user_uuids.add(event["uuid"])
         elif kind == "command_lifecycle" and isinstance(event.get("uuid"), str):
             self.lifecycle[event["uuid"]] = str(event.get("state") or event.get("status") or "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Launch:
+    argv: list[str]
+    cwd: str | None
+    env: dict[str, str]
+    delivery_id: str
+
+    def header(self) -> bytes:
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        return f"--- {stamp} turn delivery={self.delivery_id} argv0={self.argv[0]}\n".encode()
 
 
 class SpawnChannel(Channel):
@@ -149,41 +161,35 @@ class SpawnChannel(Channel):
             self._in_turn = False
 
     async def _deliver(self, batch: Batch, text: str) -> None:
+        launch = self._launch(batch)
+        events = StreamJsonEvents()
+        bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)
+        done, written = await self._run_turn(
+            launch, user_line(text, batch.delivery_id), events, bound
+        )
+        self._judge(done, written, events)
+
+    def _launch(self, batch: Batch) -> _Launch:
         argv = self._argv(batch)
         cwd = self._cwd()
         env = child_env(
             os.environ, agent=self.agent.name, db=self.store_path, delivery_id=batch.delivery_id
         )
         _check_executable(argv[0], cwd, env)
-        events = StreamJsonEvents()
+        return _Launch(argv=argv, cwd=cwd, env=env, delivery_id=batch.delivery_id)
+
+    async def _run_turn(
+        self, launch: _Launch, line: bytes, events: StreamJsonEvents, bound: FilteringBoundLogger
+    ) -> tuple[ChildExit, bool]:
         turn_log = RotatingLog(
             self.log_path, max_bytes=self._spawn.log_max_bytes, keep=self._spawn.log_keep
         )
-        bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)
-        try:
-            done, written = await self._run_turn(
-                argv, cwd, env, user_line(text, batch.delivery_id), events, turn_log, bound
-            )
-        finally:
-            turn_log.close()
-        self._judge(done, written, events)
-
-    async def _run_turn(
-        self,
-        argv: list[str],
-        cwd: str | None,
-        env: dict[str, str],
-        line: bytes,
-        events: StreamJsonEvents,
-        turn_log: RotatingLog,
-        bound: FilteringBoundLogger,
-    ) -> tuple[ChildExit, bool]:
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        turn_log.write(launch.header())
         try:
             async with open_child(
-                argv,
-                cwd=cwd,
-                env=env,
+                launch.argv,
+                cwd=launch.cwd,
+                env=launch.env,
                 stall_timeout_s=self._stall_timeout_s,
                 kill_grace_s=self._spawn.kill_grace_s,
                 on_stdout=events.feed,
@@ -192,21 +198,19 @@ class SpawnChannel(Channel):
             ) as child:
                 self._child = child
                 self._turns += 1
-                turn_log.write(
-                    f"--- {stamp} turn pid={child.pid} delivery={env['AGENTMAIL_DELIVERY']}"
-                    f" argv0={argv[0]}\n".encode()
-                )
                 if self._closed:  # aclose() ran while we were forking
                     await child.terminate()
                 written = await child.send(line)
                 await child.close_stdin()
                 done = await child.wait()
+            turn_log.write(f"--- exit {done.returncode} after {done.duration_s:.3f}s\n".encode())
         except ChildStartError as exc:
             self._last_reason = str(exc)
             raise AgentUnavailable(str(exc)) from exc
         finally:
             self._child = None
-        turn_log.write(f"--- exit {done.returncode} after {done.duration_s:.3f}s\n".encode())
+            turn_log.close()
+        self._last_exit = done
         bound.info(
             "spawn.turn_ended",
             pid=done.pid,
@@ -214,7 +218,6 @@ class SpawnChannel(Channel):
             stalled=done.stalled,
             duration_s=round(done.duration_s, 3),
         )
-        self._last_exit = done
         return done, written
 
     def _judge(self, done: ChildExit, written: bool, events: StreamJsonEvents) -> None:

@@ -1,4 +1,4 @@
-"""FakeChannel: an in-process channel for tests, shipped with the package (like httpx's MockTransport)."""
+"""FakeChannel: an in-process channel for tests, shipped with the package (cf. MockTransport)."""
 
 from __future__ import annotations
 

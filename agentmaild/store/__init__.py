@@ -1,1 +1,1 @@
-"""Mail storage: the MailStore ABC (base), the SQLite store (sqlite) and the in-memory fake (memory)."""
+"""Mail storage: the MailStore ABC (base), SQLite store (sqlite), in-memory fake (memory)."""

@@ -62,7 +62,7 @@ class MailStore(abc.ABC):
     """
 
     # -- lifecycle --------------------------------------------------------------------------
-    def close(self) -> None:  # noqa: B027 - optional for stores that hold nothing
+    def close(self) -> None:
         return None
 
     # -- messages ---------------------------------------------------------------------------
@@ -160,7 +160,9 @@ class MailStore(abc.ABC):
     def dead_letters(self, agent: str | None = None) -> list[DeadLetter]: ...
 
     @abc.abstractmethod
-    def retry_dead(self, *, agent: str | None = None, delivery_id: str | None = None) -> list[str]: ...
+    def retry_dead(
+        self, *, agent: str | None = None, delivery_id: str | None = None
+    ) -> list[str]: ...
 
     @abc.abstractmethod
     def pending_agents(self) -> set[str]:

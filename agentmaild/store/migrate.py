@@ -15,8 +15,20 @@ SCHEMA_VERSION = 1
 
 # The 14 message types (models.MessageType; spelled out so the hook path skips the models).
 MESSAGE_TYPES = (
-    "status", "question", "result", "error", "worker_done", "worker_died", "merge_ready",
-    "merged", "merge_failed", "escalation", "health_check", "dispatch", "assign", "decision_gate",
+    "status",
+    "question",
+    "result",
+    "error",
+    "worker_done",
+    "worker_died",
+    "merge_ready",
+    "merged",
+    "merge_failed",
+    "escalation",
+    "health_check",
+    "dispatch",
+    "assign",
+    "decision_gate",
 )
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.
@@ -93,7 +105,9 @@ def _rebuild_messages(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE messages RENAME TO am_messages_old")
     conn.execute("DROP INDEX IF EXISTS idx_inbox")
     conn.execute("DROP INDEX IF EXISTS idx_thread")
-    create = next(s for s in schema_statements() if s.startswith("CREATE TABLE IF NOT EXISTS messages"))
+    create = next(
+        s for s in schema_statements() if s.startswith("CREATE TABLE IF NOT EXISTS messages")
+    )
     conn.execute(create)
     base = [c.strip() for c in OVERSTORY_COLUMNS.split(",")]
     extras = [c for c in old_cols if c not in base]
@@ -102,6 +116,7 @@ def _rebuild_messages(conn: sqlite3.Connection) -> None:
     select = [c if c in old_cols else "NULL" for c in base] + [f'"{c}"' for c in extras]
     target = base + [f'"{c}"' for c in extras]
     conn.execute(
-        f"INSERT INTO messages ({', '.join(target)}) SELECT {', '.join(select)} FROM am_messages_old"
+        f"INSERT INTO messages ({', '.join(target)}) "
+        f"SELECT {', '.join(select)} FROM am_messages_old"
     )
     conn.execute("DROP TABLE am_messages_old")

@@ -30,7 +30,7 @@ def take_unread_rows(conn: sqlite3.Connection, agent: str, max_chars: int) -> li
 
 
 def mark_read(conn: sqlite3.Connection, ids: list[str], by: str) -> list[str]:
-    """Mark ``ids`` read (recording when and by whom) and drop their nudges; returns those changed."""
+    """Mark ``ids`` read (when, by whom) and drop their nudges; returns the ids that changed."""
     stamp = iso_now()
     done: list[str] = []
     for start in range(0, len(ids), 500):

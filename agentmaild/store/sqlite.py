@@ -20,6 +20,7 @@ from agentmaild.models import (
     DeadLetter,
     Message,
 )
+from agentmaild.store import pull
 from agentmaild.store.base import (
     AGENT_MUTABLE_FIELDS,
     InsertRequest,
@@ -27,7 +28,6 @@ from agentmaild.store.base import (
     MailStore,
     Released,
 )
-from agentmaild.store import pull
 from agentmaild.store.migrate import migrate
 from agentmaild.store.queries import Q
 
@@ -39,9 +39,7 @@ _BUSY_DEADLINE_S = 30.0
 
 def connect(path: str | Path) -> sqlite3.Connection:
     """A connection with the three PRAGMAs every agentmaild connection sets."""
-    conn = sqlite3.connect(
-        str(path), isolation_level=None, timeout=5.0, check_same_thread=False
-    )
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=5.0, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
@@ -223,7 +221,8 @@ class SqliteMailStore(MailStore):
                 ).fetchone()
                 if hit is not None:
                     raise InboxFull(
-                        f"inbox of {to} is full ({req.unread_max} unread); retry once it reads its mail"
+                        f"inbox of {to} is full ({req.unread_max} unread); "
+                        "retry once it reads its mail"
                     )
         if req.rate_limit_max > 0:
             since = req.now - req.rate_limit_window_s
@@ -322,7 +321,9 @@ class SqliteMailStore(MailStore):
         return self._write(run)
 
     def reset_rate_limit(self, from_agent: str, to_agent: str) -> int:
-        return self._write(lambda c: int(c.execute(Q["rate_reset"], (from_agent, to_agent)).rowcount))
+        return self._write(
+            lambda c: int(c.execute(Q["rate_reset"], (from_agent, to_agent)).rowcount)
+        )
 
     def take_nudges(self, agent: str) -> list[dict[str, Any]]:
         return self._write(lambda conn: [dict(r) for r in pull.take_nudge_rows(conn, agent)])
@@ -330,8 +331,14 @@ class SqliteMailStore(MailStore):
     # -- agents -----------------------------------------------------------------------------
     def add_agent(self, agent: Agent) -> Agent:
         stamp = iso_now()
-        stored = Agent(**{**agent.to_dict(), "command": agent.command,
-                          "created_at": stamp, "updated_at": stamp})
+        stored = Agent(
+            **{
+                **agent.to_dict(),
+                "command": agent.command,
+                "created_at": stamp,
+                "updated_at": stamp,
+            }
+        )
 
         def run(conn: sqlite3.Connection) -> Agent:
             if conn.execute(Q["agent_get"], (agent.name,)).fetchone() is not None:
@@ -364,7 +371,9 @@ class SqliteMailStore(MailStore):
             merged["command"] = tuple(merged["command"]) if merged["command"] is not None else None
             agent = Agent(**merged)
             params = _agent_params(agent)
-            sets = ", ".join(f"{k} = :{k}" for k in (*AGENT_MUTABLE_FIELDS, "turn_state_at", "updated_at"))
+            sets = ", ".join(
+                f"{k} = :{k}" for k in (*AGENT_MUTABLE_FIELDS, "turn_state_at", "updated_at")
+            )
             conn.execute(f"UPDATE am_agents SET {sets} WHERE name = :name", params)
             return agent
 
@@ -380,7 +389,9 @@ class SqliteMailStore(MailStore):
                 raise StateError(f"unknown state {state!r}")
             if not force and current != state and state not in STATE_TRANSITIONS[current]:
                 allowed = ", ".join(sorted(STATE_TRANSITIONS[current]))
-                raise StateError(f"agent {name}: cannot go from {current} to {state} (allowed: {allowed})")
+                raise StateError(
+                    f"agent {name}: cannot go from {current} to {state} (allowed: {allowed})"
+                )
             conn.execute(
                 "UPDATE am_agents SET state = ?, updated_at = ? WHERE name = ?",
                 (state, iso_now(), name),
@@ -400,7 +411,9 @@ class SqliteMailStore(MailStore):
     def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
     ) -> Batch | None:
-        return self._write(lambda conn: self._claim(conn, agent, max_messages, max_chars, lease_s, now))
+        return self._write(
+            lambda conn: self._claim(conn, agent, max_messages, max_chars, lease_s, now)
+        )
 
     def _claim(
         self,
@@ -415,7 +428,9 @@ class SqliteMailStore(MailStore):
             return None
         lease_until = now + lease_s
         stamp = iso_now(now)
-        while (pending := conn.execute(Q["claim_pending_delivery"], (agent,)).fetchone()) is not None:
+        while (
+            pending := conn.execute(Q["claim_pending_delivery"], (agent,)).fetchone()
+        ) is not None:
             messages = [_message(r) for r in conn.execute(Q["delivery_unread"], (pending["id"],))]
             if not messages:
                 # Everything in it was read another way (pull, hook): nothing left to redeliver.
@@ -424,8 +439,13 @@ class SqliteMailStore(MailStore):
             attempts = conn.execute(
                 Q["delivery_mark_claimed"], (lease_until, stamp, pending["id"])
             ).fetchone()[0]
-            return Batch(delivery_id=pending["id"], agent=agent, messages=tuple(messages),
-                         attempt=attempts, lease_until=lease_until)
+            return Batch(
+                delivery_id=pending["id"],
+                agent=agent,
+                messages=tuple(messages),
+                attempt=attempts,
+                lease_until=lease_until,
+            )
         chosen: list[Message] = []
         used = 0
         for row in conn.execute(Q["claim_candidates"], (agent, max_messages)).fetchall():
@@ -443,8 +463,13 @@ class SqliteMailStore(MailStore):
             f"UPDATE messages SET delivery_id = ? WHERE id IN ({marks})",
             (delivery_id, *(m.id for m in chosen)),
         )
-        return Batch(delivery_id=delivery_id, agent=agent, messages=tuple(chosen),
-                     attempt=1, lease_until=lease_until)
+        return Batch(
+            delivery_id=delivery_id,
+            agent=agent,
+            messages=tuple(chosen),
+            attempt=1,
+            lease_until=lease_until,
+        )
 
     def ack_delivery(self, delivery_id: str, *, now: float) -> int:
         def run(conn: sqlite3.Connection) -> int:
@@ -470,8 +495,13 @@ class SqliteMailStore(MailStore):
         def run(conn: sqlite3.Connection) -> Released:
             row = conn.execute(
                 Q["delivery_release"],
-                {"id": delivery_id, "count": count, "max_attempts": max_attempts,
-                 "error": error[:2000], "now": iso_now(now)},
+                {
+                    "id": delivery_id,
+                    "count": count,
+                    "max_attempts": max_attempts,
+                    "error": error[:2000],
+                    "now": iso_now(now),
+                },
             ).fetchone()
             if row is None:
                 raise NotFound(f"no claimed delivery {delivery_id}")
@@ -486,11 +516,13 @@ class SqliteMailStore(MailStore):
 
     def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
         return self._write(
-            lambda c: c.execute(
-                "UPDATE am_deliveries SET lease_until = ? WHERE id = ? AND state = 'claimed'",
-                (now + lease_s, delivery_id),
-            ).rowcount
-            == 1
+            lambda c: (
+                c.execute(
+                    "UPDATE am_deliveries SET lease_until = ? WHERE id = ? AND state = 'claimed'",
+                    (now + lease_s, delivery_id),
+                ).rowcount
+                == 1
+            )
         )
 
     def reap_expired(self, *, now: float) -> list[tuple[str, str]]:
@@ -501,15 +533,20 @@ class SqliteMailStore(MailStore):
         return self._write(run)
 
     def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
-        rows = (
-            self._read(Q["dead_list_agent"], (agent,)) if agent else self._read(Q["dead_list"])
-        )
+        rows = self._read(Q["dead_list_agent"], (agent,)) if agent else self._read(Q["dead_list"])
         out = []
         for r in rows:
             ids = tuple(x["id"] for x in self._read(Q["delivery_message_ids"], (r["id"],)))
-            out.append(DeadLetter(delivery_id=r["id"], agent=r["agent"], message_ids=ids,
-                                  attempts=r["attempts"], last_error=r["last_error"],
-                                  dead_at=r["updated_at"]))
+            out.append(
+                DeadLetter(
+                    delivery_id=r["id"],
+                    agent=r["agent"],
+                    message_ids=ids,
+                    attempts=r["attempts"],
+                    last_error=r["last_error"],
+                    dead_at=r["updated_at"],
+                )
+            )
         return out
 
     def retry_dead(self, *, agent: str | None = None, delivery_id: str | None = None) -> list[str]:

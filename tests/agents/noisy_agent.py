@@ -3,7 +3,8 @@
 
 Usage: noisy_agent.py MEGABYTES [--lines N] [--result]
 Reads its stdin line, writes MEGABYTES of newline-free garbage (random bytes, not UTF-8) to
-stdout, then N short lines to stdout and stderr, optionally a stream-json result event, exits 0.
+stdout, then absurdly nested and half-cut JSON, then N short lines to stdout and stderr,
+optionally a stream-json result event, and exits 0.
 """
 
 import json
@@ -24,6 +25,8 @@ def main() -> int:
         out.write(piece)
         remaining -= len(piece)
     out.write(b"\n")
+    out.write(b"[" * 200_000 + b"\n")  # JSON nested past any parser's recursion limit
+    out.write(b'{"type": "result", "is_error": \n')  # a result event cut in half
     for n in range(lines):
         out.write(b"line %d of noise\n" % n)
         sys.stderr.write(f"stderr noise {n}\n")

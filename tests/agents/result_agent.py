@@ -27,19 +27,23 @@ def main() -> int:
     session = str(uuidlib.uuid4())
     emit({"type": "system", "subtype": "init", "session_id": session})
     emit({**event, "session_id": session})
-    emit({
-        "type": "assistant",
-        "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
-        "session_id": session,
-    })
-    if "--no-result" not in flags:
-        emit({
-            "type": "result",
-            "subtype": "error_during_execution" if is_error else "success",
-            "is_error": is_error,
-            "result": "API Error: 500 stand-in failure" if is_error else "done",
+    emit(
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
             "session_id": session,
-        })
+        }
+    )
+    if "--no-result" not in flags:
+        emit(
+            {
+                "type": "result",
+                "subtype": "error_during_execution" if is_error else "success",
+                "is_error": is_error,
+                "result": "API Error: 500 stand-in failure" if is_error else "done",
+                "session_id": session,
+            }
+        )
     return code
 
 

@@ -81,18 +81,24 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(to=TO, priority=PRIORITY, size=SIZE, tick=TICK)
     def send(self, to: str, priority: str, size: int, tick: float) -> None:
         self.clock += tick
-        m = Message(id=new_id("msg"), from_agent="lead", to_agent=to, subject="s",
-                    body="x" * size, priority=priority, created_at=iso_now(self.clock))
+        m = Message(
+            id=new_id("msg"),
+            from_agent="lead",
+            to_agent=to,
+            subject="s",
+            body="x" * size,
+            priority=priority,
+            created_at=iso_now(self.clock),
+        )
         self.store.insert(InsertRequest(messages=(m,), now=self.clock))
         self.sent[m.id] = m
 
     @rule(agent=st.sampled_from(AGENTS), n=st.integers(1, 4), chars=st.integers(1, 80))
     def claim(self, agent: str, n: int, chars: int) -> None:
-        blocked = any(
-            b.agent == agent and b.lease_until > self.clock for b in self.active.values()
+        blocked = any(b.agent == agent and b.lease_until > self.clock for b in self.active.values())
+        batch = self.store.claim(
+            agent, max_messages=n, max_chars=chars, lease_s=LEASE_S, now=self.clock
         )
-        batch = self.store.claim(agent, max_messages=n, max_chars=chars, lease_s=LEASE_S,
-                                 now=self.clock)
         if batch is None:
             assert blocked or agent not in self.store.pending_agents()
             return
@@ -133,8 +139,8 @@ class StoreMachine(RuleBasedStateMachine):
             assert i in self.purged or self.is_read(i)
 
     @precondition(lambda self: self.active)
-    @rule(data=st.data(), max_attempts=st.integers(1, 3))
-    def release(self, data: st.DataObject, max_attempts: int) -> None:
+    @rule(data=st.data(), max_attempts=st.integers(1, 3), reclaim=st.booleans())
+    def release(self, data: st.DataObject, max_attempts: int, reclaim: bool) -> None:
         batch = self.active.pop(data.draw(st.sampled_from(sorted(self.active))))
         released = self.store.release(
             batch.delivery_id, error="boom", max_attempts=max_attempts, now=self.clock
@@ -143,6 +149,14 @@ class StoreMachine(RuleBasedStateMachine):
         event(f"release: {released.state}")
         if released.state == "dead":
             assert {d.delivery_id for d in self.store.dead_letters()} >= {batch.delivery_id}
+        if reclaim:  # the daemon's retry: makes redeliveries common enough to test
+            self.claim(batch.agent, n=4, chars=80)
+
+    @precondition(lambda self: self.active)
+    @rule(data=st.data(), past=st.sampled_from([0.0, 0.5]))
+    def lease_runs_out(self, data: st.DataObject, past: float) -> None:
+        batch = self.active[data.draw(st.sampled_from(sorted(self.active)))]
+        self.reap(max(0.0, batch.lease_until + past - self.clock))  # a lease ending now counts
 
     @rule(advance=ADVANCE)
     def reap(self, advance: float) -> None:
@@ -171,6 +185,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert not requeued & set(self.active)
         assert self.store.dead_letters() == []
 
+    @precondition(lambda self: len(self.sent) - len(self.purged) >= 6)
     @rule()
     def purge_all(self) -> None:
         assert self.store.purge(everything=True) == len(self.live())
@@ -260,7 +275,9 @@ class DifferentialMachine(RuleBasedStateMachine):
         answers = []
         for k, store in enumerate(self.stores):
             try:
-                answer = self.canon(k, call(store, lambda label, k=k: self.real[k].get(label, label)))
+                answer = self.canon(
+                    k, call(store, lambda label, k=k: self.real[k].get(label, label))
+                )
             except AgentmaildError as exc:
                 answer = ("raised", type(exc).__name__)
             answers.append(answer)
@@ -289,8 +306,15 @@ class DifferentialMachine(RuleBasedStateMachine):
         idem: tuple[str, str] | None, nudge: bool,
     ) -> None:  # fmt: skip
         self.clock += tick
-        m = Message(id=new_id("msg"), from_agent="lead", to_agent=to, subject="s",
-                    body="x" * size, priority=priority, created_at=iso_now(self.clock))
+        m = Message(
+            id=new_id("msg"),
+            from_agent="lead",
+            to_agent=to,
+            subject="s",
+            body="x" * size,
+            priority=priority,
+            created_at=iso_now(self.clock),
+        )
         req = InsertRequest(
             messages=(m,), now=self.clock, nudges=((to, m.id, priority),) if nudge else (),
             idempotency=("lead", *idem) if idem else None, **limits,  # type: ignore[arg-type]
@@ -301,8 +325,9 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(agent=st.sampled_from(AGENTS), n=st.integers(0, 4), chars=st.integers(0, 80))
     def claim(self, agent: str, n: int, chars: int) -> None:
         now = self.clock
-        self.same(lambda s, _: s.claim(agent, max_messages=n, max_chars=chars, lease_s=LEASE_S,
-                                       now=now))
+        self.same(
+            lambda s, _: s.claim(agent, max_messages=n, max_chars=chars, lease_s=LEASE_S, now=now)
+        )
 
     @rule(data=st.data())
     def ack_delivery(self, data: st.DataObject) -> None:
@@ -312,8 +337,11 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(data=st.data(), max_attempts=st.integers(1, 3), count=st.integers(0, 2))
     def release(self, data: st.DataObject, max_attempts: int, count: int) -> None:
         label, now = self.delivery(data), self.clock
-        self.same(lambda s, real: s.release(real(label), error="e", max_attempts=max_attempts,
-                                            now=now, count=count))
+        self.same(
+            lambda s, real: s.release(
+                real(label), error="e", max_attempts=max_attempts, now=now, count=count
+            )
+        )
 
     @rule(data=st.data(), lease_s=st.floats(0, LEASE_S))
     def extend_lease(self, data: st.DataObject, lease_s: float) -> None:

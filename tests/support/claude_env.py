@@ -1,8 +1,8 @@
 """Run the real Claude Code CLI in a throw-away HOME against a loopback API stand-in.
 
-    binary = claude_binary()                      # installs the pinned CLI under .cache/ once
-    home = isolated_home(tmp_path, project_dir, API_KEY)
-    env = claude_env(home, stub.base_url)         # full env dict for subprocess / tmux
+binary = claude_binary()                      # installs the pinned CLI under .cache/ once
+home = isolated_home(tmp_path, project_dir, API_KEY)
+env = claude_env(home, stub.base_url)         # full env dict for subprocess / tmux
 """
 
 from __future__ import annotations
@@ -56,7 +56,10 @@ def claude_binary() -> str:
     with open(CACHE_DIR / ".install-claude.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         out = subprocess.run(
-            ["bash", str(INSTALL_SCRIPT)], check=True, capture_output=True, text=True,
+            ["bash", str(INSTALL_SCRIPT)],
+            check=True,
+            capture_output=True,
+            text=True,
             timeout=600,
         )
     path = out.stdout.strip().splitlines()[-1]
@@ -72,13 +75,21 @@ def claude_available() -> bool:
 
 
 def isolated_home(
-    tmp_path: Path, project_dir: Path | str, api_key: str = TEST_API_KEY, *,
-    settings: dict[str, Any] | None = None, extra_config: dict[str, Any] | None = None,
+    tmp_path: Path,
+    project_dir: Path | str,
+    api_key: str = TEST_API_KEY,
+    *,
+    settings: dict[str, Any] | None = None,
+    extra_config: dict[str, Any] | None = None,
 ) -> Path:
     """Create ``tmp_path/home`` with a ``.claude.json`` that skips every first-run dialog.
 
-    Pre-seeded: onboarding done, theme chosen, the project trusted, the API key approved, release
-    notes/tips already seen. ``settings`` (if given) is written to ``~/.claude/settings.json``.
+    Verified necessary for the TUI (2.1.332): ``hasCompletedOnboarding`` (else theme/login
+    wizard), ``projects[dir].hasTrustDialogAccepted`` (else the trust dialog),
+    ``customApiKeyResponses.approved`` (else "use this API key?"), and
+    ``bypassPermissionsModeAccepted`` (else a warning dialog with --dangerously-skip-permissions).
+    The other keys are harmless belt-and-braces. ``settings`` (if given) is written to
+    ``~/.claude/settings.json``.
     """
     project = str(Path(project_dir).resolve())
     home = Path(tmp_path) / "home"
@@ -109,7 +120,10 @@ def isolated_home(
 
 
 def claude_env(
-    home: Path | str, base_url: str, api_key: str = TEST_API_KEY, *,
+    home: Path | str,
+    base_url: str,
+    api_key: str = TEST_API_KEY,
+    *,
     extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Environment for a ``claude`` child: isolated HOME, the stub as API, no outside traffic.
@@ -119,8 +133,7 @@ def claude_env(
     """
     drop_prefixes = ("CLAUDE_CODE_", "ANTHROPIC_", "CLAUDE_CONFIG_DIR", "AGENTMAIL_", "TMUX")
     env = {
-        k: v for k, v in os.environ.items()
-        if k != "CLAUDECODE" and not k.startswith(drop_prefixes)
+        k: v for k, v in os.environ.items() if k != "CLAUDECODE" and not k.startswith(drop_prefixes)
     }
     env.update(
         HOME=str(home),
@@ -136,10 +149,15 @@ def claude_env(
         # Fail fast against the stub instead of retrying with backoff for minutes.
         CLAUDE_CODE_MAX_RETRIES="0",
         API_TIMEOUT_MS="30000",
-        TERM=os.environ.get("TERM", "xterm-256color") if os.environ.get("TERM") != "dumb"
+        TERM=os.environ.get("TERM", "xterm-256color")
+        if os.environ.get("TERM") != "dumb"
         else "xterm-256color",
         LANG=os.environ.get("LANG", "C.UTF-8"),
     )
+    if os.geteuid() == 0:
+        # As root (CI, containers) the CLI refuses --dangerously-skip-permissions /
+        # bypassPermissions and exits 1 unless it is told it runs in a sandbox.
+        env["IS_SANDBOX"] = "1"
     env.update(extra or {})
     return env
 
@@ -147,7 +165,12 @@ def claude_env(
 # ---- stream-json (-p) helpers -------------------------------------------------------------------
 
 STREAM_JSON_ARGS = [
-    "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+    "-p",
+    "--input-format",
+    "stream-json",
+    "--output-format",
+    "stream-json",
+    "--verbose",
     "--replay-user-messages",
 ]
 
@@ -155,12 +178,17 @@ STREAM_JSON_ARGS = [
 def user_line(text: str, line_uuid: str | None = None) -> str:
     """One stream-json user message line (with trailing newline), as the spawn/stdin channels
     write it. ``line_uuid`` becomes the message uuid (the delivery id)."""
-    return json.dumps({
-        "type": "user",
-        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
-        "parent_tool_use_id": None,
-        "uuid": line_uuid or str(uuid.uuid4()),
-    }) + "\n"
+    return (
+        json.dumps(
+            {
+                "type": "user",
+                "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+                "parent_tool_use_id": None,
+                "uuid": line_uuid or str(uuid.uuid4()),
+            }
+        )
+        + "\n"
+    )
 
 
 @dataclass
@@ -171,8 +199,11 @@ class PrintRun:
     elapsed: float
 
     def of_type(self, etype: str, subtype: str | None = None) -> list[dict[str, Any]]:
-        return [e for e in self.events
-                if e.get("type") == etype and (subtype is None or e.get("subtype") == subtype)]
+        return [
+            e
+            for e in self.events
+            if e.get("type") == etype and (subtype is None or e.get("subtype") == subtype)
+        ]
 
     @property
     def result(self) -> dict[str, Any]:
@@ -182,14 +213,24 @@ class PrintRun:
 
 
 def run_print(
-    binary: str, lines: list[str], *, env: dict[str, str], cwd: Path | str,
-    extra_args: list[str] | None = None, timeout: float = 60,
+    binary: str,
+    lines: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path | str,
+    extra_args: list[str] | None = None,
+    timeout: float = 60,
 ) -> PrintRun:
     """Run ``claude -p`` in stream-json mode, feed ``lines``, close stdin, collect all events."""
     start = time.monotonic()
     proc = subprocess.run(
-        [binary, *STREAM_JSON_ARGS, *(extra_args or [])], input="".join(lines),
-        capture_output=True, text=True, env=env, cwd=str(cwd), timeout=timeout,
+        [binary, *STREAM_JSON_ARGS, *(extra_args or [])],
+        input="".join(lines),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(cwd),
+        timeout=timeout,
         start_new_session=True,
     )
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
@@ -203,12 +244,24 @@ class StreamJsonProcess:
     deadline (no polling). Use as a context manager: exiting kills the process group.
     """
 
-    def __init__(self, binary: str, *, env: dict[str, str], cwd: Path | str,
-                 extra_args: list[str] | None = None):
+    def __init__(
+        self,
+        binary: str,
+        *,
+        env: dict[str, str],
+        cwd: Path | str,
+        extra_args: list[str] | None = None,
+    ):
         self.proc = subprocess.Popen(
-            [binary, *STREAM_JSON_ARGS, *(extra_args or [])], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(cwd),
-            start_new_session=True, bufsize=1,
+            [binary, *STREAM_JSON_ARGS, *(extra_args or [])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=str(cwd),
+            start_new_session=True,
+            bufsize=1,
         )
         self.events: list[dict[str, Any]] = []
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -250,7 +303,9 @@ class StreamJsonProcess:
         self.proc.stdin.close()
 
     def read_until(
-        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30,
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        timeout: float = 30,
     ) -> list[dict[str, Any]]:
         """Consume events until one satisfies ``predicate``; return the events consumed
         (including the matching one). Raises TimeoutError / EOFError."""
@@ -261,15 +316,18 @@ class StreamJsonProcess:
             if remaining <= 0:
                 raise TimeoutError(
                     f"no matching event within {timeout}s; got {[e.get('type') for e in consumed]}"
-                    f"; stderr={self.stderr[-500:]!r}")
+                    f"; stderr={self.stderr[-500:]!r}"
+                )
             try:
                 event = self._queue.get(timeout=remaining)
             except queue.Empty:
                 continue
             if event is None:
                 self._queue.put(None)
-                raise EOFError(f"stdout closed; got {[e.get('type') for e in consumed]}; "
-                               f"stderr={self.stderr[-500:]!r}")
+                raise EOFError(
+                    f"stdout closed; got {[e.get('type') for e in consumed]}; "
+                    f"stderr={self.stderr[-500:]!r}"
+                )
             consumed.append(event)
             self.events.append(event)
             if predicate(event):
@@ -318,8 +376,15 @@ class StreamJsonProcess:
 
 # ---- hooks --------------------------------------------------------------------------------------
 
-HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
-               "Notification", "SessionEnd")
+HOOK_EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Stop",
+    "Notification",
+    "SessionEnd",
+)
 
 _HOOK_RECORDER = """\
 import json, os, sys, time
@@ -336,8 +401,9 @@ os.replace(tmp, os.path.join(sys.argv[1], name))
 """
 
 
-def hook_recorder_settings(record_dir: Path, events: tuple[str, ...] = HOOK_EVENTS
-                           ) -> dict[str, Any]:
+def hook_recorder_settings(
+    record_dir: Path, events: tuple[str, ...] = HOOK_EVENTS
+) -> dict[str, Any]:
     """A settings.json ``hooks`` section whose command hooks store their stdin JSON, one file per
     invocation, in ``record_dir`` (read them back with :func:`hook_records`)."""
     record_dir.mkdir(parents=True, exist_ok=True)
@@ -345,19 +411,29 @@ def hook_recorder_settings(record_dir: Path, events: tuple[str, ...] = HOOK_EVEN
     script.write_text(_HOOK_RECORDER)
     command = shlex.join([sys.executable, str(script), str(record_dir)])
     entry = [{"hooks": [{"type": "command", "command": command}]}]
-    return {"hooks": {event: ([{"matcher": "*", **entry[0]}] if "ToolUse" in event else entry)
-                      for event in events}}
+    return {
+        "hooks": {
+            event: ([{"matcher": "*", **entry[0]}] if "ToolUse" in event else entry)
+            for event in events
+        }
+    }
 
 
 def hook_records(record_dir: Path, event: str | None = None) -> list[dict[str, Any]]:
     """Hook stdin payloads recorded so far, oldest first."""
-    files = sorted(record_dir.glob(f"{event or '*'}-*.json"),
-                   key=lambda p: int(p.name.rsplit("-", 2)[1]))
+    files = sorted(
+        record_dir.glob(f"{event or '*'}-*.json"), key=lambda p: int(p.name.rsplit("-", 2)[1])
+    )
     return [json.loads(p.read_text()) for p in files]
 
 
-def wait_until(predicate: Callable[[], T | None], timeout: float, *, interval: float = 0.05,
-               what: str = "condition") -> T:
+def wait_until(
+    predicate: Callable[[], T | None],
+    timeout: float,
+    *,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
     """Poll an observable (a file, a pane) until ``predicate`` returns a truthy value."""
     deadline = time.monotonic() + timeout
     while True:
@@ -382,16 +458,39 @@ class TmuxServer:
     def __init__(self, env: dict[str, str], name: str | None = None):
         self.name = name or f"agentmaild-test-{uuid.uuid4().hex[:10]}"
         self.env = {k: v for k, v in env.items() if not k.startswith("TMUX")}
+        self.socket_path: str | None = None
 
-    def run(self, *args: str, input: bytes | None = None, check: bool = True
-            ) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(["tmux", "-L", self.name, "-f", "/dev/null", *args], input=input,
-                              capture_output=True, env=self.env, check=check, timeout=10)
+    def run(
+        self, *args: str, input: bytes | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            ["tmux", "-L", self.name, "-f", "/dev/null", *args],
+            input=input,
+            capture_output=True,
+            env=self.env,
+            check=check,
+            timeout=10,
+        )
 
-    def new_session(self, session: str, argv: list[str], *, cwd: Path | str,
-                    width: int = 120, height: int = 40) -> str:
-        self.run("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height),
-                 "-c", str(cwd), shlex.join(argv))
+    def new_session(
+        self, session: str, argv: list[str], *, cwd: Path | str, width: int = 120, height: int = 40
+    ) -> str:
+        self.run(
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+            "-c",
+            str(cwd),
+            shlex.join(argv),
+        )
+        if self.socket_path is None:
+            out = self.run("display-message", "-p", "-t", session, "#{socket_path}").stdout
+            self.socket_path = out.decode().strip() or None
         return f"{session}:0.0"
 
     def capture(self, target: str) -> str:
@@ -409,7 +508,11 @@ class TmuxServer:
         self.run("send-keys", "-t", target, *keys)
 
     def kill(self) -> None:
+        """Kill the server (its panes get SIGHUP) and remove the socket file it leaves behind."""
         self.run("kill-server", check=False)
+        if self.socket_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_path)
 
     def __enter__(self) -> TmuxServer:
         return self

@@ -70,7 +70,7 @@ def _overstory_rows(n: int, *, payload: bool) -> list[tuple[object, ...]]:
             f"2026-01-0{1 + i % 9}T10:00:00.{i % 1000:03d}Z",
         ]
         if payload:
-            row.insert(8, '{"k": %d}' % i if i % 3 == 0 else None)
+            row.insert(8, f'{{"k": {i}}}' if i % 3 == 0 else None)
         rows.append(tuple(row))
     return rows
 
@@ -110,7 +110,10 @@ def test_upgrade_keeps_every_row_unchanged(tmp_path: Path, ddl: str, has_payload
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     if not has_payload:
-        assert conn.execute("SELECT count(*) FROM messages WHERE payload IS NOT NULL").fetchone()[0] == 0
+        assert (
+            conn.execute("SELECT count(*) FROM messages WHERE payload IS NOT NULL").fetchone()[0]
+            == 0
+        )
     conn.close()
 
 
@@ -123,7 +126,8 @@ def test_upgraded_table_has_what_overstorys_migration_looks_for(tmp_path: Path) 
     for needle in ("CHECK", "payload", "worker_done", "worker_died", "decision_gate"):
         assert needle in sql
     indexes = {r[1]: r for r in conn.execute("PRAGMA index_list(messages)")}
-    assert "idx_inbox" in indexes and "idx_thread" in indexes
+    assert "idx_inbox" in indexes
+    assert "idx_thread" in indexes
     assert [r[2] for r in conn.execute("PRAGMA index_info(idx_inbox)")] == ["to_agent", "read"]
     assert [r[2] for r in conn.execute("PRAGMA index_info(idx_thread)")] == ["thread_id"]
     conn.close()
@@ -155,17 +159,29 @@ def test_rows_overstory_wrote_are_read_and_delivered(tmp_path: Path) -> None:
     conn.execute(
         "INSERT INTO messages (id, from_agent, to_agent, subject, body, type, priority, "
         "thread_id, payload, read, created_at) VALUES (?,?,?,?,?,?,?,?,?,0,?)",
-        ("msg-abc123def456", "lead", "builder-1", "task", "do it", "dispatch", "high", None,
-         '{"taskId":"t1","specPath":"s.md","capability":"builder","fileScope":[]}',
-         "2026-03-01T12:00:00.000Z"),
+        (
+            "msg-abc123def456",
+            "lead",
+            "builder-1",
+            "task",
+            "do it",
+            "dispatch",
+            "high",
+            None,
+            '{"taskId":"t1","specPath":"s.md","capability":"builder","fileScope":[]}',
+            "2026-03-01T12:00:00.000Z",
+        ),
     )
     conn.commit()
     conn.close()
     store = SqliteMailStore(db)
     m = store.get_message("msg-abc123def456")
-    assert m is not None and m.type == "dispatch" and m.priority == "high"
+    assert m is not None
+    assert m.type == "dispatch"
+    assert m.priority == "high"
     batch = store.claim("builder-1", max_messages=10, max_chars=10000, lease_s=30, now=1e9)
-    assert batch is not None and batch.message_ids == ("msg-abc123def456",)
+    assert batch is not None
+    assert batch.message_ids == ("msg-abc123def456",)
     store.ack_delivery(batch.delivery_id, now=1e9)
     assert store.get_message("msg-abc123def456").read  # type: ignore[union-attr]
     store.close()
@@ -176,8 +192,14 @@ def test_rows_we_write_satisfy_overstorys_checks_and_conventions(tmp_path: Path)
     store = SqliteMailStore(db)
     store.add_agent(Agent(name="builder-1", capability="builder"))
     mailer = Mailer(store)
-    sent = mailer.send(sender="lead", to="builder-1", subject="s", body="b", type="worker_done",
-                       payload='{"taskId":"t","branch":"b","exitCode":0,"filesModified":["a.py"]}')
+    sent = mailer.send(
+        sender="lead",
+        to="builder-1",
+        subject="s",
+        body="b",
+        type="worker_done",
+        payload='{"taskId":"t","branch":"b","exitCode":0,"filesModified":["a.py"]}',
+    )
     store.close()
     # Copy our rows into a table created with Overstory's exact DDL: its CHECKs accept them.
     theirs = tmp_path / "theirs.db"
@@ -191,14 +213,18 @@ def test_rows_we_write_satisfy_overstorys_checks_and_conventions(tmp_path: Path)
     row = conn.execute("SELECT id, created_at, read FROM messages").fetchone()
     conn.close()
     assert row[0] == sent.ids[0]
-    assert re.match(r"^msg-[a-z0-9]+$", row[0]) and "/" not in row[0]
+    assert re.match(r"^msg-[a-z0-9]+$", row[0])
+    assert "/" not in row[0]
     assert ISO_Z.match(row[1])
     assert row[2] == 0
     # `ov mail check` reads unread mail by (to_agent, read = 0): the row is there for it.
     conn = sqlite3.connect(db)
-    assert conn.execute(
-        "SELECT count(*) FROM messages WHERE to_agent = 'builder-1' AND read = 0"
-    ).fetchone()[0] == 1
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM messages WHERE to_agent = 'builder-1' AND read = 0"
+        ).fetchone()[0]
+        == 1
+    )
     conn.close()
 
 

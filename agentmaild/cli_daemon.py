@@ -1,0 +1,207 @@
+"""The daemon's CLI commands: serve, status, ctl, retry — parse, call, print; no logic."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from agentmaild.cli_common import DbOpt, JsonOpt, command, db_path, open_store, out
+from agentmaild.errors import DaemonNotRunning, NotFound, ValidationError
+
+ConfigOpt = Annotated[
+    str | None, typer.Option("--config", help="Config file (default: $AGENTMAILD_CONFIG, XDG).")
+]
+AgentOpt = Annotated[
+    str | None, typer.Option("--agent", help="Re-queue this agent's dead letters.")
+]
+DeliveryOpt = Annotated[
+    str | None, typer.Option("--delivery", help="Re-queue one dead delivery.")
+]
+_WATCH_INTERVAL_S = 1.0
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+def _socket(db: Path) -> Path:
+    from agentmaild.config import load_config
+    from agentmaild.control.protocol import socket_path_for
+
+    return load_config().daemon.socket or socket_path_for(db)
+
+
+def _request(db: Path, cmd: str, args: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
+    from agentmaild.control.client import request
+
+    return request(_socket(db), cmd, args, timeout)
+
+
+def serve(db: DbOpt = None, config: ConfigOpt = None) -> None:
+    """Run the delivery daemon for the store (one per store) until SIGTERM/SIGINT."""
+    from agentmaild.config import load_config
+    from agentmaild.daemon import serve as run_daemon
+
+    cfg = load_config(Path(config).expanduser() if config else None)
+    use_config_db = not db and not os.environ.get("AGENTMAIL_DB") and cfg.store.db is not None
+    path = Path(str(cfg.store.db)) if use_config_db else db_path(db)
+    raise typer.Exit(run_daemon(path, cfg))
+
+
+# -- status -----------------------------------------------------------------------------------
+def _offline_status(db: Path) -> dict[str, Any]:
+    with open_store(str(db)) as store:
+        counts, agents, totals = store.counts(), store.list_agents(), store.totals()
+    rows = []
+    for agent in agents:
+        c = counts.get(agent.name)
+        rows.append({
+            "agent": agent.name, "channel": agent.channel, "state": agent.state,
+            "turn_state": agent.turn_state, "unread": c.unread if c else 0,
+            "in_flight": c.in_flight if c else 0, "dead_letters": c.dead_letters if c else 0,
+            "loop": None,
+        })
+    return {"daemon": None, "agents": rows, "totals": totals}
+
+
+def _status(db: Path) -> dict[str, Any]:
+    try:
+        result: dict[str, Any] = _request(db, "status")
+    except DaemonNotRunning:
+        result = _offline_status(db)
+    result["running"] = result["daemon"] is not None
+    result["store"] = str(db)
+    return result
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    h, m = divmod(s // 60, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s % 60:02d}s" if m else f"{s}s"
+
+
+_COLUMNS = ("AGENT", "CHANNEL", "STATE", "LOOP", "BUSY", "UNREAD", "IN FLIGHT", "LAST DELIVERY",
+            "FAILURES", "BACKOFF", "DEAD")
+
+
+def _row(r: dict[str, Any]) -> tuple[str, ...]:
+    last = r.get("last_delivery") or {}
+    last_text = f"{last['result']} {last['at'][11:19]}" if last else "-"
+    backoff = r.get("backoff_s") or 0
+    return (
+        r["agent"], r["channel"], r["state"], r.get("loop") or "-",
+        "yes" if r.get("busy") else "no", str(r["unread"]), str(r["in_flight"]), last_text,
+        str(r.get("failures", "-")), f"{backoff:.1f}s" if backoff else "-", str(r["dead_letters"]),
+    )
+
+
+def _print_status(status: dict[str, Any]) -> None:
+    d = status["daemon"]
+    if d is None:
+        typer.echo("daemon: not running")
+    else:
+        typer.echo(f"daemon: running (pid {d['pid']}, up {_duration(d['uptime_s'])}, "
+                   f"version {d['version']}{', stopping' if d.get('stopping') else ''})")
+    t = status["totals"]
+    typer.echo(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
+    rows = [_COLUMNS, *(_row(r) for r in status["agents"])]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    for row in rows:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def status(
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh every second.")] = False,
+) -> None:
+    """The daemon (pid, uptime, version, store) and one row per agent; works with no daemon."""
+    path = db_path(db)
+    if not watch:
+        data = _status(path)
+        out({"ok": True, **data}, as_json, lambda: _print_status(data))
+        return
+    try:
+        while True:
+            data = _status(path)
+            if as_json:
+                typer.echo(json.dumps({"ok": True, **data}))
+            else:
+                typer.echo(_CLEAR, nl=False)
+                _print_status(data)
+            time.sleep(_WATCH_INTERVAL_S)  # a terminal refresh, not a daemon loop
+    except KeyboardInterrupt:
+        return
+
+
+# -- ctl, retry -------------------------------------------------------------------------------
+def _parse_args(pairs: list[str]) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ValidationError(f"argument {pair!r}: expected KEY=VALUE")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        if key == "agents" and isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        args[key] = value
+    return args
+
+
+def ctl(
+    cmd: Annotated[str, typer.Argument(metavar="COMMAND", help="ping status agents wake pause "
+                                       "resume retry drain reload shutdown metrics")],
+    args: Annotated[list[str] | None, typer.Argument(metavar="[KEY=VALUE]...")] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send one control command to the running daemon (e.g. `ctl pause agent=builder-1`)."""
+    parsed = _parse_args(args or [])
+    timeout = 5.0 + float(parsed.get("timeout_s", 0) if cmd == "drain" else 0)
+    result = _request(db_path(db), cmd, parsed, timeout)
+
+    def human() -> None:
+        if cmd == "metrics":
+            typer.echo(result["text"], nl=False)
+        else:
+            typer.echo(json.dumps(result, indent=2))
+
+    out({"ok": True, "result": result}, as_json, human)
+
+
+def retry(
+    agent: AgentOpt = None,
+    delivery: DeliveryOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-queue dead letters (all, one agent's, or one delivery), then wake the daemon."""
+    from agentmaild.control.client import poke
+
+    if agent and delivery:
+        raise ValidationError("give --agent or --delivery, not both")
+    path = db_path(db)
+    with open_store(str(path)) as store:
+        ids = store.retry_dead(agent=agent, delivery_id=delivery)
+    if delivery and not ids:
+        raise NotFound(f"no dead delivery {delivery}")
+    woken = poke(_socket(path), [agent] if agent else None) if ids else False
+    data = {"ok": True, "requeued": ids, "daemon_woken": woken}
+
+    def human() -> None:
+        typer.echo(f"re-queued {len(ids)} dead-letter batch(es)" + "".join(f"\n{i}" for i in ids))
+        if ids and not woken:
+            typer.echo("daemon: not running; they are delivered when it starts")
+
+    out(data, as_json, human)
+
+
+def register(app: typer.Typer) -> None:
+    """Add serve, status, ctl and retry to the main CLI."""
+    for fn, name in ((serve, "serve"), (status, "status"), (ctl, "ctl"), (retry, "retry")):
+        app.command(name=name)(command(fn))

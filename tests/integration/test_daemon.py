@@ -1,0 +1,399 @@
+"""End to end: `agentmaild serve` as a real subprocess, scripted agents as real child processes.
+
+Every wait is on something observable (a file, the store, the socket) under a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentmaild.control.client import poke, request
+from agentmaild.control.protocol import socket_path_for
+from agentmaild.errors import DaemonNotRunning
+from agentmaild.mail import Mailer
+from agentmaild.models import PRIORITY_RANK, Agent
+from agentmaild.store.sqlite import SqliteMailStore
+
+AGENTS = Path(__file__).resolve().parent.parent / "agents"
+MSG_RE = re.compile(r"--- message \d+/\d+: (msg-[a-z0-9]+) ---")
+FAST = {
+    "AGENTMAILD_DAEMON_POLL_INTERVAL_S": "0.2",
+    "AGENTMAILD_DAEMON_BACKOFF_INITIAL_S": "0.05",
+    "AGENTMAILD_DAEMON_BACKOFF_MAX_S": "0.2",
+    "AGENTMAILD_DAEMON_BACKOFF_JITTER": "0",
+    "AGENTMAILD_DAEMON_SHUTDOWN_GRACE_S": "10",
+}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def agent_cmd(script: str, *args: str) -> tuple[str, ...]:
+    return (sys.executable, str(AGENTS / script), *args)
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class Daemon:
+    def __init__(self, db: Path, tmp: Path, env: dict[str, str] | None = None) -> None:
+        self.db = db
+        self.sock = socket_path_for(db)
+        self.log = tmp / f"daemon-{time.monotonic_ns()}.log"
+        self.env = {
+            **os.environ, **FAST, **(env or {}),
+            "XDG_CONFIG_HOME": str(tmp / "xdg"), "AGENTMAILD_LOG_FORMAT": "json",
+        }
+        self.env.pop("AGENTMAIL_DB", None)
+        self.env.pop("AGENTMAILD_CONFIG", None)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def cli(self, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agentmaild", *args, "--db", str(self.db)],
+            env=self.env, capture_output=True, text=True, timeout=timeout,
+        )
+
+    def start(self) -> Daemon:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "agentmaild", "serve", "--db", str(self.db)],
+                env=self.env, stdout=log, stderr=log,
+            )
+        wait_for(self.ready, 15, "the daemon to answer ping")
+        return self
+
+    def ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"daemon exited {self.proc.returncode}: {self.log.read_text()}")
+        try:
+            return bool(request(self.sock, "ping", timeout=1.0)["pong"])
+        except (DaemonNotRunning, OSError):
+            return False
+
+    def ctl(self, cmd: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        return request(self.sock, cmd, args, timeout=10.0)
+
+    def status_row(self, agent: str) -> dict[str, Any]:
+        rows = {r["agent"]: r for r in self.ctl("status")["agents"]}
+        return rows[agent]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == name:
+                out.append(event)
+        return out
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "store" / "mail.db"
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[SqliteMailStore]:
+    s = SqliteMailStore(db)
+    s.add_agent(Agent(name="bob", capability="lead"))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    started: list[Daemon] = []
+
+    def make(env: dict[str, str] | None = None, start: bool = True) -> Daemon:
+        d = Daemon(db, tmp_path, env)
+        started.append(d)
+        return d.start() if start else d
+
+    yield make
+    for d in started:
+        if d.proc is not None and d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait(10)
+
+
+def add_spawn(store: SqliteMailStore, name: str, command: tuple[str, ...], **kw: Any) -> None:
+    store.add_agent(Agent(name=name, capability="builder", channel="spawn", command=command, **kw))
+
+
+def unread(store: SqliteMailStore, agent: str) -> int:
+    return len(store.inbox(agent, unread_only=True))
+
+
+def test_200_messages_to_5_agents_delivered_in_priority_order(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    mailer = Mailer(store)
+    rng = random.Random(7)
+    names = [f"worker-{i}" for i in range(5)]
+    sent: dict[str, list[Any]] = {n: [] for n in names}
+    for n in names:
+        add_spawn(store, n, agent_cmd("record_agent.py", str(tmp_path / f"{n}.jsonl")))
+    for i in range(200):
+        to = names[i % 5]
+        priority = rng.choice(list(PRIORITY_RANK))
+        m = mailer.send(sender="bob", to=to, subject=f"m{i}", body=f"body {i}",
+                        priority=priority).messages[0]
+        sent[to].append(m)
+    d = daemons()
+    wait_for(lambda: store.totals()["unread"] == 0, 60, "all 200 messages acked")
+    for n in names:
+        seen = [mid for r in records(tmp_path / f"{n}.jsonl") for mid in MSG_RE.findall(r["text"])]
+        expected = sorted(sent[n], key=lambda m: (PRIORITY_RANK[m.priority], m.created_at, m.id))
+        assert seen == [m.id for m in expected]  # each exactly once, urgent → low
+    assert d.ctl("status")["totals"]["unread"] == 0
+    assert sum(r["delivered_total"] for r in d.ctl("status")["agents"] if r["loop"]) >= 10
+
+
+def test_fail_twice_then_succeed_shows_retries_and_backoff(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    counter = tmp_path / "flaky.count"
+    add_spawn(store, "flaky", agent_cmd("flaky_agent.py", str(counter), "2"))
+    d = daemons({"AGENTMAILD_DAEMON_BACKOFF_INITIAL_S": "0.4",
+                 "AGENTMAILD_DAEMON_BACKOFF_MAX_S": "2"})
+    mid = Mailer(store).send(sender="bob", to="flaky", subject="hi", body="x").ids[0]
+    poke(d.sock, ["flaky"])
+    row = wait_for(lambda: (r := d.status_row("flaky"))["backoff_s"] > 0 and r, 10, "backoff")
+    assert row["failures"] >= 1 and row["last_delivery"]["result"] == "failed"
+    wait_for(lambda: store.get_message(mid).read, 15, "the third attempt to ack")  # type: ignore[union-attr]
+    runs = records(Path(str(counter) + ".log"))
+    assert [r["run"] for r in runs] == [1, 2, 3]
+    assert len({r["uuid"] for r in runs}) == 1  # one delivery id across the retries
+    result = d.cli("status", "--json")
+    assert result.returncode == 0, result.stderr
+    [flaky] = [r for r in json.loads(result.stdout)["agents"] if r["agent"] == "flaky"]
+    assert flaky["failed_total"] == 2 and flaky["delivered_total"] == 1
+    assert flaky["failures"] == 0 and flaky["unread"] == 0
+    assert [e["attempt"] for e in d.events("delivery.failed")] == [1, 2]
+    assert [e["attempt"] for e in d.events("delivery.acked")] == [3]
+
+
+def test_always_failing_agent_dead_letters_ndr_and_retry(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    rec = tmp_path / "dead.jsonl"
+    add_spawn(store, "doomed", agent_cmd("record_agent.py", str(rec), "--exit", "1"))
+    d = daemons({"AGENTMAILD_DAEMON_MAX_ATTEMPTS": "3"})
+    mid = Mailer(store).send(sender="bob", to="doomed", subject="lost?", body="x").ids[0]
+    poke(d.sock, ["doomed"])
+    [dead] = wait_for(lambda: store.dead_letters("doomed"), 15, "a dead letter")
+    assert dead.message_ids == (mid,) and dead.attempts == 3
+    assert len({r["uuid"] for r in records(rec)}) == 1
+    ndr = wait_for(lambda: store.inbox("bob", unread_only=True), 5, "the NDR")
+    assert ndr[0].type == "error" and mid in ndr[0].body
+    assert d.status_row("doomed")["dead_letters"] == 1
+    human = d.cli("status")
+    assert "doomed" in human.stdout and human.returncode == 0
+    store.update_agent("doomed", {"command": list(agent_cmd("record_agent.py", str(rec)))})
+    result = d.cli("retry", "--agent", "doomed", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["requeued"] == [dead.delivery_id]
+    wait_for(lambda: store.get_message(mid).read, 15, "the retried delivery")  # type: ignore[union-attr]
+    assert {r["uuid"] for r in records(rec)} == {dead.delivery_id}
+
+
+def test_sigkill_mid_delivery_then_restart_loses_nothing(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    rec, gate = tmp_path / "kill.jsonl", tmp_path / "gate"
+    add_spawn(store, "victim", agent_cmd("gated_agent.py", str(rec), str(gate)), parent="bob")
+    mailer = Mailer(store)
+    ids = [mailer.send(sender="bob", to="victim", subject=f"s{i}", body="x").ids[0]
+           for i in range(3)]
+    first = daemons()
+    [started] = wait_for(lambda: records(rec), 15, "the first turn to start")
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    os.kill(started["pid"], signal.SIGKILL)  # the turn died with the daemon's machine, say
+    assert all(not store.get_message(i).read for i in ids)  # type: ignore[union-attr]
+    gate.touch()
+    second = daemons()
+    wait_for(lambda: all(store.get_message(i).read for i in ids), 15, "redelivery")  # type: ignore[union-attr]
+    runs = [r for r in records(rec) if r["phase"] == "started"]
+    assert {r["uuid"] for r in runs} == {started["uuid"]}  # every repeat: the first delivery id
+    assert "REDELIVERY" in runs[-1]["text"]
+    interrupted = [m for m in store.inbox("bob") if m.from_agent == "agentmaild"]
+    assert len(interrupted) == 1 and "victim" in interrupted[0].body
+    assert second.events("daemon.recovered")[0]["requeued"] == 1
+
+
+def test_second_serve_is_refused_naming_the_pid(daemons: Callable[..., Daemon]) -> None:
+    first = daemons()
+    assert first.proc is not None
+    result = first.cli("serve")
+    assert result.returncode != 0
+    assert f"already running for {first.db}" in result.stderr
+    assert f"pid {first.proc.pid}" in result.stderr
+    assert first.ready()
+
+
+def _raw(sock: Path, payload: bytes, timeout: float = 10) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(sock))
+        try:
+            s.sendall(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon may close before reading all of a huge line
+        chunks = []
+        try:
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        except ConnectionResetError:
+            pass
+        return b"".join(chunks)
+
+
+def test_garbage_on_the_socket_gets_errors_and_daemon_keeps_serving(
+    daemons: Callable[..., Daemon],
+) -> None:
+    d = daemons()
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow.connect(str(d.sock))
+    slow.sendall(b'{"v": 1, "cmd"')  # ...and never finishes the line
+    try:
+        reply = json.loads(_raw(d.sock, b"not json at all\n"))
+        assert reply["ok"] is False and reply["error"]["code"] == "protocol"
+        huge = _raw(d.sock, b"x" * (10 * 1024 * 1024) + b"\n")
+        assert huge == b"" or json.loads(huge)["error"]["code"] == "protocol"
+        reply = json.loads(_raw(d.sock, b'{"v": 1, "cmd": "frobnicate", "args": {}}\n'))
+        assert reply["error"]["code"] == "unknown_command"
+        reply = json.loads(_raw(d.sock, b'{"v": 1, "cmd": "pause", "args": {"agent": 5}}\n'))
+        assert reply["error"]["code"] == "invalid"
+        assert d.ctl("ping")["pong"] is True  # served while the slow client still hangs on
+        slow.settimeout(10)
+        assert slow.recv(1024) == b""  # the slow client is cut off at the read deadline
+    finally:
+        slow.close()
+    assert d.ctl("ping")["pid"] == d.proc.pid  # type: ignore[union-attr]
+
+
+def test_sigterm_drains_in_flight_delivery_and_exits_0(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    rec, gate = tmp_path / "drain.jsonl", tmp_path / "gate"
+    add_spawn(store, "slow", agent_cmd("gated_agent.py", str(rec), str(gate)))
+    d = daemons()
+    mid = Mailer(store).send(sender="bob", to="slow", subject="s", body="x").ids[0]
+    poke(d.sock, ["slow"])
+    wait_for(lambda: records(rec), 15, "the turn to start")
+    assert d.proc is not None
+    d.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: d.events("daemon.stopping"), 10, "the daemon to start draining")
+    assert d.proc.poll() is None  # still waiting for the turn in flight
+    gate.touch()
+    assert d.proc.wait(20) == 0
+    assert store.get_message(mid).read  # type: ignore[union-attr]
+    assert not d.sock.exists()
+
+
+def test_agent_added_while_running_is_picked_up_after_a_poke(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    d = daemons({"AGENTMAILD_DAEMON_POLL_INTERVAL_S": "30"})
+    rec = tmp_path / "late.jsonl"
+    add_spawn(store, "late", agent_cmd("record_agent.py", str(rec)))
+    mid = Mailer(store).send(sender="bob", to="late", subject="welcome", body="x").ids[0]
+    started = time.monotonic()
+    assert poke(d.sock, ["late"])
+    wait_for(lambda: store.get_message(mid).read, 5, "delivery to the new agent")  # type: ignore[union-attr]
+    assert time.monotonic() - started < 5
+    store.remove_agent("late")
+    poke(d.sock)  # what `agentmaild agents remove` does
+    wait_for(lambda: "late" not in {a["name"] for a in d.ctl("agents")["agents"]}, 5, "removal")
+
+
+def test_second_sigterm_forces_and_releases(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    rec, gate = tmp_path / "force.jsonl", tmp_path / "never"
+    add_spawn(store, "stuck", agent_cmd("gated_agent.py", str(rec), str(gate)))
+    d = daemons()
+    mid = Mailer(store).send(sender="bob", to="stuck", subject="s", body="x").ids[0]
+    poke(d.sock, ["stuck"])
+    [started] = wait_for(lambda: records(rec), 15, "the turn to start")
+    assert d.proc is not None
+    d.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: d.events("daemon.stopping"), 10, "draining")
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(15) == 1
+    assert not store.get_message(mid).read  # type: ignore[union-attr]
+    assert store.counts()["stuck"].in_flight == 0  # released, not left claimed
+    with pytest.raises(ProcessLookupError):  # the turn did not outlive the daemon
+        wait_for(lambda: os.kill(started["pid"], 0), 10, "the child to be reaped")
+
+
+def test_status_without_daemon_shows_store_counts(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    add_spawn(store, "idle", agent_cmd("record_agent.py", str(tmp_path / "x.jsonl")))
+    Mailer(store).send(sender="bob", to="idle", subject="s", body="x")
+    d = daemons(start=False)
+    human = d.cli("status")
+    assert human.returncode == 0, human.stderr
+    assert "daemon: not running" in human.stdout and "idle" in human.stdout
+    data = json.loads(d.cli("status", "--json").stdout)
+    assert data["running"] is False and data["daemon"] is None
+    assert {r["agent"]: r["unread"] for r in data["agents"]}["idle"] == 1
+
+
+def test_pause_resume_drain_and_metrics(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+) -> None:
+    rec = tmp_path / "p.jsonl"
+    add_spawn(store, "pausy", agent_cmd("record_agent.py", str(rec)))
+    d = daemons()
+    assert d.ctl("pause", {"agent": "pausy"}) == {"paused": ["pausy"]}
+    mid = Mailer(store).send(sender="bob", to="pausy", subject="s", body="x").ids[0]
+    poke(d.sock, ["pausy"])
+    wait_for(lambda: d.status_row("pausy")["loop"] == "paused", 5, "the loop to park")
+    assert not store.get_message(mid).read  # type: ignore[union-attr]
+    d.ctl("resume", {"agent": "pausy"})
+    wait_for(lambda: store.get_message(mid).read, 5, "delivery after resume")  # type: ignore[union-attr]
+    assert d.ctl("drain", {"timeout_s": 1}) == {"drained": True, "in_flight": []}
+    metrics = d.cli("ctl", "metrics")
+    assert metrics.returncode == 0, metrics.stderr
+    assert 'agentmaild_delivered_total{agent="pausy"} 1' in metrics.stdout
+    assert "agentmaild_uptime_seconds" in metrics.stdout
+    bad = d.cli("ctl", "pause", "agent=nobody", "--json")
+    assert json.loads(bad.stdout)["error"]["code"] == "not_found"
+    assert d.ctl("shutdown")["stopping"] is True
+    assert d.proc is not None and d.proc.wait(15) == 0
