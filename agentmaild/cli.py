@@ -442,7 +442,8 @@ if cli_daemon is not None:
 def run() -> None:
     """Run the CLI; usage errors become one ``error:`` line (JSON with --json) and exit 2."""
     try:
-        app(prog_name="agentmaild", standalone_mode=False)
+        # Without standalone mode click returns the exit code of a typer.Exit instead of exiting.
+        code = app(prog_name="agentmaild", standalone_mode=False)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.TyperException as exc:
@@ -460,3 +461,4 @@ def run() -> None:
     except typer.Abort:
         typer.echo("error: aborted", err=True)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

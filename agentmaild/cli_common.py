@@ -94,9 +94,11 @@ def sender_of(flag: str | None) -> str:
 
 def poke(store: SqliteMailStore, agents: list[str] | None) -> None:
     """Tell a running daemon there is work, at once (best effort: it polls anyway)."""
+    from agentmaild.config import load_config
     from agentmaild.control.client import poke as send_poke
     from agentmaild.control.protocol import socket_path_for
 
-    sock = socket_path_for(store.path)
+    configured = load_config().daemon.socket
+    sock = Path(configured) if configured else socket_path_for(store.path)
     if sock.exists():
         send_poke(sock, agents)

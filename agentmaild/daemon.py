@@ -88,7 +88,7 @@ async def _main(db: Path, config: Config) -> int:
     astore = AsyncMailStore(store)
     gate = await PollGate.open(db)
     try:
-        await recover(astore, gate)
+        await recover(astore)
         return await Daemon(db, config, astore, gate).run()
     finally:
         await gate.aclose()
@@ -96,13 +96,11 @@ async def _main(db: Path, config: Config) -> int:
             await astore.aclose()
 
 
-async def recover(store: AsyncMailStore, gate: PollGate) -> dict[str, Any]:
+async def recover(store: AsyncMailStore) -> dict[str, Any]:
     """Before any loop runs: re-queue every claim (its daemon is gone), reset owned busy agents,
     and tell each interrupted agent's parent (else the operator) in one mail."""
-    newest = await gate.newest_claim_lease()
-    now = time.time()
     # We hold the lock, so every claim belongs to a dead daemon, however long its lease.
-    reaped = await store.reap_expired(now=max(now, newest or now))
+    reaped = await store.reap_expired(now=time.time(), everything=True)
     agents = {a.name: a for a in await store.list_agents()}
     reset = [
         a.name for a in agents.values() if a.turn_state == "busy" and a.channel in _OWNED_CHANNELS

@@ -53,7 +53,7 @@ def check_message_id(value: str) -> str:
     """Reject anything that is not a well-formed message id (path-like, control chars, ...)."""
     from agentmaild.errors import ValidationError
 
-    if not isinstance(value, str) or not _OUTSIDE_ID_RE.match(value):
+    if not isinstance(value, str) or not _OUTSIDE_ID_RE.fullmatch(value):
         raise ValidationError(f"invalid message id {value!r}: expected msg-<letters and digits>")
     return value
 
@@ -69,7 +69,7 @@ def check_name(name: str, what: str = "agent name") -> str:
     """Agent names: 1-64 of ``[a-z0-9._-]``, starting with a letter or digit (never a path)."""
     from agentmaild.errors import ValidationError
 
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ValidationError(
             f"invalid {what} {name!r}: use 1-64 of a-z 0-9 . _ - starting with a letter or digit"
         )

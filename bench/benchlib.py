@@ -100,12 +100,6 @@ def with_unit(x: float | None, unit: str) -> str:
     return fmt(x) if x is None or not unit else f"{fmt(x)} {unit}"
 
 
-def best_of(runs: int, fn: Callable[[], float]) -> tuple[float, list[float]]:
-    """Run ``fn`` (which returns seconds) ``runs`` times: (best, all)."""
-    times = [fn() for _ in range(runs)]
-    return min(times), times
-
-
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
@@ -157,6 +151,21 @@ def _git_rev() -> str:
     return rev + (" (+ uncommitted changes)" if dirty.strip() else "")
 
 
+def fdatasync_ms(directory: str | None = None, runs: int = 20) -> float:
+    """Median wall time of writing 4 KiB and ``fdatasync`` in a temp dir: the disk's sync cost."""
+    import tempfile
+
+    times = []
+    with tempfile.NamedTemporaryFile(dir=directory) as f:
+        for _ in range(runs):
+            f.write(b"x" * 4096)
+            f.flush()
+            start = time.perf_counter()
+            os.fdatasync(f.fileno())
+            times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
 def machine_info() -> dict[str, str]:
     try:
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -168,5 +177,6 @@ def machine_info() -> dict[str, str]:
         "SQLite": sqlite3.sqlite_version,
         "OS": f"{platform.system()} {platform.release()}",
         "load average at start": load,
+        "fdatasync of 4 KiB (median of 20)": f"{fdatasync_ms():.2f} ms",
         "commit": _git_rev(),
     }

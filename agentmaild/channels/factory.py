@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agentmaild.channels.base import Channel
 from agentmaild.channels.spawn import SpawnChannel
+from agentmaild.channels.tmux import TmuxChannel
 from agentmaild.config import Config
 from agentmaild.errors import AgentUnavailable
 from agentmaild.models import Agent, ChannelKind
@@ -22,6 +23,8 @@ def make_channel(agent: Agent, config: Config, store_path: Path) -> Channel:
         raise ValueError(f"agent {agent.name!r} uses the pull channel: it has no delivery loop")
     if kind == ChannelKind.SPAWN:
         return SpawnChannel(agent, config, store_path)
-    if kind in (ChannelKind.STDIN, ChannelKind.TMUX):
+    if kind == ChannelKind.TMUX:
+        return TmuxChannel(agent, config, store_path)
+    if kind == ChannelKind.STDIN:
         raise AgentUnavailable(f"channel {kind} not implemented yet")
     raise AgentUnavailable(f"unknown channel {kind!r}")

@@ -69,8 +69,8 @@ class AsyncMailStore:
     async def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
         return await self.run_sync(self.sync.extend_lease, delivery_id, lease_s=lease_s, now=now)
 
-    async def reap_expired(self, *, now: float) -> list[tuple[str, str]]:
-        return await self.run_sync(self.sync.reap_expired, now=now)
+    async def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
+        return await self.run_sync(self.sync.reap_expired, now=now, everything=everything)
 
     async def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
         return await self.run_sync(self.sync.dead_letters, agent)
@@ -126,14 +126,6 @@ class PollGate:
     async def pending_agents(self) -> set[str]:
         """Agents with mail the daemon could claim now: one query for all of them."""
         return {str(r[0]) for r in await self._fetch(Q["pending_agents"])}
-
-    async def newest_claim_lease(self) -> float | None:
-        """The latest lease end among claimed deliveries (crash recovery reaps up to it)."""
-        rows = await self._fetch(
-            "SELECT max(lease_until) FROM am_deliveries WHERE state = 'claimed'"
-        )
-        value = rows[0][0] if rows else None
-        return float(value) if value is not None else None
 
     async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:

@@ -153,8 +153,11 @@ class MailStore(abc.ABC):
     def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool: ...
 
     @abc.abstractmethod
-    def reap_expired(self, *, now: float) -> list[tuple[str, str]]:
-        """Re-queue claims whose lease ended; returns (delivery_id, agent) pairs."""
+    def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
+        """Re-queue claims whose lease ended (all claims with ``everything``, as at daemon start).
+
+        Returns (delivery_id, agent) pairs; the delivery ids are kept for the redelivery.
+        """
 
     @abc.abstractmethod
     def dead_letters(self, agent: str | None = None) -> list[DeadLetter]: ...

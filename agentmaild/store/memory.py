@@ -367,11 +367,12 @@ class MemoryMailStore(MailStore):
             d.lease_until = now + lease_s
             return True
 
-    def reap_expired(self, *, now: float) -> list[tuple[str, str]]:
+    def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
         with self._lock:
             reaped = []
             for d in self._deliveries.values():
-                if d.state == "claimed" and d.lease_until is not None and d.lease_until <= now:
+                expired = d.lease_until is not None and d.lease_until <= now
+                if d.state == "claimed" and (expired or everything):
                     d.state, d.lease_until, d.updated_at = "pending", None, iso_now(now)
                     reaped.append((d.id, d.agent))
             return sorted(reaped)

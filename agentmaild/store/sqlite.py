@@ -7,6 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -442,7 +443,7 @@ class SqliteMailStore(MailStore):
             return Batch(
                 delivery_id=pending["id"],
                 agent=agent,
-                messages=tuple(messages),
+                messages=tuple(replace(m, delivery_id=pending["id"]) for m in messages),
                 attempt=attempts,
                 lease_until=lease_until,
             )
@@ -466,7 +467,7 @@ class SqliteMailStore(MailStore):
         return Batch(
             delivery_id=delivery_id,
             agent=agent,
-            messages=tuple(chosen),
+            messages=tuple(replace(m, delivery_id=delivery_id) for m in chosen),
             attempt=1,
             lease_until=lease_until,
         )
@@ -525,9 +526,10 @@ class SqliteMailStore(MailStore):
             )
         )
 
-    def reap_expired(self, *, now: float) -> list[tuple[str, str]]:
+    def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
         def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            rows = conn.execute(Q["deliveries_expired"], (iso_now(now), now)).fetchall()
+            params = {"stamp": iso_now(now), "now": now, "everything": int(everything)}
+            rows = conn.execute(Q["deliveries_expired"], params).fetchall()
             return sorted((r["id"], r["agent"]) for r in rows)
 
         return self._write(run)

@@ -11,7 +11,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ class Cli:
         self,
         *args: str,
         stdin: bytes | None = None,
-        env: dict[str, str | None] | None = None,
+        env: Mapping[str, str | None] | None = None,
         cwd: Path | None = None,
         prefix: Sequence[str] = (),
     ) -> subprocess.CompletedProcess[str]:
@@ -73,7 +73,9 @@ class Cli:
             timeout=30,
         )
         return subprocess.CompletedProcess(
-            proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"),
+            proc.args,
+            proc.returncode,
+            proc.stdout.decode("utf-8", "replace"),
             proc.stderr.decode("utf-8", "replace"),
         )
 
@@ -81,7 +83,7 @@ class Cli:
         """Run with --json; expect exit 0 and {"ok": true, ...} on stdout."""
         proc = self.run(*args, "--json", **kw)
         assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
-        data = json.loads(proc.stdout)
+        data: dict[str, Any] = json.loads(proc.stdout)
         assert data["ok"] is True, data
         return data
 
@@ -98,7 +100,8 @@ class Cli:
         if code is not None:
             assert data["error"]["code"] == code, short
         assert proc.returncode == 1, f"error {short} exited {proc.returncode}, expected 1"
-        return data["error"]
+        error: dict[str, Any] = data["error"]
+        return error
 
     # -- direct access to the same file -------------------------------------------------------
     def store(self) -> SqliteMailStore:
@@ -133,7 +136,7 @@ class Cli:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
+def cli(tmp_path: Path) -> Cli:
     home = tmp_path / "home"
     work = tmp_path / "work" / "deep"
     home.mkdir()
@@ -141,7 +144,7 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
     db = tmp_path / "store" / "mail.db"
     env = clean_env(home)
     env["AGENTMAIL_DB"] = str(db)
-    yield Cli(tmp=tmp_path, db=db, cwd=work, env=env)
+    return Cli(tmp=tmp_path, db=db, cwd=work, env=env)
 
 
 def files_under(root: Path) -> set[str]:
@@ -160,8 +163,18 @@ def test_send_inbox_read_ack_cycle(cli: Cli) -> None:
     assert added["agent"]["name"] == "b1" and added["agent"]["state"] == "booting"
 
     body = "line one\nline two — ünïcode\n\n"
-    sent = cli.ok("send", "--to", "b1", "--subject", "hello", "--body", "-",
-                  "--priority", "high", stdin=body.encode())
+    sent = cli.ok(
+        "send",
+        "--to",
+        "b1",
+        "--subject",
+        "hello",
+        "--body",
+        "-",
+        "--priority",
+        "high",
+        stdin=body.encode(),
+    )
     (mid,) = sent["ids"]
     assert mid.startswith("msg-") and sent["recipients"] == ["b1"] and sent["duplicate"] is False
 
@@ -213,8 +226,14 @@ def test_check_inject_fast_path(cli: Cli) -> None:
     assert (empty.returncode, empty.stdout, empty.stderr) == (0, "", "")
 
     cli.send(sender="lead1", to="b1", subject="later", body="the body")
-    text = cli.run("check", "--inject", "--agent=b1", "--db", str(cli.db),
-                   env={"AGENTMAIL_DB": str(cli.tmp / "elsewhere.db")})
+    text = cli.run(
+        "check",
+        "--inject",
+        "--agent=b1",
+        "--db",
+        str(cli.db),
+        env={"AGENTMAIL_DB": str(cli.tmp / "elsewhere.db")},
+    )
     assert text.returncode == 0
     assert not text.stdout.startswith("PRIORITY:")
     assert "later" in text.stdout and "the body" in text.stdout
@@ -232,11 +251,18 @@ def test_check_inject_takes_the_fast_path(cli: Cli) -> None:
         "    entry.main()\n"
         "except SystemExit as e:\n"
         "    rc = e.code\n"
-        "heavy = sorted(m for m in ('typer', 'click', 'structlog', 'asyncio') if m in sys.modules)\n"
+        "heavy = ('typer', 'click', 'structlog', 'asyncio')\n"
+        "heavy = sorted(m for m in heavy if m in sys.modules)\n"
         "sys.stderr.write(json.dumps({'rc': rc, 'heavy': heavy}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=cli.env, cwd=cli.cwd, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=cli.env,
+        cwd=cli.cwd,
+        timeout=30,
+    )
     report = json.loads(proc.stderr)
     assert report == {"rc": 0, "heavy": []}
     assert len(json.loads(proc.stdout)["acked"]) == 1
@@ -324,12 +350,40 @@ def test_purge(cli: Cli) -> None:
 
 
 def test_agents_commands_and_transition_table(cli: Cli) -> None:
-    a = cli.ok("agents", "add", "b1", "--capability", "builder", "--parent", "lead1",
-               "--channel", "tmux", "--tmux-target", "work:1.0", "--tmux-socket", "agents")["agent"]
+    a = cli.ok(
+        "agents",
+        "add",
+        "b1",
+        "--capability",
+        "builder",
+        "--parent",
+        "lead1",
+        "--channel",
+        "tmux",
+        "--tmux-target",
+        "work:1.0",
+        "--tmux-socket",
+        "agents",
+    )["agent"]
     assert (a["channel"], a["tmux_target"], a["tmux_socket"], a["parent"]) == (
-        "tmux", "work:1.0", "agents", "lead1")
-    cli.ok("agents", "add", "w1", "--capability", "custom-cap", "--channel", "spawn",
-           "--command", "my-agent --flag 'two words'", "--cwd", str(cli.tmp))
+        "tmux",
+        "work:1.0",
+        "agents",
+        "lead1",
+    )
+    cli.ok(
+        "agents",
+        "add",
+        "w1",
+        "--capability",
+        "custom-cap",
+        "--channel",
+        "spawn",
+        "--command",
+        "my-agent --flag 'two words'",
+        "--cwd",
+        str(cli.tmp),
+    )
     cli.err("agents", "add", "b1", "--capability", "builder", code="conflict")
     cli.err("agents", "add", "s1", "--capability", "builder", "--channel", "spawn", code="invalid")
     cli.err("agents", "add", "Bad/Name", "--capability", "builder", code="invalid")
@@ -346,7 +400,8 @@ def test_agents_commands_and_transition_table(cli: Cli) -> None:
         return str(cli.ok("agents", "set-state", "b1", to, *extra)["agent"]["state"])
 
     assert state("working") == "working"
-    assert "allowed" in cli.err("agents", "set-state", "b1", "booting", code="invalid_state")["message"]
+    refused = cli.err("agents", "set-state", "b1", "booting", code="invalid_state")
+    assert "allowed" in refused["message"]
     assert state("completed") == "completed"
     cli.err("agents", "set-state", "b1", "working", code="invalid_state")
     assert state("booting") == "booting"
@@ -376,15 +431,24 @@ def test_limits_reset(cli: Cli) -> None:
 
 
 def test_sender_resolution(cli: Cli) -> None:
-    both = cli.ok("send", "--to", "operator", "--subject", "a", "--from", "b1",
-                  env={"AGENTMAIL_AGENT": "b2"})["ids"][0]
-    env_only = cli.ok("send", "--to", "operator", "--subject", "b",
-                      env={"AGENTMAIL_AGENT": "b2"})["ids"][0]
+    both = cli.ok(
+        "send", "--to", "operator", "--subject", "a", "--from", "b1", env={"AGENTMAIL_AGENT": "b2"}
+    )["ids"][0]
+    env_only = cli.ok("send", "--to", "operator", "--subject", "b", env={"AGENTMAIL_AGENT": "b2"})[
+        "ids"
+    ][0]
     default = cli.ok("send", "--to", "operator", "--subject", "c")["ids"][0]
     senders = {r[0]: r[1] for r in cli.rows()}
     assert senders == {both: "b1", env_only: "b2", default: "operator"}
-    cli.err("send", "--to", "operator", "--subject", "d", env={"AGENTMAIL_AGENT": "Not A Name"},
-            code="invalid")
+    cli.err(
+        "send",
+        "--to",
+        "operator",
+        "--subject",
+        "d",
+        env={"AGENTMAIL_AGENT": "Not A Name"},
+        code="invalid",
+    )
 
 
 def test_groups_payloads_idempotency_and_reply(cli: Cli) -> None:
@@ -395,23 +459,58 @@ def test_groups_payloads_idempotency_and_reply(cli: Cli) -> None:
     assert "@all" in err["message"] and "@builder" in err["message"]
 
     payload = {"taskId": "t1", "branch": "feat", "exitCode": 0, "filesModified": ["a.py"]}
-    done = cli.ok("send", "--to", "r1", "--subject", "done", "--type", "worker_done",
-                  "--payload", json.dumps(payload), "--from", "b1")["ids"][0]
-    bad = cli.err("send", "--to", "r1", "--subject", "done", "--type", "worker_done",
-                  "--payload", json.dumps({**payload, "exitCode": "0"}), code="invalid")
+    done = cli.ok(
+        "send",
+        "--to",
+        "r1",
+        "--subject",
+        "done",
+        "--type",
+        "worker_done",
+        "--payload",
+        json.dumps(payload),
+        "--from",
+        "b1",
+    )["ids"][0]
+    bad = cli.err(
+        "send",
+        "--to",
+        "r1",
+        "--subject",
+        "done",
+        "--type",
+        "worker_done",
+        "--payload",
+        json.dumps({**payload, "exitCode": "0"}),
+        code="invalid",
+    )
     assert "payload.exitCode" in bad["message"]
 
     first = cli.ok("send", "--to", "b1", "--subject", "k", "--idempotency-key", "key-1")
     again = cli.ok("send", "--to", "b1", "--subject", "k", "--idempotency-key", "key-1")
     assert again["ids"] == first["ids"] and again["duplicate"] is True
-    cli.err("send", "--to", "b1", "--subject", "k", "--body", "changed",
-            "--idempotency-key", "key-1", code="conflict")
+    cli.err(
+        "send",
+        "--to",
+        "b1",
+        "--subject",
+        "k",
+        "--body",
+        "changed",
+        "--idempotency-key",
+        "key-1",
+        code="conflict",
+    )
     assert len(cli.rows()) == 3
 
     reply = cli.ok("reply", done, "--body", "reviewing", "--from", "r1")
     msg = cli.ok("read", reply["ids"][0])["message"]
     assert (msg["from"], msg["to"], msg["subject"], msg["thread_id"]) == (
-        "r1", "b1", "Re: done", done)
+        "r1",
+        "b1",
+        "Re: done",
+        done,
+    )
 
     s = cli.store()
     s.set_agent_state("b1", "zombie", force=True)
@@ -478,8 +577,9 @@ def _seed_one(cli: Cli) -> str:
     return cli.send(sender="operator", to="b1", subject="keep", body="")
 
 
-@pytest.mark.parametrize("bad", BAD_IDS, ids=["dotdot", "abs", "msg-dotdot", "ctrl", "newline",
-                                              "10k-msg", "10k"])
+@pytest.mark.parametrize(
+    "bad", BAD_IDS, ids=["dotdot", "abs", "msg-dotdot", "ctrl", "newline", "10k-msg", "10k"]
+)
 def test_malformed_id_is_a_clear_error_touching_nothing(cli: Cli, bad: str) -> None:
     good = _seed_one(cli)
     before_rows = cli.rows()
@@ -508,8 +608,17 @@ def test_malformed_ids_on_every_id_taking_command(cli: Cli) -> None:
 
 
 def test_invalid_utf8_on_stdin_body(cli: Cli) -> None:
-    err = cli.err("send", "--to", "operator", "--subject", "s", "--body", "-",
-                  stdin=b"ok \xff\xfe bad", code="invalid")
+    err = cli.err(
+        "send",
+        "--to",
+        "operator",
+        "--subject",
+        "s",
+        "--body",
+        "-",
+        stdin=b"ok \xff\xfe bad",
+        code="invalid",
+    )
     assert "UTF-8" in err["message"] and "body" in err["message"]
     assert cli.rows() == []
 
@@ -532,4 +641,3 @@ def test_db_flag_beats_env_and_global_form_works(cli: Cli) -> None:
     data = json.loads(proc.stdout)
     assert [m["id"] for m in data["messages"]] == a["ids"]
     assert cli.rows() == []  # the fixture's AGENTMAIL_DB was overridden every time
-

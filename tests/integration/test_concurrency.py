@@ -24,7 +24,8 @@ import json, os, sys, time, traceback
 from agentmaild.mail import Mailer
 from agentmaild.store.sqlite import SqliteMailStore
 
-db, index, count, start_file, out_file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+db, index, count, start_file, out_file = sys.argv[1:6]
+index, count = int(index), int(count)
 sender = f"w{index}"
 result = {"sender": sender, "ids": [], "errors": [], "worst_s": 0.0}
 try:
@@ -38,8 +39,8 @@ try:
     for i in range(count):
         t0 = time.perf_counter()
         try:
-            sent = mailer.send(sender=sender, to="sink", subject=f"{sender} #{i}", body="x" * (i % 50),
-                               priority="high" if i % 10 == 0 else "normal")
+            sent = mailer.send(sender=sender, to="sink", subject=f"{sender} #{i}",
+                               body="x" * (i % 50), priority="high" if i % 10 == 0 else "normal")
             result["ids"].extend(sent.ids)
         except Exception as exc:
             result["errors"].append(f"{type(exc).__name__}: {exc}")
@@ -63,8 +64,17 @@ def test_eight_writers_at_once_lose_nothing(tmp_path: Path) -> None:
     outs = [tmp_path / f"out-{i}.json" for i in range(WRITERS)]
 
     procs = [
-        subprocess.Popen([sys.executable, str(script), str(db), str(i), str(PER_WRITER),
-                          str(start), str(outs[i])])
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(script),
+                str(db),
+                str(i),
+                str(PER_WRITER),
+                str(start),
+                str(outs[i]),
+            ]
+        )
         for i in range(WRITERS)
     ]
     try:
@@ -89,7 +99,8 @@ def test_eight_writers_at_once_lose_nothing(tmp_path: Path) -> None:
     assert errors == [], errors[:5]
     for r in results:
         assert len(r["ids"]) == PER_WRITER, r["sender"]
-        assert r["worst_s"] < BUSY_TIMEOUT_S, f"{r['sender']} waited {r['worst_s']:.2f}s for one send"
+        worst = r["worst_s"]
+        assert worst < BUSY_TIMEOUT_S, f"{r['sender']} waited {worst:.2f}s for one send"
 
     conn = sqlite3.connect(db)
     try:

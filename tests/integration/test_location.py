@@ -1,4 +1,4 @@
-"""Store location through git worktrees (SPEC §2, issue 2 item 7), with a real ``git worktree add``."""
+"""Store location through git worktrees (SPEC §2, issue 2 item 7), with a real worktree."""
 
 from __future__ import annotations
 
@@ -49,14 +49,26 @@ class Repo:
     env: dict[str, str]
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
-        proc = subprocess.run(["git", *args], cwd=cwd or self.main, env=self.env,
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd or self.main,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
     def agentmaild(self, *args: str, cwd: Path) -> dict[str, object]:
-        proc = subprocess.run([sys.executable, "-m", "agentmaild", *args, "--json"], cwd=cwd,
-                              env=self.env, capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentmaild", *args, "--json"],
+            cwd=cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert proc.returncode == 0, (proc.stdout, proc.stderr)
         data: dict[str, object] = json.loads(proc.stdout)
         assert data["ok"] is True, data
@@ -91,19 +103,38 @@ def repo(tmp_path: Path) -> Repo:
 
 def test_project_root_matches_git_common_dir(repo: Repo) -> None:
     main = repo.main.resolve()
-    for where in (repo.main, repo.main / "pkg" / "deep", repo.wt, repo.wt / "sub" / "dir",
-                  repo.wt / "pkg" / "deep"):
+    for where in (
+        repo.main,
+        repo.main / "pkg" / "deep",
+        repo.wt,
+        repo.wt / "sub" / "dir",
+        repo.wt / "pkg" / "deep",
+    ):
         expected = repo.git_main_checkout(where)
         assert expected == main
         assert location.project_root(str(where)) == str(main), where
     assert location.default_db(str(repo.wt / "sub")) == str(main / ".agentmail" / "mail.db")
 
 
+def test_project_root_with_a_relative_gitdir_file(repo: Repo) -> None:
+    """Worktrees made with ``--relative-paths`` (or moved) hold a relative ``gitdir:``."""
+    marker = repo.wt / ".git"
+    target = marker.read_text().split(":", 1)[1].strip()
+    marker.write_text(f"gitdir: {os.path.relpath(target, repo.wt)}\n")
+    assert repo.git_main_checkout(repo.wt / "sub") == repo.main.resolve()
+    assert location.project_root(str(repo.wt / "sub")) == str(repo.main.resolve())
+
+
 def test_project_root_outside_any_repository(repo: Repo) -> None:
     outside = repo.root / "outside" / "nested"
     outside.mkdir(parents=True)
-    probe = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=outside, env=repo.env,
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        ["git", "rev-parse", "--git-common-dir"],
+        cwd=outside,
+        env=repo.env,
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode == 0:
         pytest.skip("the temporary directory is itself inside a git repository")
     assert location.project_root(str(outside)) is None
@@ -139,8 +170,9 @@ def test_worktree_and_main_checkout_share_one_store(repo: Repo) -> None:
     store = repo.main / ".agentmail" / "mail.db"
     # registered from inside the worktree, sent from the main checkout
     repo.agentmaild("agents", "add", "x1", "--capability", "builder", cwd=repo.wt / "sub")
-    first = repo.agentmaild("send", "--to", "x1", "--subject", "from main", "--body", "one",
-                            cwd=repo.main)
+    first = repo.agentmaild(
+        "send", "--to", "x1", "--subject", "from main", "--body", "one", cwd=repo.main
+    )
     assert store.is_file()
     assert not (repo.wt / ".agentmail").exists()
     assert not (repo.wt / "sub" / ".agentmail").exists()
@@ -152,8 +184,9 @@ def test_worktree_and_main_checkout_share_one_store(repo: Repo) -> None:
     assert messages[0]["body"] == "one"
 
     # the hook fast path (check --inject) resolves the same store, from a subdirectory
-    second = repo.agentmaild("send", "--to", "x1", "--subject", "again", "--body", "two",
-                             cwd=repo.main / "pkg")
+    second = repo.agentmaild(
+        "send", "--to", "x1", "--subject", "again", "--body", "two", cwd=repo.main / "pkg"
+    )
     injected = repo.agentmaild("check", "--inject", "--agent", "x1", cwd=repo.wt / "sub" / "dir")
     assert injected["acked"] == second["ids"]
     assert "again" in str(injected["text"])

@@ -1,4 +1,4 @@
-"""The DeliveryLoop.step() table, driven one iteration at a time with FakeChannel and real SQLite."""
+"""The DeliveryLoop.step() table, one iteration at a time, with FakeChannel and real SQLite."""
 
 from __future__ import annotations
 

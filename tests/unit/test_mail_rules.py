@@ -350,6 +350,18 @@ def test_idempotency_same_key_other_content_is_a_conflict(
     assert count(db) == 1
 
 
+def test_idempotent_retry_returns_the_original_even_if_the_recipient_completed(
+    store: SqliteMailStore, mailer: Mailer, db: Path
+) -> None:
+    """A retry is answered from the key, whatever happened to the recipient since (SPEC §3)."""
+    add(store, "b1")
+    first = mailer.send(sender="lead1", to="b1", subject="s", body="b", idempotency_key="k")
+    store.set_agent_state("b1", "completed")
+    again = mailer.send(sender="lead1", to="b1", subject="s", body="b", idempotency_key="k")
+    assert again.ids == first.ids and again.duplicate is True
+    assert count(db) == 1
+
+
 # ---- payloads --------------------------------------------------------------------------------
 
 VALID: dict[str, dict[str, Any]] = {
@@ -475,6 +487,14 @@ def test_protocol_type_without_payload_or_with_non_object_is_refused(
         mailer.send(
             sender="lead1", to="operator", subject="p", body="", type=msg_type, payload="{not json"
         )
+
+
+@pytest.mark.parametrize("raw", ['{"x": NaN}', '{"x": Infinity}', '{"x": -Infinity}'])
+def test_payload_must_be_strict_json(mailer: Mailer, db: Path, raw: str) -> None:
+    """NaN/Infinity are not JSON (RFC 8259): Overstory's JSON.parse would choke on the row."""
+    with pytest.raises(ValidationError, match="payload"):
+        mailer.send(sender="a", to="operator", subject="s", body="", payload=raw)
+    assert count(db) == 0
 
 
 def test_unknown_type_and_priority_are_refused(mailer: Mailer, db: Path) -> None:
@@ -678,7 +698,7 @@ def test_non_delivery_report_mails_each_original_sender(
 
 # ---- property tests --------------------------------------------------------------------------
 
-TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+TEXT = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
 _counter = itertools.count()
 
 

@@ -71,10 +71,10 @@ SELECT * FROM am_agents ORDER BY name;
 -- name: agent_insert
 INSERT INTO am_agents (name, capability, parent, state, channel, command, cwd, tmux_target,
                        tmux_socket, preset, session_id, poll_interval_s, settings,
-                       created_at, updated_at)
+                       turn_state, turn_state_at, created_at, updated_at)
 VALUES (:name, :capability, :parent, :state, :channel, :command, :cwd, :tmux_target,
         :tmux_socket, :preset, :session_id, :poll_interval_s, :settings,
-        :created_at, :updated_at);
+        :turn_state, :turn_state_at, :created_at, :updated_at);
 
 -- name: agent_delete
 DELETE FROM am_agents WHERE name = ?;
@@ -127,8 +127,8 @@ WHERE id = :id AND state = 'claimed'
 RETURNING state, failures;
 
 -- name: deliveries_expired
-UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = ?
-WHERE state = 'claimed' AND lease_until <= ?
+UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = :stamp
+WHERE state = 'claimed' AND (lease_until <= :now OR :everything)
 RETURNING id, agent;
 
 -- name: dead_list
@@ -141,7 +141,7 @@ SELECT * FROM am_deliveries WHERE state = 'dead' AND agent = ? ORDER BY updated_
 SELECT id FROM messages WHERE delivery_id = ? ORDER BY created_at, id;
 
 -- name: retry_dead
-UPDATE am_deliveries SET state = 'pending', failures = 0, updated_at = ?
+UPDATE am_deliveries SET state = 'pending', failures = 0, updated_at = :now
 WHERE state = 'dead' AND (:agent IS NULL OR agent = :agent) AND (:id IS NULL OR id = :id)
 RETURNING id;
 

@@ -77,3 +77,12 @@ CREATE TABLE IF NOT EXISTS am_nudges (
   created_at TEXT NOT NULL,
   PRIMARY KEY (agent, message_id)
 );
+
+-- Batch headers the UserPromptSubmit hook saw in a submitted prompt: the tmux channel's proof
+-- that its paste was submitted (hooks.delivery_seen). Rows older than a week are pruned.
+CREATE TABLE IF NOT EXISTS am_prompt_seen (
+  delivery_id TEXT PRIMARY KEY,
+  agent TEXT NOT NULL,
+  session_id TEXT,
+  at TEXT NOT NULL
+);

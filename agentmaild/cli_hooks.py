@@ -1,0 +1,105 @@
+"""The ``agentmaild hooks install|uninstall`` and ``agentmaild hook EVENT`` commands (typer side).
+
+``hook EVENT`` normally never gets here: ``entry.main`` routes it straight to ``hooks.run_hook``
+without importing typer. This command exists for ``--help`` and for spellings the router leaves
+to typer (``agentmaild --db X hook stop``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentmaild import hooks
+from agentmaild.cli_common import STATE, DbOpt, JsonOpt, command, out
+from agentmaild.errors import ValidationError
+
+DirOpt = Annotated[
+    Path | None,
+    typer.Option("--dir", help="Project directory holding .claude/ (default: the current one)."),
+]
+ExeOpt = Annotated[
+    str | None,
+    typer.Option("--exe", help="agentmaild executable the hooks run (default: this install's)."),
+]
+
+
+def default_exe() -> str:
+    """This installation's console script, as an absolute path (hooks run without our PATH)."""
+    beside = Path(sys.executable).parent / "agentmaild"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside.absolute())
+    found = shutil.which("agentmaild")
+    if found:
+        return str(Path(found).absolute())
+    raise ValidationError("cannot find the agentmaild executable; pass --exe PATH")
+
+
+def register(app: typer.Typer) -> None:
+    hooks_app = typer.Typer(
+        help="Install or remove agentmaild's Claude Code hooks (.claude/settings.local.json).",
+        no_args_is_help=True,
+    )
+    app.add_typer(hooks_app, name="hooks")
+
+    @hooks_app.command("install")
+    @command
+    def install(
+        agent: Annotated[str, typer.Option("--agent", help="The agent this Claude session is.")],
+        directory: DirOpt = None,
+        db: DbOpt = None,
+        exe: ExeOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Merge agentmaild's hooks into .claude/settings.local.json, keeping the user's own.
+
+        Idempotent. The store is pinned only when --db (or the global --db) is given; otherwise
+        the hook finds it the usual way from the session's directory.
+        """
+        store = db or STATE.db
+        result = hooks.install_hooks(
+            (directory or Path.cwd()).absolute(),
+            agent,
+            Path(store).expanduser().absolute() if store else None,
+            exe or default_exe(),
+        )
+        verb = "installed" if result["changed"] else "already installed"
+        out(result, as_json, lambda: typer.echo(f"{verb}: agentmaild hooks for {agent} in "
+                                                f"{result['path']}"))
+
+    @hooks_app.command("uninstall")
+    @command
+    def uninstall(directory: DirOpt = None, exe: ExeOpt = None, as_json: JsonOpt = False) -> None:
+        """Remove agentmaild's hooks (only ours) from .claude/settings.local.json."""
+        result = hooks.uninstall_hooks((directory or Path.cwd()).absolute(), exe or "agentmaild")
+        out(result, as_json, lambda: typer.echo(
+            f"removed {result['removed']} agentmaild hook(s) from {result['path']}"))
+
+    @app.command("hook")
+    def hook(
+        event: Annotated[str, typer.Argument(
+            metavar="EVENT",
+            help="session-start user-prompt-submit pre-tool-use post-tool-use stop "
+            "permission-request notification session-end (or Claude's names).",
+        )],
+        agent: Annotated[
+            str | None, typer.Option("--agent", help="Default: $AGENTMAIL_AGENT.")
+        ] = None,
+        db: DbOpt = None,
+    ) -> None:
+        """Run by Claude Code with the hook JSON on stdin: records turn state, delivers mail.
+
+        Never fails the session: internal errors print nothing, go to <store>/logs/hooks.log and
+        exit 0. Exit 2 (PreToolUse only) blocks a Bash command that polls for mail in a loop.
+        """
+        argv: list[str] = []
+        if agent:
+            argv += ["--agent", agent]
+        if db or STATE.db:
+            argv += ["--db", str(db or STATE.db)]
+        raise typer.Exit(hooks.run_hook(event, argv))

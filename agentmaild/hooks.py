@@ -1,0 +1,826 @@
+"""Claude Code hooks: the fast ``agentmaild hook EVENT`` entry point and the settings installer.
+
+``run_hook`` runs on every prompt and tool call, so it is stdlib only (no typer, structlog,
+asyncio or dataclasses; sqlite3 and the store helpers load only for events that need the store)
+and it never breaks the session: on an internal error it prints nothing, appends one line to
+``<store dir>/logs/hooks.log`` (else ``$XDG_STATE_HOME/agentmaild/hooks.log``) and exits 0.
+
+What each event does (the agent is ``--agent``, else ``$AGENTMAIL_AGENT``):
+
+- turn state in ``am_agents.turn_state``/``turn_state_at``: UserPromptSubmit → busy, Stop → idle,
+  SessionStart (not after a compaction) → idle, PermissionRequest and a ``permission_prompt`` /
+  ``elicitation_dialog`` Notification → waiting, SessionEnd → gone; PostToolUse turns a
+  ``waiting`` agent back to busy (the dialog was answered).
+- Claude's ``session_id`` goes to ``am_agents.session_id`` (not ``settings``: a settings change
+  restarts the agent's delivery loop). Interactive agents (tmux, pull) always take the latest id,
+  so ``/clear`` is followed; for daemon-owned sessions (spawn, stdin) it only fills an empty one.
+- SessionStart and UserPromptSubmit print unread mail (PRIORITY banner first) as context and ack
+  what they printed; PostToolUse does the same mid-turn as ``hookSpecificOutput.additionalContext``
+  JSON, at most once per ``AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S`` (default 30 s). The last
+  mid-turn delivery time is the mtime of ``<store dir>/hooks/<agent>.mid-turn``: a stat, no write
+  to the store. Stop may deliver by ``decision: block`` at most ``AGENTMAILD_HOOKS_STOP_BLOCK_MAX``
+  times in a row (default 0: never). Only these ``AGENTMAILD_HOOKS_*`` environment variables are
+  read: loading ``config.py`` would cost ~10 ms per call, so ``[hooks]`` keys set in the config
+  file alone do not reach the hook.
+- Output stays under ``AGENTMAILD_HOOKS_OUTPUT_MAX_CHARS`` (at most 10 000, Claude Code's cap,
+  counted in UTF-16 units as Claude counts); mail that does not fit stays unread for next time.
+  Output is written before the ack commits, so a failed write leaves the mail unread.
+- With ``AGENTMAIL_DELIVERY`` set (a turn the daemon started) nothing is delivered; state is.
+- A prompt holding a batch header ``[agentmail] … (delivery dlv-…)`` was pasted by the tmux
+  channel: the delivery id goes to ``am_prompt_seen`` (see ``delivery_seen``) and no mail is
+  printed, since the daemon acks that batch itself.
+- PreToolUse on Bash blocks a command that polls for mail in a loop (exit 2, reason on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+    import types
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+    from typing import Any
+
+EVENTS = {
+    "session-start": "SessionStart",
+    "user-prompt-submit": "UserPromptSubmit",
+    "pre-tool-use": "PreToolUse",
+    "post-tool-use": "PostToolUse",
+    "stop": "Stop",
+    "permission-request": "PermissionRequest",
+    "notification": "Notification",
+    "session-end": "SessionEnd",
+}
+_BY_NAME = {k.replace("-", ""): v for k, v in EVENTS.items()}
+WAITING_NOTIFICATIONS = frozenset({"permission_prompt", "elicitation_dialog"})
+POLL_REASON = "mail is delivered to you; end your turn instead of polling"
+OUTPUT_MAX_CHARS = 10_000
+STDIN_MAX_BYTES = 1 << 20
+DEFAULT_DEBOUNCE_S = 30.0
+SEEN_KEEP_S = 7 * 86400.0
+# Patterns stay strings, compiled (and cached by re) on first use: every compile at import
+# would cost each hook call, and most calls need none of them.
+_SESSION_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+# The header render.render_batch writes; the banner may precede it, so any line may hold it.
+HEADER_RE = r"(?m)^[ \t]*\[agentmail\] [^\n]*?\(delivery (dlv-[a-z0-9]{6,40})\)"
+
+
+def canonical_event(event: str) -> str | None:
+    """``user-prompt-submit``, ``UserPromptSubmit`` or ``user_prompt_submit`` (any case)."""
+    key = event.strip().lower()
+    return EVENTS.get(key) or _BY_NAME.get(key.replace("_", "").replace("-", ""))
+
+
+# -- entry point ----------------------------------------------------------------------------
+def run_hook(event: str, argv: Sequence[str]) -> int:
+    """``agentmaild hook EVENT [--agent NAME] [--db PATH]`` with the hook JSON on stdin."""
+    hook = _Hook(event, argv)
+    try:
+        return hook.run()
+    except Exception as exc:  # the boundary: a hook must never break the user's session
+        _log_line(hook.db_path, "hook.failed", hook, exc)
+        return 0
+
+
+class _Hook:
+    __slots__ = ("agent", "conn", "data", "db_flag", "db_path", "event", "name", "quiet", "raw")
+
+    def __init__(self, event: str, argv: Sequence[str]) -> None:
+        self.event = event
+        self.name = canonical_event(event)
+        opts = _parse_opts(argv)
+        self.agent = opts.get("agent") or os.environ.get("AGENTMAIL_AGENT") or ""
+        self.db_flag = opts.get("db")
+        self.db_path: str | None = None
+        self.quiet = bool(os.environ.get("AGENTMAIL_DELIVERY"))
+        self.data: dict[str, Any] = {}
+        self.raw = b""
+        self.conn: sqlite3.Connection | None = None
+
+    def run(self) -> int:
+        self.raw = _read_stdin()
+        if self.name is None:
+            _log_line(None, "hook.unknown_event", self, None)
+            return 0
+        if self.name != "PostToolUse":  # its payload holds the tool's output and is never needed
+            self.data = self._parse()
+        if self.name == "PreToolUse":
+            return self.pre_tool_use()
+        if not self.agent or not self._wants_store():
+            return 0
+        from agentmaild.ids import check_name
+        from agentmaild.location import resolve_db_str
+
+        check_name(self.agent)
+        start = os.environ.get("CLAUDE_PROJECT_DIR") or None
+        self.db_path = resolve_db_str(self.db_flag, start=start)
+        if not os.path.exists(self.db_path):
+            return 0  # no store yet: nobody can have mail or a registration
+        from agentmaild.fast import _open
+
+        self.conn = _open(self.db_path)
+        try:
+            return getattr(self, _HANDLERS[self.name])()  # type: ignore[no-any-return]
+        finally:
+            self.conn.close()
+
+    def _parse(self) -> dict[str, Any]:
+        if not self.raw.strip():
+            return {}
+        try:
+            data = json.loads(self.raw)
+        except ValueError as exc:
+            _log_line(None, "hook.bad_input", self, exc)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _wants_store(self) -> bool:
+        if self.name == "Notification":
+            return _notification_waits(self.data)
+        return True
+
+    def _str(self, key: str) -> str:
+        value = self.data.get(key)
+        return value if isinstance(value, str) else ""
+
+    # -- events -----------------------------------------------------------------------------
+    def pre_tool_use(self) -> int:
+        tool_input = self.data.get("tool_input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        if self._str("tool_name") == "Bash" and isinstance(command, str) and is_mail_poll(command):
+            sys.stderr.write(POLL_REASON + "\n")
+            return 2
+        return 0
+
+    def session_start(self) -> int:
+        if self._str("source") == "compact":  # fired mid-turn after an automatic compaction
+            return self._in_write(lambda: self._deliver(_plain))
+
+        def work() -> None:
+            self._set_state("idle")
+            self._deliver(_plain)
+
+        return self._in_write(work, poke=True)
+
+    def user_prompt_submit(self) -> int:
+        def work() -> None:
+            self._set_state("busy")
+            seen = re.findall(HEADER_RE, self._str("prompt"))
+            if seen:
+                self._record_seen(seen)
+            else:
+                self._deliver(_plain)
+
+        return self._in_write(work)
+
+    def post_tool_use(self) -> int:
+        if self.quiet:
+            return 0
+        conn = self._db()
+        sql = "SELECT turn_state FROM am_agents WHERE name = ?"
+        row = conn.execute(sql, (self.agent,)).fetchone()
+        if row is not None and row[0] == "waiting":
+            self._in_write(lambda: self._set_state("busy", only_from="waiting"))
+        marker = self._marker("mid-turn")
+        try:
+            if time.time() - os.stat(marker).st_mtime < _env_float(
+                "AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S", DEFAULT_DEBOUNCE_S
+            ):
+                return 0
+        except FileNotFoundError:
+            pass
+        if not self._has_unread():
+            return 0
+        return self._in_write(lambda: self._deliver(_post_tool_use_json, before_ack=_touch(marker)))
+
+    def stop(self) -> int:
+        limit = int(_env_float("AGENTMAILD_HOOKS_STOP_BLOCK_MAX", 0))
+        if limit > 0 and not self.quiet and self._has_unread():
+            marker = self._marker("stop-blocks")
+            blocks = _read_int(marker) if self.data.get("stop_hook_active") is True else 0
+            if blocks < limit:
+                count = _write_int(marker, blocks + 1)
+                self._in_write(lambda: self._deliver(_stop_block_json, before_ack=count))
+                return 0
+        return self._in_write(lambda: self._set_state("idle"), poke=True)
+
+    def permission_request(self) -> int:
+        return self._in_write(lambda: self._set_state("waiting"))
+
+    def notification(self) -> int:
+        return self._in_write(lambda: self._set_state("waiting"))
+
+    def session_end(self) -> int:
+        return self._in_write(lambda: self._set_state("gone"))
+
+    # -- store work -------------------------------------------------------------------------
+    def _db(self) -> sqlite3.Connection:
+        assert self.conn is not None
+        return self.conn
+
+    def _in_write(self, work: Callable[[], object], *, poke: bool = False) -> int:
+        conn = self._db()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            work()
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if poke and not self.quiet:
+            _poke(self.db_path or "", self.agent)
+        return 0
+
+    def _set_state(self, state: str, *, only_from: str | None = None) -> None:
+        from agentmaild.ids import iso_now
+
+        sid = self._str("session_id")
+        sid = sid if re.match(_SESSION_RE, sid) else ""
+        self._db().execute(
+            "UPDATE am_agents SET turn_state = :state, turn_state_at = :at, session_id = CASE"
+            " WHEN :sid = '' THEN session_id"
+            " WHEN channel IN ('spawn', 'stdin') THEN COALESCE(session_id, :sid) ELSE :sid END"
+            " WHERE name = :agent AND (:from IS NULL OR turn_state = :from)",
+            {"state": state, "at": iso_now(), "sid": sid, "agent": self.agent, "from": only_from},
+        )
+
+    def _record_seen(self, delivery_ids: list[str]) -> None:
+        import sqlite3
+
+        from agentmaild.ids import iso_now
+
+        conn, now = self._db(), time.time()
+        sid = self._str("session_id") or None
+        rows = [(d, self.agent, sid, iso_now(now)) for d in delivery_ids]
+        sql = (
+            "INSERT OR IGNORE INTO am_prompt_seen (delivery_id, agent, session_id, at)"
+            " VALUES (?, ?, ?, ?)"
+        )
+        try:
+            conn.executemany(sql, rows)
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            # A store created before this table existed (its user_version did not move).
+            conn.execute(_seen_table_sql())
+            conn.executemany(sql, rows)
+        conn.execute("DELETE FROM am_prompt_seen WHERE at < ?", (iso_now(now - SEEN_KEEP_S),))
+
+    def _has_unread(self) -> bool:
+        sql = "SELECT 1 FROM messages WHERE to_agent = ? AND read = 0 LIMIT 1"
+        return self._db().execute(sql, (self.agent,)).fetchone() is not None
+
+    def _deliver(
+        self, wrap: Callable[[str], str], before_ack: Callable[[], None] | None = None
+    ) -> None:
+        """In the caller's write transaction: take, render, write, then mark what was written."""
+        if self.quiet:
+            return
+        from agentmaild.store import pull
+
+        conn, limit = self._db(), _output_limit()
+        rows = pull.take_unread_rows(conn, self.agent, limit - 2500)
+        if not rows:
+            return
+        out, ids = _fit(conn, self.agent, rows, wrap, limit)
+        if before_ack is not None:
+            before_ack()
+        sys.stdout.buffer.write(out.encode("utf-8"))
+        sys.stdout.buffer.flush()
+        pull.mark_read(conn, ids, "hook")
+
+    def _marker(self, kind: str) -> str:
+        from agentmaild.location import resolve_db_str
+
+        db = self.db_path or resolve_db_str(self.db_flag)
+        return os.path.join(os.path.dirname(os.path.abspath(db)), "hooks", f"{self.agent}.{kind}")
+
+
+_HANDLERS = {
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "user_prompt_submit",
+    "PostToolUse": "post_tool_use",
+    "Stop": "stop",
+    "PermissionRequest": "permission_request",
+    "Notification": "notification",
+    "SessionEnd": "session_end",
+}
+
+
+def delivery_seen(conn: sqlite3.Connection, delivery_id: str) -> bool:
+    """True once a UserPromptSubmit hook has seen ``delivery_id``'s batch header in a prompt."""
+    import sqlite3
+
+    try:
+        row = conn.execute(
+            "SELECT 1 FROM am_prompt_seen WHERE delivery_id = ?", (delivery_id,)
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return False  # no hook has recorded anything in this store yet
+        raise
+    return row is not None
+
+
+# -- rendering within the output cap ---------------------------------------------------------
+def _plain(text: str) -> str:
+    return text
+
+
+def _post_tool_use_json(text: str) -> str:
+    payload = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
+    return json.dumps(payload, ensure_ascii=False) + "\n"
+
+
+def _stop_block_json(text: str) -> str:
+    return json.dumps({"decision": "block", "reason": text}, ensure_ascii=False) + "\n"
+
+
+def _js_len(text: str) -> int:
+    """Length as Claude Code (JavaScript) counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _fit(
+    conn: sqlite3.Connection,
+    agent: str,
+    rows: list[sqlite3.Row],
+    wrap: Callable[[str], str],
+    limit: int,
+) -> tuple[str, list[str]]:
+    """The longest prefix of ``rows`` whose wrapped rendering stays under ``limit``."""
+    import types
+
+    from agentmaild.render import render_message
+
+    msgs = [types.SimpleNamespace(**dict(r)) for r in rows]
+    ids = [m.id for m in msgs]
+    unread = conn.execute(
+        "SELECT count(*) FROM messages WHERE to_agent = ? AND read = 0", (agent,)
+    ).fetchone()[0]
+    nudges = [dict(n) for n in conn.execute(_nudges_sql(), (agent,)) if n["message_id"] in ids]
+    body_limit = max(500, limit - 3000)
+    used, cut = 600, 0
+    for i, m in enumerate(msgs, 1):
+        used += len(render_message(m, i, len(msgs), body_limit=body_limit)) + 1
+        if cut and used >= limit:
+            break
+        cut += 1
+    while True:
+        out = wrap(_render(msgs[:cut], agent, nudges, body_limit, unread - cut))
+        if _js_len(out) < limit:
+            return out, ids[:cut]
+        if cut == 1:
+            return _cut_hard(msgs[0], agent, wrap, out, limit), ids[:1]
+        cut -= 1
+
+
+def _render(msgs: list[types.SimpleNamespace], agent: str, nudges: list[dict[str, Any]],
+            body_limit: int, waiting: int) -> str:
+    from agentmaild.render import render_banner, render_batch
+
+    taken = {m.id for m in msgs}
+    banner = render_banner([n for n in nudges if n["message_id"] in taken])
+    text = render_batch(msgs, agent=agent, banner=banner, body_limit=body_limit)
+    if waiting > 0:
+        text += (
+            f"[agentmail] {waiting} more unread message(s) wait; they come with your next "
+            f"prompt (or run `agentmaild check --agent {agent}`).\n"
+        )
+    return text
+
+
+def _cut_hard(m: types.SimpleNamespace, agent: str, wrap: Callable[[str], str], out: str,
+              limit: int) -> str:
+    """One message too long even with its body cut (a large payload): cut the text itself."""
+    note = f"\n[agentmail] output cut at the hook's size limit; run `agentmaild read {m.id}`.\n"
+    text = _render([m], agent, [], 500, 0)
+    keep = limit - len(note)
+    while True:
+        out = wrap(text[: max(keep, 0)] + note)
+        if _js_len(out) < limit or keep <= 0:
+            return out
+        keep -= max(_js_len(out) - limit + 1, 100)
+
+
+def _output_limit() -> int:
+    value = int(_env_float("AGENTMAILD_HOOKS_OUTPUT_MAX_CHARS", OUTPUT_MAX_CHARS))
+    return min(max(value, 3000), OUTPUT_MAX_CHARS)
+
+
+# -- small helpers --------------------------------------------------------------------------
+def _parse_opts(argv: Sequence[str]) -> dict[str, str]:
+    opts: dict[str, str] = {}
+    it = iter(argv)
+    for arg in it:
+        key, sep, value = arg.partition("=")
+        if key in ("--agent", "--db"):
+            if not sep:
+                value = next(it, "")
+            opts[key[2:]] = value
+    return opts
+
+
+def _read_stdin() -> bytes:
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return b""
+    data: bytes = stream.buffer.read(STDIN_MAX_BYTES + 1)
+    if len(data) <= STDIN_MAX_BYTES:
+        return data
+    while stream.buffer.read(1 << 16):  # drain, so Claude never writes into a closed pipe
+        pass
+    return b""  # too large to be a payload we need; treated like an empty one
+
+
+def _notification_waits(data: dict[str, Any]) -> bool:
+    kind = data.get("notification_type")
+    if isinstance(kind, str) and kind:
+        return kind in WAITING_NOTIFICATIONS
+    message = data.get("message")  # versions before notification_type: match the text
+    return isinstance(message, str) and "permission" in message.lower()
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value >= 0 and value == value else default
+
+
+def _touch(path: str) -> Callable[[], None]:
+    def touch() -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a"):
+            pass
+        os.utime(path)
+
+    return touch
+
+
+def _read_int(path: str) -> int:
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _write_int(path: str, value: int) -> Callable[[], None]:
+    def write() -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="ascii") as f:
+            f.write(str(value))
+
+    return write
+
+
+def _nudges_sql() -> str:
+    from agentmaild.store.queries import Q
+
+    return Q["nudges_for"]
+
+
+def _seen_table_sql() -> str:
+    from agentmaild.store.queries import schema_statements
+
+    return next(s for s in schema_statements() if "am_prompt_seen" in s.split("(", 1)[0])
+
+
+def _poke(db_path: str, agent: str) -> None:
+    """Wake a running daemon so the agent's loop sees the new turn state at once (best effort)."""
+    beside = os.path.join(os.path.dirname(os.path.abspath(db_path)), "agentmaild.sock")
+    if not os.path.exists(beside) and len(beside) < 100:
+        return  # a short path would have put the socket beside the store: no daemon runs
+    from pathlib import Path
+
+    from agentmaild.control.client import poke
+    from agentmaild.control.protocol import socket_path_for
+
+    poke(socket_path_for(Path(db_path)), [agent])
+
+
+def _log_line(db_path: str | None, what: str, hook: _Hook, exc: BaseException | None) -> None:
+    """Append one key=value line to the hook log; never raises (there is nowhere left to report)."""
+    from agentmaild.ids import iso_now
+
+    where = ""
+    if exc is not None and exc.__traceback__ is not None:
+        tb = exc.__traceback__
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f" where={os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+    error = f" error={json.dumps(f'{type(exc).__name__}: {exc}')}" if exc is not None else ""
+    line = (
+        f"{iso_now()} {what} event={hook.event!r} agent={hook.agent!r} pid={os.getpid()}"
+        f"{error}{where}\n"
+    )
+    for directory in _log_dirs(db_path or hook.db_path or hook.db_flag):
+        try:
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, "hooks.log")
+            if os.path.exists(path) and os.path.getsize(path) > 1 << 20:
+                os.replace(path, path + ".1")
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(line)
+            return
+        except OSError:
+            continue
+
+
+def _log_dirs(db: str | None) -> list[str]:
+    dirs = [os.path.join(os.path.dirname(os.path.abspath(db)), "logs")] if db else []
+    home = os.path.expanduser("~")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    return [*dirs, os.path.join(state, "agentmaild")]
+
+
+# -- the poll-loop guard -----------------------------------------------------------------------
+# A loop keyword, an `agentmaild check|inbox|list` and a `sleep` anywhere in the command, or
+# `watch` running agentmaild. Quoted strings handed to something that runs code (`bash -c '…'`,
+# `watch "…"`, `ssh host '…'`) are scanned as commands too; other quoted text is data.
+_TOKEN_RE = (
+    r"""(?xs)(?P<sq>'[^']*'?)
+      | (?P<dq>"(?:[^"\\]|\\.)*"?)
+      | (?P<esc>\\.)
+      | (?P<sep>[;&|()\n`])
+      | (?P<space>[ \t\r]+)
+      | (?P<comment>(?<![^\s;&|()`])\#[^\n]*)
+      | (?P<word>[^\s;&|()`'"\\]+)
+      | (?P<other>.)"""
+)
+_PREFIX_WORDS = frozenset(
+    {"do", "then", "else", "elif", "if", "!", "{", "}", "while", "until", "time", "exec",
+     "command", "builtin", "nohup"}
+)
+_WRAPPERS = frozenset({"timeout", "nice", "env", "stdbuf", "sudo", "xargs", "time", "nohup"})
+_CODE_RUNNERS = frozenset(
+    {"sh", "bash", "zsh", "dash", "ksh", "fish", "eval", "watch", "ssh", "su", "sudo", "xargs",
+     "timeout", "nohup", "env", "nice", "flock", "script", "parallel", "tmux", "screen"}
+)
+_READS = frozenset({"check", "inbox", "list"})
+_ASSIGN_RE = r"^[A-Za-z_][A-Za-z0-9_]*="
+_WRAPPER_ARG_RE = r"^(-.*|[0-9.]+[smhd]?|[A-Za-z_][A-Za-z0-9_]*=.*)$"
+_NESTED_RE = r"[\s;&|]"
+_GUARD_MAX_CHARS = 65536
+_GUARD_MAX_DEPTH = 4
+
+
+def is_mail_poll(command: str) -> bool:
+    """True for a shell command that polls for mail in a loop (``watch agentmaild …`` too)."""
+    found: set[str] = set()
+    _scan(command[:_GUARD_MAX_CHARS], found, 0)
+    return {"loop", "read", "sleep"} <= found or {"watch", "agentmaild"} <= found
+
+
+def _scan(command: str, found: set[str], depth: int) -> None:
+    segments, nested = _lex(command)
+    for words in segments:
+        _classify(words, found)
+    if depth >= _GUARD_MAX_DEPTH:
+        return
+    for seg, index, text in nested:
+        words = segments[seg][:index] if index >= 0 else []
+        runner = index < 0 or any(os.path.basename(w) in _CODE_RUNNERS for w in words)
+        if runner or (words and re.match(r"^-[a-z]*c$", words[-1])):
+            _scan(text, found, depth + 1)
+
+
+def _lex(command: str) -> tuple[list[list[str]], list[tuple[int, int, str]]]:
+    """Simple commands as word lists (quotes removed), and where quoted code-like strings are."""
+    segments: list[list[str]] = [[]]
+    nested: list[tuple[int, int, str]] = []
+    parts: list[str] = []
+    for m in re.finditer(_TOKEN_RE, command):
+        kind, text = m.lastgroup, m.group()
+        if kind in ("sep", "space", "comment"):
+            if parts:
+                segments[-1].append("".join(parts))
+                parts = []
+            if kind == "sep" and segments[-1]:
+                segments.append([])
+            continue
+        if kind in ("sq", "dq"):
+            # A command substitution inside double quotes runs wherever it stands (index -1).
+            runs = kind == "dq" and ("$(" in text or "`" in text)
+            text = _unquote(text)
+            if re.search(_NESTED_RE, text):
+                nested.append((len(segments) - 1, -1 if runs else len(segments[-1]), text))
+        elif kind == "esc":
+            text = text[1:]
+        parts.append(text)
+    if parts:
+        segments[-1].append("".join(parts))
+    return segments, nested
+
+
+def _unquote(text: str) -> str:
+    inner = text[1:-1] if len(text) > 1 and text[-1] == text[0] else text[1:]
+    return inner if text[0] == "'" else re.sub(r"\\(.)", r"\1", inner, flags=re.S)
+
+
+def _classify(words: list[str], found: set[str]) -> None:
+    i = 0
+    while i < len(words) and (words[i] in _PREFIX_WORDS or re.match(_ASSIGN_RE, words[i])):
+        if words[i] in ("while", "until"):
+            found.add("loop")
+        i += 1
+    if i < len(words) and words[i] in ("for", "select"):
+        found.add("loop")
+        return
+    while i < len(words) - 1 and os.path.basename(words[i]) in _WRAPPERS:
+        i += 1
+        while i < len(words) - 1 and re.match(_WRAPPER_ARG_RE, words[i]):
+            i += 1
+    head = os.path.basename(words[i]) if i < len(words) else ""
+    if head in ("sleep", "watch"):
+        found.add(head)
+    for j, word in enumerate(words):
+        if os.path.basename(word) == "agentmaild":
+            found.add("agentmaild")
+            if _READS.intersection(words[j + 1 :]):
+                found.add("read")
+
+
+# -- installing into .claude/settings.local.json -----------------------------------------------
+# (Claude's event name, our CLI spelling, matcher or None for events without one)
+HOOK_SPECS: tuple[tuple[str, str, str | None], ...] = (
+    ("SessionStart", "session-start", None),
+    ("UserPromptSubmit", "user-prompt-submit", None),
+    ("PreToolUse", "pre-tool-use", "Bash"),
+    ("PostToolUse", "post-tool-use", "*"),
+    ("Stop", "stop", None),
+    ("PermissionRequest", "permission-request", "*"),
+    ("Notification", "notification", None),
+    ("SessionEnd", "session-end", None),
+)
+HOOK_TIMEOUT_S = 15  # Claude's per-hook timeout; the store's busy_timeout is 5 s
+SETTINGS_FILE = ("settings.local.json")
+
+
+def settings_path(settings_dir: Path) -> Path:
+    return settings_dir / ".claude" / SETTINGS_FILE
+
+
+def hook_command(exe: str, event: str, agent: str, db: Path | None) -> str:
+    import shlex
+
+    argv = [exe, "hook", event, "--agent", agent, *(["--db", str(db)] if db else [])]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def is_our_command(command: object, exe: str) -> bool:
+    """Ours: starts with our executable + `` hook ``, or runs some ``agentmaild hook`` (moved)."""
+    import shlex
+
+    if not isinstance(command, str):
+        return False
+    if command.startswith(shlex.quote(exe) + " hook "):
+        return True
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if argv[1:3] == ["-m", "agentmaild"]:
+        argv = argv[2:]
+    return len(argv) > 1 and os.path.basename(argv[0]) == "agentmaild" and argv[1] == "hook"
+
+
+def install_hooks(settings_dir: Path, agent: str, db: Path | None, exe: str) -> dict[str, Any]:
+    """Merge our hooks into ``<dir>/.claude/settings.local.json``; the user's stay as they were."""
+    from agentmaild.ids import check_name
+
+    check_name(agent)
+    path = settings_path(settings_dir)
+    settings, before = _load_settings(path)
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise _settings_error(path, '"hooks" is not an object')
+    for event, _, _ in HOOK_SPECS:
+        if not isinstance(hooks.get(event, []), list):
+            raise _settings_error(path, f'"hooks.{event}" is not a list')
+    emptied = _strip_ours(hooks, exe)
+    for event, spelled, matcher in HOOK_SPECS:
+        entry = {"type": "command", "command": hook_command(exe, spelled, agent, db),
+                 "timeout": HOOK_TIMEOUT_S}
+        group: dict[str, Any] = {"matcher": matcher} if matcher is not None else {}
+        hooks.setdefault(event, []).append({**group, "hooks": [entry]})
+    for event in emptied:
+        if not hooks.get(event):
+            hooks.pop(event, None)  # an event of ours that a newer version no longer installs
+    changed = _save_settings(path, settings, before)
+    return {"ok": True, "path": str(path), "agent": agent, "changed": changed,
+            "events": [e for e, _, _ in HOOK_SPECS]}
+
+
+def uninstall_hooks(settings_dir: Path, exe: str = "agentmaild") -> dict[str, Any]:
+    """Remove our hooks (and containers that held only ours) from the settings file."""
+    path = settings_path(settings_dir)
+    if not path.exists():
+        return {"ok": True, "path": str(path), "removed": 0, "changed": False}
+    settings, before = _load_settings(path)
+    hooks = settings.get("hooks")
+    removed = 0
+    if isinstance(hooks, dict):
+        removed = _count_ours(hooks, exe)
+        for event in _strip_ours(hooks, exe):
+            if hooks.get(event) == []:
+                del hooks[event]
+        if removed and not hooks:
+            del settings["hooks"]
+    changed = False
+    if removed:
+        changed = _save_settings(path, settings, before) if settings else _remove_settings(path)
+    return {"ok": True, "path": str(path), "removed": removed, "changed": changed}
+
+
+def _count_ours(hooks: dict[str, Any], exe: str) -> int:
+    return sum(
+        is_our_command(h.get("command"), exe)
+        for groups in hooks.values() if isinstance(groups, list)
+        for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+        for h in g["hooks"] if isinstance(h, dict)
+    )
+
+
+def _strip_ours(hooks: dict[str, Any], exe: str) -> list[str]:
+    """Drop our entries and the groups they leave empty; returns events whose lists changed."""
+    changed: list[str] = []
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            continue  # not ours to judge: left exactly as it is
+        kept = [_strip_group(g, exe) for g in groups]
+        if kept != groups:
+            hooks[event] = [g for g in kept if g is not None]
+            changed.append(event)
+    return changed
+
+
+def _strip_group(group: Any, exe: str) -> Any:
+    """The group without our hooks; None when only ours were in it."""
+    if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+        return group
+    entries = [h for h in group["hooks"]
+               if not (isinstance(h, dict) and is_our_command(h.get("command"), exe))]
+    if len(entries) == len(group["hooks"]):
+        return group
+    return {**group, "hooks": entries} if entries else None
+
+
+def _settings_error(path: Path, what: str) -> Exception:
+    from agentmaild.errors import ConfigError
+
+    return ConfigError(f"{path}: {what}; fix or remove it (it was left unchanged)")
+
+
+def _load_settings(path: Path) -> tuple[dict[str, Any], str | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _settings_error(path, f"cannot read it ({exc})") from exc
+    try:
+        settings = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise _settings_error(path, f"not valid JSON ({exc})") from exc
+    if not isinstance(settings, dict):
+        raise _settings_error(path, "the top level is not a JSON object")
+    return settings, text
+
+
+def _save_settings(path: Path, settings: dict[str, Any], before: str | None) -> bool:
+    text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    if text == before:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if before is not None else 0o644
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
+
+
+def _remove_settings(path: Path) -> bool:
+    """Nothing but our hooks was in the file: remove it, and ``.claude`` if that leaves it empty."""
+    path.unlink()
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass  # other files live there
+    return True
