@@ -77,7 +77,7 @@ def take_and_render(
             return "", []
         ids = [r["id"] for r in rows]
         # Nudges first: acking a message drops its nudge.
-        banner = render_banner([dict(n) for n in pull.take_nudge_rows(conn, agent)])
+        banner = render_banner([dict(n) for n in pull.nudge_rows_for(conn, agent, ids)])
         pull.mark_read(conn, ids, "pull")
         conn.execute("COMMIT")
     except BaseException:

@@ -109,7 +109,9 @@ class _Hook:
         if self.name is None:
             _log_line(None, "hook.unknown_event", self, None)
             return 0
-        if self.name != "PostToolUse":  # its payload holds the tool's output and is never needed
+        # PostToolUse's payload holds the tool's whole output: parsed only when it may come from
+        # a subagent (mail put into a subagent's context would never reach the agent itself).
+        if self.name != "PostToolUse" or b'"agent_id"' in self.raw:
             self.data = self._parse()
         if self.name == "PreToolUse":
             return self.pre_tool_use()
@@ -127,7 +129,7 @@ class _Hook:
 
         self.conn = _open(self.db_path)
         try:
-            return getattr(self, _HANDLERS[self.name])()  # type: ignore[no-any-return]
+            return _HANDLERS[self.name](self)
         finally:
             self.conn.close()
 
@@ -181,7 +183,7 @@ class _Hook:
         return self._in_write(work)
 
     def post_tool_use(self) -> int:
-        if self.quiet:
+        if self.quiet or self.data.get("agent_id"):
             return 0
         conn = self._db()
         sql = "SELECT turn_state FROM am_agents WHERE name = ?"
@@ -201,15 +203,27 @@ class _Hook:
         return self._in_write(lambda: self._deliver(_post_tool_use_json, before_ack=_touch(marker)))
 
     def stop(self) -> int:
-        limit = int(_env_float("AGENTMAILD_HOOKS_STOP_BLOCK_MAX", 0))
-        if limit > 0 and not self.quiet and self._has_unread():
-            marker = self._marker("stop-blocks")
-            blocks = _read_int(marker) if self.data.get("stop_hook_active") is True else 0
-            if blocks < limit:
-                count = _write_int(marker, blocks + 1)
-                self._in_write(lambda: self._deliver(_stop_block_json, before_ack=count))
-                return 0
+        if self._stop_with_mail():
+            return 0  # blocking the stop handed mail over and the turn goes on: still busy
         return self._in_write(lambda: self._set_state("idle"), poke=True)
+
+    def _stop_with_mail(self) -> bool:
+        """Deliver by ``decision: block``, at most STOP_BLOCK_MAX times in a row (0: never)."""
+        limit = int(_env_float("AGENTMAILD_HOOKS_STOP_BLOCK_MAX", 0))
+        if limit <= 0 or self.quiet or not self._has_unread():
+            return False
+        marker = self._marker("stop-blocks")
+        blocks = _read_int(marker) if self.data.get("stop_hook_active") is True else 0
+        if blocks >= limit:
+            return False
+        delivered = False
+
+        def work() -> None:
+            nonlocal delivered
+            delivered = self._deliver(_stop_block_json, before_ack=_write_int(marker, blocks + 1))
+
+        self._in_write(work)
+        return delivered
 
     def permission_request(self) -> int:
         return self._in_write(lambda: self._set_state("waiting"))
@@ -279,38 +293,37 @@ class _Hook:
 
     def _deliver(
         self, wrap: Callable[[str], str], before_ack: Callable[[], None] | None = None
-    ) -> None:
+    ) -> bool:
         """In the caller's write transaction: take, render, write, then mark what was written."""
         if self.quiet:
-            return
+            return False
         from agentmaild.store import pull
 
         conn, limit = self._db(), _output_limit()
         rows = pull.take_unread_rows(conn, self.agent, limit - 2500)
         if not rows:
-            return
+            return False
         out, ids = _fit(conn, self.agent, rows, wrap, limit)
         if before_ack is not None:
             before_ack()
         sys.stdout.buffer.write(out.encode("utf-8"))
         sys.stdout.buffer.flush()
         pull.mark_read(conn, ids, "hook")
+        return True
 
     def _marker(self, kind: str) -> str:
-        from agentmaild.location import resolve_db_str
-
-        db = self.db_path or resolve_db_str(self.db_flag)
-        return os.path.join(os.path.dirname(os.path.abspath(db)), "hooks", f"{self.agent}.{kind}")
+        store_dir = os.path.dirname(os.path.abspath(self.db_path or ""))
+        return os.path.join(store_dir, "hooks", f"{self.agent}.{kind}")
 
 
-_HANDLERS = {
-    "SessionStart": "session_start",
-    "UserPromptSubmit": "user_prompt_submit",
-    "PostToolUse": "post_tool_use",
-    "Stop": "stop",
-    "PermissionRequest": "permission_request",
-    "Notification": "notification",
-    "SessionEnd": "session_end",
+_HANDLERS: dict[str, Callable[[_Hook], int]] = {
+    "SessionStart": _Hook.session_start,
+    "UserPromptSubmit": _Hook.user_prompt_submit,
+    "PostToolUse": _Hook.post_tool_use,
+    "Stop": _Hook.stop,
+    "PermissionRequest": _Hook.permission_request,
+    "Notification": _Hook.notification,
+    "SessionEnd": _Hook.session_end,
 }
 
 
@@ -378,7 +391,7 @@ def _fit(
         if _js_len(out) < limit:
             return out, ids[:cut]
         if cut == 1:
-            return _cut_hard(msgs[0], agent, wrap, out, limit), ids[:1]
+            return _cut_hard(msgs[0], agent, nudges, wrap, limit), ids[:1]
         cut -= 1
 
 
@@ -391,17 +404,17 @@ def _render(msgs: list[types.SimpleNamespace], agent: str, nudges: list[dict[str
     text = render_batch(msgs, agent=agent, banner=banner, body_limit=body_limit)
     if waiting > 0:
         text += (
-            f"[agentmail] {waiting} more unread message(s) wait; they come with your next "
-            f"prompt (or run `agentmaild check --agent {agent}`).\n"
+            f"[agentmail] {waiting} more unread message(s) wait; they follow later "
+            f"(or run `agentmaild check --agent {agent}`).\n"
         )
     return text
 
 
-def _cut_hard(m: types.SimpleNamespace, agent: str, wrap: Callable[[str], str], out: str,
-              limit: int) -> str:
+def _cut_hard(m: types.SimpleNamespace, agent: str, nudges: list[dict[str, Any]],
+              wrap: Callable[[str], str], limit: int) -> str:
     """One message too long even with its body cut (a large payload): cut the text itself."""
     note = f"\n[agentmail] output cut at the hook's size limit; run `agentmaild read {m.id}`.\n"
-    text = _render([m], agent, [], 500, 0)
+    text = _render([m], agent, nudges, 500, 0)
     keep = limit - len(note)
     while True:
         out = wrap(text[: max(keep, 0)] + note)

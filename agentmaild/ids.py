@@ -54,7 +54,8 @@ def check_message_id(value: str) -> str:
     from agentmaild.errors import ValidationError
 
     if not isinstance(value, str) or not _OUTSIDE_ID_RE.fullmatch(value):
-        raise ValidationError(f"invalid message id {value!r}: expected msg-<letters and digits>")
+        shown = repr(value[:80]) + ("…" if len(value) > 80 else "")
+        raise ValidationError(f"invalid message id {shown}: expected msg-<letters and digits>")
     return value
 
 
@@ -71,6 +72,7 @@ def check_name(name: str, what: str = "agent name") -> str:
 
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ValidationError(
-            f"invalid {what} {name!r}: use 1-64 of a-z 0-9 . _ - starting with a letter or digit"
+            f"invalid {what} {str(name)[:80]!r}: "
+            "use 1-64 of a-z 0-9 . _ - starting with a letter or digit"
         )
     return name

@@ -47,9 +47,10 @@ def project_root(start: str | None = None) -> str | None:
         marker = os.path.join(d, ".git")
         if os.path.exists(marker):
             common = _common_dir(marker)
-            # The main work tree is the parent of a common dir named .git; otherwise
-            # (bare repository, --separate-git-dir) fall back to the directory holding .git.
-            return os.path.dirname(common) if os.path.basename(common) == ".git" else d
+            # The main work tree is the parent of a common dir named .git. A bare repository
+            # (or --separate-git-dir) has no such tree: its common dir is what every worktree
+            # shares, so the store lives there.
+            return os.path.dirname(common) if os.path.basename(common) == ".git" else common
         parent = os.path.dirname(d)
         if parent == d:
             return None

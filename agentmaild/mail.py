@@ -176,6 +176,19 @@ class Mailer:
         canonical = self._validate(subject, body, type, priority, payload)
         if thread_id is not None:
             check_message_id(thread_id)
+        idem = self._idempotency(
+            sender, idempotency_key, to, subject, body, type, priority, thread_id, canonical
+        )
+        if idem is not None:
+            # A retried send returns what the first one wrote, whatever happened since
+            # (the recipient may have completed): the key is the sender's proof of identity.
+            earlier = self.store.find_idempotent(*idem)
+            if earlier is not None:
+                return Sent(
+                    messages=earlier.messages,
+                    duplicate=True,
+                    broadcast_id=earlier.messages[0].broadcast_id if earlier.messages else None,
+                )
         recipients, is_group = self.expand(to, sender)
         for name in recipients:
             self._check_recipient(name)
@@ -199,14 +212,6 @@ class Mailer:
             for name in recipients
         )
         nudge = priority in ("urgent", "high") or type in NUDGE_TYPES
-        idem = None
-        if idempotency_key is not None:
-            if not idempotency_key or len(idempotency_key) > 200:
-                raise ValidationError("idempotency key: 1-200 characters")
-            digest = hashlib.sha256(
-                json.dumps([to, subject, body, type, priority, thread_id, canonical]).encode()
-            ).hexdigest()
-            idem = (sender, idempotency_key, digest)
         result = self.store.insert(
             InsertRequest(
                 messages=messages,
@@ -222,6 +227,17 @@ class Mailer:
         )
         bc = result.messages[0].broadcast_id if result.messages else broadcast_id
         return Sent(messages=result.messages, broadcast_id=bc, duplicate=result.duplicate)
+
+    @staticmethod
+    def _idempotency(
+        sender: str, key: str | None, *content: str | None
+    ) -> tuple[str, str, str] | None:
+        if key is None:
+            return None
+        if not key or len(key) > 200:
+            raise ValidationError("idempotency key: 1-200 characters")
+        digest = hashlib.sha256(json.dumps(list(content)).encode()).hexdigest()
+        return (sender, key, digest)
 
     def reply(
         self,

@@ -110,13 +110,18 @@ def validate_payload(msg_type: str, raw: str | None, max_bytes: int) -> str | No
     if len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
         raise ValidationError(f"payload: larger than {max_bytes} bytes")
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"payload: not valid JSON ({exc.msg} at char {exc.pos})") from exc
     schema = SCHEMAS.get(msg_type)
     if schema is not None:
         _check(msg_type, schema, value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are Python's extension; Overstory's JSON.parse would choke on the row.
+    raise ValidationError(f"payload: {name} is not valid JSON")
 
 
 def _check(msg_type: str, schema: Schema, value: Any) -> None:

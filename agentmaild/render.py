@@ -102,7 +102,7 @@ def render_batch(
             "seen these messages already; do not act on them twice."
         )
     parts += [render_message(m, i, n, body_limit=body_limit) for i, m in enumerate(messages, 1)]
-    parts.append(f"[agentmail] end of {n} message{'s' if n != 1 else ''}; they are marked read.")
+    parts.append(f"[agentmail] end of {n} message{'s' if n != 1 else ''}.")
     return "\n".join(parts) + "\n"
 
 

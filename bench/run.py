@@ -27,7 +27,7 @@ if str(BENCH_DIR) not in sys.path:
 from benchlib import Figure, machine_info, with_unit  # noqa: E402
 
 DEFAULT_OUT = BENCH_DIR / "results.md"
-COLUMNS = ("figure", "ours", "baseline (same run)", "ratio", "target", "result")
+COLUMNS = ("figure", "ours", "baseline (same run)", "ratio", "target", "pass/fail")
 
 
 def discover() -> list[str]:
@@ -78,8 +78,10 @@ def render_markdown(results: dict[str, list[Figure]], errors: dict[str, str], *,
         "# agentmaild benchmark report",
         "",
         "Written by `make bench` (`python bench/run.py`). Each figure is measured beside its "
-        "baseline in the same run; ratio = ours / baseline. Targets come from issues 2 and 6 and "
-        "SPEC §9; they are reported here, not asserted by the tests.",
+        "baseline in the same run; ratio = ours / baseline (for the cold-process figures, the "
+        "median of the per-round ratios of interleaved runs). Targets come from issues 2 and 6 "
+        "and SPEC §9; they are reported here, not asserted by the tests. Raw numbers are in the "
+        "notes below the table.",
         "",
         f"- date: {started.strftime('%Y-%m-%d %H:%M:%S UTC')} ({elapsed:.0f} s)",
         f"- mode: {'QUICK smoke run (small sizes; not representative)' if quick else 'full'}",

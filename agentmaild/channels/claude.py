@@ -220,7 +220,14 @@ class ClaudeSpawnChannel(SpawnChannel):
             )
         else:
             self.session.observe(init_seen=True, error_before_init=False, any_output=True)
-        self._judge(done, written, events)
+        try:
+            self._judge(done, written, events)
+        except DeliveryFailed as exc:
+            if not events.result_is_error or "is_error" in exc.message:
+                raise
+            reason = f"{exc.message}; result is_error: {events.result_summary or 'no detail'}"
+            self._last_reason = reason
+            raise DeliveryFailed(reason) from None
         self._judge_lifecycle(done, events, batch.delivery_id)
 
     def _judge_lifecycle(self, done: ChildExit, events: ClaudeEvents, uuid_: str) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentmaild.channels.base import Channel
+from agentmaild.channels.claude import ClaudeSpawnChannel
 from agentmaild.channels.spawn import SpawnChannel
+from agentmaild.channels.stdin import StdinChannel
 from agentmaild.channels.tmux import TmuxChannel
 from agentmaild.config import Config
 from agentmaild.errors import AgentUnavailable
@@ -21,10 +23,12 @@ def make_channel(agent: Agent, config: Config, store_path: Path) -> Channel:
     kind = agent.channel
     if kind == ChannelKind.PULL:
         raise ValueError(f"agent {agent.name!r} uses the pull channel: it has no delivery loop")
+    if kind == ChannelKind.SPAWN and agent.preset == "claude":
+        return ClaudeSpawnChannel(agent, config, store_path)
     if kind == ChannelKind.SPAWN:
         return SpawnChannel(agent, config, store_path)
     if kind == ChannelKind.TMUX:
         return TmuxChannel(agent, config, store_path)
     if kind == ChannelKind.STDIN:
-        raise AgentUnavailable(f"channel {kind} not implemented yet")
+        return StdinChannel(agent, config, store_path)
     raise AgentUnavailable(f"unknown channel {kind!r}")

@@ -1,4 +1,4 @@
-"""StdinChannel: one long-lived agent process owned by the daemon, fed one stream-json line per batch.
+"""StdinChannel: a long-lived agent process owned by the daemon, fed one stream-json line a batch.
 
 Busy signal: a turn is running — from our write until that uuid's turn ended (``ack_on="turn"``);
 with the Claude preset also while no process of ours runs and a live process listed in
@@ -125,7 +125,7 @@ class StdinChannel(Channel):
 
     # -- the Channel API ------------------------------------------------------------------
     async def is_busy(self) -> bool:
-        if self._writing or (self._turn is not None and not self._turn.done.is_set()):
+        if self._in_turn():
             return True
         running = self._proc is not None and self._proc.running
         return not running and self._held_by() is not None
@@ -133,7 +133,7 @@ class StdinChannel(Channel):
     async def deliver(self, batch: Batch, text: str) -> None:
         if self._closed:
             raise AgentUnavailable("stdin channel is closed")
-        if await self.is_busy():
+        if self._in_turn():
             raise AgentUnavailable("a turn is still running")
         self._writing = True
         try:
@@ -194,7 +194,7 @@ class StdinChannel(Channel):
             raise AgentUnavailable(f"session {self._session_id()} is held by live pid {holder}")
         argv = await self._argv()
         cwd = self.agent.cwd
-        if cwd is not None and not Path(cwd).is_dir():
+        if cwd is not None and not await anyio.Path(cwd).is_dir():
             raise AgentUnavailable(f"cwd {cwd!r} is not a directory")
         _check_executable(argv[0], cwd, self._env)
         proc = _Process()
@@ -208,7 +208,9 @@ class StdinChannel(Channel):
 
     async def _run(self, proc: _Process, argv: list[str], cwd: str | None) -> None:
         """The host task: the process's whole life inside ``open_child``'s scope."""
-        out = RotatingLog(self.log_path, max_bytes=self._spawn.log_max_bytes, keep=self._spawn.log_keep)
+        out = RotatingLog(
+            self.log_path, max_bytes=self._spawn.log_max_bytes, keep=self._spawn.log_keep
+        )
         out.write(f"--- start argv0={argv[0]} stdin channel\n".encode())
         try:
             with proc.scope:
@@ -275,8 +277,11 @@ class StdinChannel(Channel):
         if self.session is not None:
             return claude_argv(self.agent, await self.session.args())
         assert self.agent.command is not None
-        values = {"agent": self.agent.name, "session_id": self.agent.session_id or "",
-                  "delivery_id": ""}
+        values = {
+            "agent": self.agent.name,
+            "session_id": self.agent.session_id or "",
+            "delivery_id": "",
+        }
         return render_argv(self.agent.command, values)
 
     # -- events ---------------------------------------------------------------------------
@@ -313,6 +318,9 @@ class StdinChannel(Channel):
             turn.summary = str(event.get("result") or event.get("subtype") or "")[:_REASON_MAX]
             if not turn.lifecycle:
                 turn.settle(f"result is_error: {turn.summary}" if turn.result_error else None)
+
+    def _in_turn(self) -> bool:
+        return self._writing or (self._turn is not None and not self._turn.done.is_set())
 
     def _session_id(self) -> str | None:
         return self.session.id if self.session is not None else None

@@ -52,7 +52,8 @@ _POLL_S = 0.05
 _HOOK_BUSY = frozenset({"busy", "waiting"})
 # What tmux prints when the server, session or pane is not there.
 _GONE_MARKERS = ("can't find", "no server running", "error connecting", "server exited",
-                 "lost server", "no such file", "connection refused")
+                 "lost server", "no such file", "connection refused", "no current target",
+                 "session not found", "pane not found")
 
 # One lock per pane per process: two channel instances (a reloaded loop, a test) never interleave.
 _PANE_LOCKS: dict[tuple[str, str], anyio.Lock] = {}

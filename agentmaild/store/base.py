@@ -70,6 +70,13 @@ class MailStore(abc.ABC):
     def insert(self, request: InsertRequest) -> InsertResult: ...
 
     @abc.abstractmethod
+    def find_idempotent(self, sender: str, key: str, digest: str) -> InsertResult | None:
+        """The messages an earlier send with this key wrote (``duplicate=True``), else None.
+
+        Raises ``Conflict`` when the key was used for other content (another ``digest``).
+        """
+
+    @abc.abstractmethod
     def get_message(self, message_id: str) -> Message | None: ...
 
     @abc.abstractmethod

@@ -48,6 +48,15 @@ def mark_read(conn: sqlite3.Connection, ids: list[str], by: str) -> list[str]:
     return done
 
 
+def nudge_rows_for(conn: sqlite3.Connection, agent: str, ids: list[str]) -> list[sqlite3.Row]:
+    """The nudges of just these messages (``mark_read`` drops them when it acks the messages).
+
+    Nudges of mail left for a later batch stay queued, so its banner comes with it.
+    """
+    wanted = set(ids)
+    return [r for r in conn.execute(Q["nudges_for"], (agent,)) if r["message_id"] in wanted]
+
+
 def take_nudge_rows(conn: sqlite3.Connection, agent: str) -> list[sqlite3.Row]:
     rows = conn.execute(Q["nudges_for"], (agent,)).fetchall()
     conn.execute(Q["nudges_clear"], (agent,))

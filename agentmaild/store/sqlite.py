@@ -172,20 +172,34 @@ class SqliteMailStore(MailStore):
     def insert(self, request: InsertRequest) -> InsertResult:
         return self._write(lambda conn: self._insert(conn, request))
 
+    def find_idempotent(self, sender: str, key: str, digest: str) -> InsertResult | None:
+        def run() -> InsertResult | None:
+            return self._idempotent(self._conn, sender, key, digest)
+
+        try:
+            return self._retrying(run)
+        except sqlite3.Error as exc:
+            raise StoreError(f"store read failed: {exc}") from exc
+
+    def _idempotent(
+        self, conn: sqlite3.Connection, sender: str, key: str, digest: str
+    ) -> InsertResult | None:
+        row = conn.execute(Q["idem_get"], (sender, key)).fetchone()
+        if row is None:
+            return None
+        if row["content_hash"] != digest:
+            raise Conflict(
+                f"idempotency key {key!r} was already used by {sender} for other content"
+            )
+        found = [self._get(conn, i) for i in json.loads(row["message_ids"])]
+        return InsertResult(messages=tuple(m for m in found if m is not None), duplicate=True)
+
     def _insert(self, conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
         if req.idempotency is not None:
-            sender, key, digest = req.idempotency
-            row = conn.execute(Q["idem_get"], (sender, key)).fetchone()
-            if row is not None:
-                if row["content_hash"] != digest:
-                    raise Conflict(
-                        f"idempotency key {key!r} was already used by {sender} for other content"
-                    )
-                ids = json.loads(row["message_ids"])
-                found = [self._get(conn, i) for i in ids]
-                return InsertResult(
-                    messages=tuple(m for m in found if m is not None), duplicate=True
-                )
+            # Checked again inside the write transaction: two racing sends write once.
+            earlier = self._idempotent(conn, *req.idempotency)
+            if earlier is not None:
+                return earlier
         self._check_limits(conn, req)
         for m in req.messages:
             conn.execute(

@@ -149,6 +149,7 @@ class FakeTui:
                 f.write(json.dumps({"prompt": prompt, "session_id": self.session_id,
                                     "at": time.time()}) + "\n")
         self.busy_until = time.monotonic() + self.busy_s
+        self.dirty = True
         self.write_session("busy")
 
     def tick(self) -> None:
@@ -160,6 +161,7 @@ class FakeTui:
         self.draw()
         self.hook("Stop", stop_hook_active=False, last_assistant_message="ok from fake")
         self.write_session("idle")
+        self.dirty = True
 
     # -- input ------------------------------------------------------------------------------
     def feed(self, data: str) -> None:

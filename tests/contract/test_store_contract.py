@@ -257,6 +257,20 @@ def test_idempotency_key_with_other_content_conflicts(store: MailStore) -> None:
     assert store.totals()["messages"] == 1
 
 
+def test_find_idempotent_answers_without_writing(store: MailStore) -> None:
+    assert store.find_idempotent("lead", "k1", "h1") is None
+    first = put(store, make(), make("carol"), idempotency=("lead", "k1", "h1"))
+    found = store.find_idempotent("lead", "k1", "h1")
+    assert found == InsertResult(messages=first.messages, duplicate=True)
+    with pytest.raises(Conflict):
+        store.find_idempotent("lead", "k1", "h2")
+    assert store.find_idempotent("carol", "k1", "h1") is None
+    assert store.totals()["messages"] == 2
+    store.purge(agent="carol")  # the key outlives its rows: a repeat still writes nothing
+    found = store.find_idempotent("lead", "k1", "h1")
+    assert found == InsertResult(messages=first.messages[:1], duplicate=True)
+
+
 def test_refused_insert_does_not_record_its_idempotency_key(store: MailStore) -> None:
     put(store, make(), make())
     with pytest.raises(InboxFull):
@@ -322,11 +336,23 @@ def test_nudges_are_queued_returned_once_and_cleared(store: MailStore) -> None:
     put(store, make("dave"), nudges=(("dave", "msg-x", "x"),))
     nudges = store.take_nudges("bob")
     assert nudges == [
-        {"message_id": urgent.id, "reason": "urgent", "subject": "fire", "priority": "urgent",
-         "type": "escalation", "from_agent": "carol"},
-        {"message_id": done.id, "reason": "worker_done", "subject": "s", "priority": "normal",
-         "type": "worker_done", "from_agent": "lead"},
-    ]  # fmt: skip
+        {
+            "message_id": urgent.id,
+            "reason": "urgent",
+            "subject": "fire",
+            "priority": "urgent",
+            "type": "escalation",
+            "from_agent": "carol",
+        },
+        {
+            "message_id": done.id,
+            "reason": "worker_done",
+            "subject": "s",
+            "priority": "normal",
+            "type": "worker_done",
+            "from_agent": "lead",
+        },
+    ]
     assert store.take_nudges("bob") == []
 
 
@@ -395,12 +421,8 @@ def test_update_agent_changes_mutable_fields_only(store: MailStore) -> None:
         store.update_agent("nobody", {"cwd": "/"})
 
 
-@pytest.mark.parametrize(
-    ("src", "dst"), list(itertools.product(STATE_TRANSITIONS, repeat=2))
-)
-def test_set_agent_state_follows_the_transition_table(
-    store: MailStore, src: str, dst: str
-) -> None:
+@pytest.mark.parametrize(("src", "dst"), list(itertools.product(STATE_TRANSITIONS, repeat=2)))
+def test_set_agent_state_follows_the_transition_table(store: MailStore, src: str, dst: str) -> None:
     store.add_agent(agent(state=src))
     if dst == src or dst in STATE_TRANSITIONS[src]:
         assert store.set_agent_state("bob", dst).state == dst
@@ -626,6 +648,24 @@ def test_reap_expired_requeues_only_expired_claims(store: MailStore) -> None:
     assert store.release(young.delivery_id, error="x", max_attempts=1, now=T0 + 41).state == "dead"
 
 
+def test_reap_everything_requeues_live_claims_too(store: MailStore) -> None:
+    """What the daemon does at start: no claim of a dead process is still being worked on."""
+    put(store, make(), make("carol"))
+    bob, carol = claim(store), claim(store, "carol")
+    assert bob is not None
+    assert carol is not None
+    reaped = store.reap_expired(now=T0, everything=True)
+    assert reaped == sorted([(bob.delivery_id, "bob"), (carol.delivery_id, "carol")])
+    assert store.reap_expired(now=T0, everything=True) == []
+    again = claim(store, now=T0)
+    assert again is not None
+    assert (again.delivery_id, again.attempt, again.message_ids) == (
+        bob.delivery_id,
+        2,
+        bob.message_ids,
+    )
+
+
 def test_pending_agents_excludes_in_flight_and_dead(store: MailStore) -> None:
     assert store.pending_agents() == set()
     put(store, make(), make("carol"), make("dave"), make("erin"))
@@ -655,8 +695,10 @@ def test_counts_and_totals(store: MailStore) -> None:
     assert set(counts) == {"bob", "carol", "dave"}
     assert (counts["bob"].unread, counts["bob"].in_flight, counts["bob"].dead_letters) == (2, 1, 0)
     assert (counts["carol"].unread, counts["carol"].in_flight, counts["carol"].dead_letters) == (
-        1, 0, 1,
-    )  # fmt: skip
+        1,
+        0,
+        1,
+    )
     assert counts["dave"].agent == "dave"
     assert (counts["dave"].unread, counts["dave"].in_flight) == (1, 0)
     assert store.totals() == {"messages": 5, "unread": 4}
@@ -664,4 +706,9 @@ def test_counts_and_totals(store: MailStore) -> None:
 
 def test_orderings_use_the_priority_rank() -> None:
     """The contract's notion of order is models.PRIORITY_RANK: urgent, high, normal, low."""
-    assert sorted(PRIORITY_RANK, key=PRIORITY_RANK.__getitem__) == ["urgent", "high", "normal", "low"]
+    assert sorted(PRIORITY_RANK, key=PRIORITY_RANK.__getitem__) == [
+        "urgent",
+        "high",
+        "normal",
+        "low",
+    ]

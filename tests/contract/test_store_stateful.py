@@ -69,6 +69,12 @@ class StoreMachine(RuleBasedStateMachine):
         assert m is not None, f"{message_id} vanished without a purge"
         return m.read
 
+    def unread(self) -> list[Message]:
+        """Every live message still unread, from one store query."""
+        read = {m.id: m.read for m in self.store.list_messages()}
+        assert set(read) == {m.id for m in self.live()}, "a message vanished without a purge"
+        return [m for m in self.live() if not read[m.id]]
+
     def in_flight(self) -> set[str]:
         return {i for b in self.active.values() for i in b.message_ids}
 
@@ -124,9 +130,8 @@ class StoreMachine(RuleBasedStateMachine):
         assert len(batch.messages) == 1 or sum(m.size for m in batch.messages) <= chars
         # Nothing left behind may come before what was taken.
         left = [
-            m for m in self.live()
-            if m.to_agent == batch.agent and m.id not in self.first_claim and not self.is_read(m.id)
-        ]  # fmt: skip
+            m for m in self.unread() if m.to_agent == batch.agent and m.id not in self.first_claim
+        ]
         if left:
             assert max(map(order, batch.messages)) < min(map(order, left))
 
@@ -169,6 +174,13 @@ class StoreMachine(RuleBasedStateMachine):
         for d in expired:
             del self.active[d]
 
+    @rule()
+    def daemon_restarts(self) -> None:
+        """A new daemon re-queues every claim, live lease or not, keeping the delivery ids."""
+        reaped = self.store.reap_expired(now=self.clock, everything=True)
+        assert sorted(reaped) == sorted((d, b.agent) for d, b in self.active.items())
+        self.active.clear()
+
     @rule(agent=st.sampled_from(AGENTS), chars=st.integers(0, 80))
     def pull(self, agent: str, chars: int) -> None:
         taken = self.store.take_unread(agent, max_chars=chars)
@@ -197,9 +209,7 @@ class StoreMachine(RuleBasedStateMachine):
         dead = {i for d in self.store.dead_letters() for i in d.message_ids}
         flying = self.in_flight()
         pending = self.store.pending_agents()
-        for m in self.live():
-            if self.is_read(m.id):
-                continue
+        for m in self.unread():
             placed = [m.id in flying, m.id in dead, m.to_agent in pending]
             assert any(placed), f"{m.id} is unread but neither pending, in flight nor dead"
             assert not (m.id in flying and m.id in dead)
@@ -212,9 +222,8 @@ class StoreMachine(RuleBasedStateMachine):
         for agent in AGENTS:
             mine = sum(1 for b in self.active.values() if b.agent == agent)
             assert (counts[agent].in_flight if agent in counts else 0) == mine
-        live = self.live()
-        unread = sum(1 for m in live if not self.is_read(m.id))
-        assert self.store.totals() == {"messages": len(live), "unread": unread}
+        unread = len(self.unread())
+        assert self.store.totals() == {"messages": len(self.live()), "unread": unread}
 
 
 class SqliteMachine(StoreMachine):
@@ -302,9 +311,15 @@ class DifferentialMachine(RuleBasedStateMachine):
         nudge=st.booleans(),
     )
     def send(
-        self, to: str, priority: str, size: int, tick: float, limits: dict[str, int],
-        idem: tuple[str, str] | None, nudge: bool,
-    ) -> None:  # fmt: skip
+        self,
+        to: str,
+        priority: str,
+        size: int,
+        tick: float,
+        limits: dict[str, int],
+        idem: tuple[str, str] | None,
+        nudge: bool,
+    ) -> None:
         self.clock += tick
         m = Message(
             id=new_id("msg"),
@@ -316,9 +331,12 @@ class DifferentialMachine(RuleBasedStateMachine):
             created_at=iso_now(self.clock),
         )
         req = InsertRequest(
-            messages=(m,), now=self.clock, nudges=((to, m.id, priority),) if nudge else (),
-            idempotency=("lead", *idem) if idem else None, **limits,  # type: ignore[arg-type]
-        )  # fmt: skip
+            messages=(m,),
+            now=self.clock,
+            nudges=((to, m.id, priority),) if nudge else (),
+            idempotency=("lead", *idem) if idem else None,
+            **limits,  # type: ignore[arg-type]
+        )
         self.same(lambda s, _: s.insert(req))
         self.sent.append(m.id)
 
@@ -348,11 +366,15 @@ class DifferentialMachine(RuleBasedStateMachine):
         label, now = self.delivery(data), self.clock
         self.same(lambda s, real: s.extend_lease(real(label), lease_s=lease_s, now=now))
 
-    @rule(advance=ADVANCE)
-    def reap(self, advance: float) -> None:
+    @rule(advance=ADVANCE, everything=st.booleans())
+    def reap(self, advance: float, everything: bool) -> None:
         self.clock += advance
         now = self.clock
-        self.same(lambda s, _: s.reap_expired(now=now))
+        self.same(lambda s, _: s.reap_expired(now=now, everything=everything))
+
+    @rule(key=st.sampled_from("kl"), digest=st.sampled_from("ab"))
+    def find_idempotent(self, key: str, digest: str) -> None:
+        self.same(lambda s, _: s.find_idempotent("lead", key, digest))
 
     @rule(agent=st.sampled_from(AGENTS), chars=st.integers(0, 80), ack=st.booleans())
     def take_unread(self, agent: str, chars: int, ack: bool) -> None:
@@ -364,8 +386,11 @@ class DifferentialMachine(RuleBasedStateMachine):
         chosen = data.draw(st.lists(st.sampled_from([*self.sent, "msg-unknown"]), max_size=4))
         self.same(lambda s, _: sorted(s.ack(chosen)))
 
-    @rule(agent=st.none() | st.sampled_from(AGENTS), age=st.none() | st.floats(0, 30),
-          everything=st.booleans())  # fmt: skip
+    @rule(
+        agent=st.none() | st.sampled_from(AGENTS),
+        age=st.none() | st.floats(0, 30),
+        everything=st.booleans(),
+    )
     def purge(self, agent: str | None, age: float | None, everything: bool) -> None:
         older = None if age is None else iso_now(self.clock - age)
         self.same(lambda s, _: s.purge(older_than=older, agent=agent, everything=everything))

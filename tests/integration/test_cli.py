@@ -349,7 +349,7 @@ def test_purge(cli: Cli) -> None:
 # ---- agents and limits ---------------------------------------------------------------------
 
 
-def test_agents_commands_and_transition_table(cli: Cli) -> None:
+def test_agents_commands(cli: Cli) -> None:
     a = cli.ok(
         "agents",
         "add",
@@ -396,6 +396,14 @@ def test_agents_commands_and_transition_table(cli: Cli) -> None:
     upd = cli.ok("agents", "update", "b1", "--capability", "reviewer")["agent"]
     assert upd["capability"] == "reviewer" and upd["tmux_target"] == "work:1.0"
 
+    assert cli.ok("agents", "remove", "b1")["removed"] == "b1"
+    cli.err("agents", "show", "b1", code="not_found")
+    cli.err("agents", "remove", "b1", code="not_found")
+
+
+def test_agents_set_state_follows_the_transition_table(cli: Cli) -> None:
+    cli.seed(("b1", "builder"))
+
     def state(to: str, *extra: str) -> str:
         return str(cli.ok("agents", "set-state", "b1", to, *extra)["agent"]["state"])
 
@@ -409,10 +417,6 @@ def test_agents_commands_and_transition_table(cli: Cli) -> None:
     cli.err("agents", "set-state", "b1", "idle", code="invalid_state")
     cli.err("agents", "set-state", "b1", "sleeping", code="invalid_state")
     assert state("idle", "--force") == "idle"
-
-    assert cli.ok("agents", "remove", "b1")["removed"] == "b1"
-    cli.err("agents", "show", "b1", code="not_found")
-    cli.err("agents", "remove", "b1", code="not_found")
 
 
 def test_limits_reset(cli: Cli) -> None:
