@@ -372,13 +372,14 @@ def _fit(
     import types
 
     from agentmaild.render import render_message
+    from agentmaild.store.pull import nudge_rows_for
 
     msgs = [types.SimpleNamespace(**dict(r)) for r in rows]
     ids = [m.id for m in msgs]
     unread = conn.execute(
         "SELECT count(*) FROM messages WHERE to_agent = ? AND read = 0", (agent,)
     ).fetchone()[0]
-    nudges = [dict(n) for n in conn.execute(_nudges_sql(), (agent,)) if n["message_id"] in ids]
+    nudges = [dict(n) for n in nudge_rows_for(conn, agent, ids)]
     body_limit = max(500, limit - 3000)
     used, cut = 600, 0
     for i, m in enumerate(msgs, 1):
@@ -494,12 +495,6 @@ def _write_int(path: str, value: int) -> Callable[[], None]:
             f.write(str(value))
 
     return write
-
-
-def _nudges_sql() -> str:
-    from agentmaild.store.queries import Q
-
-    return Q["nudges_for"]
 
 
 def _seen_table_sql() -> str:

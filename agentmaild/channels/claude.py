@@ -72,6 +72,19 @@ def store_session_saver(store_path: Path, agent: str) -> SessionSaver:
     return save
 
 
+def line_uuid(batch: Batch) -> str:
+    """The stream-json ``uuid`` for this attempt: the delivery id, plus ``.<attempt>`` on a
+    redelivery.
+
+    Claude Code skips a user line whose uuid is already in the session transcript — it answers
+    with the replay and ``command_lifecycle completed`` but never calls the model — even when the
+    turn that recorded it failed. Re-sending a failed batch under its bare delivery id would
+    therefore be "completed" without reaching the model; the attempt number (one per claim)
+    keeps every write unique while the delivery id stays the prefix and in the rendered text.
+    """
+    return batch.delivery_id if batch.attempt <= 1 else f"{batch.delivery_id}.{batch.attempt}"
+
+
 def claude_argv(agent: Agent, session_args: list[str]) -> list[str]:
     """``claude`` + the stream-json flags + session flags; ``agent.command`` may replace
     the executable (its first element) and append extra arguments (the rest)."""
@@ -210,8 +223,8 @@ class ClaudeSpawnChannel(SpawnChannel):
         launch = self._claude_launch(batch, await self.session.args())
         events = ClaudeEvents()
         bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)
-        line = user_line(text, batch.delivery_id)
-        done, written = await self._run_turn(launch, line, events, bound)
+        uuid_ = line_uuid(batch)
+        done, written = await self._run_turn(launch, user_line(text, uuid_), events, bound)
         if done.returncode != 0:
             self.session.observe(
                 init_seen=events.init_seen,
@@ -228,7 +241,7 @@ class ClaudeSpawnChannel(SpawnChannel):
             reason = f"{exc.message}; result is_error: {events.result_summary or 'no detail'}"
             self._last_reason = reason
             raise DeliveryFailed(reason) from None
-        self._judge_lifecycle(done, events, batch.delivery_id)
+        self._judge_lifecycle(done, events, uuid_)
 
     def _judge_lifecycle(self, done: ChildExit, events: ClaudeEvents, uuid_: str) -> None:
         if not events.lifecycle_seen:

@@ -37,6 +37,7 @@ from agentmaild.channels.claude import (
     SessionSaver,
     agent_env,
     claude_argv,
+    line_uuid,
     session_holder,
     store_session_saver,
 )
@@ -60,6 +61,7 @@ class _Turn:
     done: anyio.Event = field(default_factory=anyio.Event)
     replayed: bool = False
     lifecycle: bool = False
+    started: bool = False
     result_error: bool | None = None
     summary: str = ""
     error: str | None = None
@@ -138,8 +140,8 @@ class StdinChannel(Channel):
         self._writing = True
         try:
             proc = await self._ensure_process()
-            turn = _Turn(batch.delivery_id)
-            await self._write(proc, turn, user_line(text, batch.delivery_id))
+            turn = _Turn(line_uuid(batch))
+            await self._write(proc, turn, user_line(text, turn.uuid))
         finally:
             self._writing = False
         if self._ack_on == "write":
@@ -306,7 +308,12 @@ class StdinChannel(Channel):
         if kind == "command_lifecycle" and event.get("command_uuid") == turn.uuid:
             turn.lifecycle = True
             state = event.get("state")
-            if state == "completed":
+            if state == "started":
+                turn.started = True
+            elif state == "completed" and not turn.started:
+                # Claude skips a uuid it already holds: "completed" with no turn run.
+                turn.settle("the CLI skipped the line (uuid already in its session)")
+            elif state == "completed":
                 failed = turn.result_error is True
                 turn.settle(f"result is_error: {turn.summary}" if failed else None)
             elif state == "cancelled":

@@ -51,9 +51,18 @@ DEFAULT_STALE_S = 900.0
 _POLL_S = 0.05
 _HOOK_BUSY = frozenset({"busy", "waiting"})
 # What tmux prints when the server, session or pane is not there.
-_GONE_MARKERS = ("can't find", "no server running", "error connecting", "server exited",
-                 "lost server", "no such file", "connection refused", "no current target",
-                 "session not found", "pane not found")
+_GONE_MARKERS = (
+    "can't find",
+    "no server running",
+    "error connecting",
+    "server exited",
+    "lost server",
+    "no such file",
+    "connection refused",
+    "no current target",
+    "session not found",
+    "pane not found",
+)
 
 # One lock per pane per process: two channel instances (a reloaded loop, a test) never interleave.
 _PANE_LOCKS: dict[tuple[str, str], anyio.Lock] = {}
@@ -88,8 +97,9 @@ class Probe:
         return {
             "hook_state": self.hook_state,
             "session_status": self.session_status,
-            "composer": None if self.composer is None else ("empty" if not self.composer.text
-                                                            else "text"),
+            "composer": None
+            if self.composer is None
+            else ("empty" if not self.composer.text else "text"),
             "busy_reasons": list(self.reasons),
         }
 
@@ -174,8 +184,7 @@ class TmuxChannel(Channel):
         self._unavailable = None
         hook_state, hook_at = await self._db(self._turn_state) or (None, None)
         status, status_at = await anyio.to_thread.run_sync(session_file, self._home, pid)
-        probe = Probe(pane_pid=pid, composer=composer, hook_state=hook_state,
-                      session_status=status)
+        probe = Probe(pane_pid=pid, composer=composer, hook_state=hook_state, session_status=status)
         if in_mode:
             probe.reasons.append("pane:in-mode")
         if composer is None:
@@ -272,8 +281,10 @@ class TmuxChannel(Channel):
             if await self._db(delivery_seen, delivery_id):
                 return "hook"
             composer = await self._composer()
-            if composer is not None and not composer.text and (
-                busy_footer(composer) or composer.transcript_mentions(delivery_id)
+            if (
+                composer is not None
+                and not composer.text
+                and (busy_footer(composer) or composer.transcript_mentions(delivery_id))
             ):
                 return "pane"
             if anyio.current_time() >= until:
@@ -327,8 +338,9 @@ class TmuxChannel(Channel):
     async def _db(self, fn: Any, *args: Any) -> Any:
         def call() -> Any:
             if self._conn is None:
-                self._conn = sqlite3.connect(str(self.store_path), timeout=2.0,
-                                             check_same_thread=False)
+                self._conn = sqlite3.connect(
+                    str(self.store_path), timeout=2.0, check_same_thread=False
+                )
             return fn(self._conn, *args)
 
         try:
@@ -353,7 +365,6 @@ def _instant(stamp: str | None) -> float | None:
         return datetime.fromisoformat(stamp).timestamp()
     except ValueError:
         return None
-
 
 
 # -- what the pane shows --------------------------------------------------------------------
@@ -384,7 +395,7 @@ def parse_screen(screen: str, glyph: str = "\u276f") -> Composer | None:
     for top, bottom in reversed(list(itertools.pairwise(rules))):
         first = lines[top + 1].lstrip() if bottom - top >= 2 else ""
         if first.startswith(glyph):
-            body = [first[len(glyph):], *lines[top + 2 : bottom]]
+            body = [first[len(glyph) :], *lines[top + 2 : bottom]]
             text = "\n".join(line.strip() for line in body).strip()
             return Composer(text, tuple(lines[:top]), tuple(lines[bottom + 1 :]))
     return None

@@ -128,6 +128,12 @@ def turn(session: Session, line: bytes) -> bool:
     record({"event": "line", "uuid": line_uuid, "text": text, "session": session.id,
             "history": len(session.history()), "pid": os.getpid(), "modes": found})
     lifecycle = not option(found, "no_lifecycle")
+    if any(h["uuid"] == line_uuid for h in session.history()):
+        # like Claude Code: a uuid already in the transcript is not run again
+        emit({**message, "session_id": session.id, "isReplay": True})
+        emit({"type": "command_lifecycle", "command_uuid": line_uuid, "state": "completed",
+              "uuid": str(uuid.uuid4()), "session_id": session.id})
+        return True
 
     def state(name: str) -> None:
         if lifecycle:
@@ -143,7 +149,7 @@ def turn(session: Session, line: bytes) -> bool:
     emit({"type": "system", "subtype": "init", "session_id": session.id, "cwd": os.getcwd()})
     if not option(found, "no_replay"):
         emit({**message, "session_id": session.id, "isReplay": True})
-    session.append(text, line_uuid)
+    session.append(text, line_uuid)  # recorded even when the turn then fails, as Claude does
     if option(found, "garbage"):
         sys.stdout.write("this is not json\n{\"half\": \n")
         sys.stdout.buffer.write(b"\xff\xfe\x00binary\n")

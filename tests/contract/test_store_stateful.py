@@ -1,4 +1,4 @@
-"""Random walks over every MailStore: send, claim, ack, release, reap, pull, purge — nothing lost."""
+"""Random walks over every MailStore (send, claim, ack, release, reap, pull, purge): none lost."""
 
 from __future__ import annotations
 
@@ -294,7 +294,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         return answers[0]
 
     def delivery(self, data: st.DataObject) -> str:
-        return data.draw(st.sampled_from(sorted(self.real[0]) + ["dlv-unknown"]))
+        return data.draw(st.sampled_from([*sorted(self.real[0]), "dlv-unknown"]))
 
     @initialize(mail=st.lists(st.tuples(TO, PRIORITY, SIZE, TICK), min_size=1, max_size=8))
     def some_mail(self, mail: list[tuple[str, str, int, float]]) -> None:

@@ -237,8 +237,18 @@ def test_daemon_delivers_to_a_headless_claude_agent(
     )
     try:
         sent = _cli(
-            db, "send", "--from", "bob", "--to", "alice", "--subject", "hi",
-            "--body", "daemon MARKER-D", "--json", env=env,
+            db,
+            "send",
+            "--from",
+            "bob",
+            "--to",
+            "alice",
+            "--subject",
+            "hi",
+            "--body",
+            "daemon MARKER-D",
+            "--json",
+            env=env,
         )
         assert sent.returncode == 0, sent.stderr
         stub.wait_for("MARKER-D", timeout=BOUND)

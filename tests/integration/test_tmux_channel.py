@@ -67,6 +67,13 @@ def install_hooks(db: Path, project: Path) -> None:
             "--dir", str(project)]
     if AGENTMAILD.exists() and subprocess.run(argv, capture_output=True, check=False).returncode == 0:
         return
+    try:  # the command is not wired in yet: its Python API
+        from agentmaild.hooks import install_hooks as install
+
+        install(project, AGENT, db, str(AGENTMAILD))
+        return
+    except ImportError:
+        pass
     events = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit",
               "Stop": "stop"}
     hooks = {

@@ -148,7 +148,7 @@ def test_ack_failing_on_a_full_disk_is_redelivered_once_space_returns(
         gate.touch()  # the turn succeeds, and the ack cannot be written
         wait_for(lambda: len(read_jsonl(rec)) >= 2, 15, "the turn to end")
         _grow(small_fs, "16m")
-        wait_for(lambda: store.get_message(mid).read, 10, "the batch to be acked after all")  # type: ignore[union-attr]
+        wait_for(lambda: store.get_message(mid).read, 6, "the batch to be acked after all")  # type: ignore[union-attr]
     finally:
         store.close()
         if d.alive():

@@ -188,7 +188,7 @@ def test_vanished_pane_mail_becomes_a_dead_letter_with_an_ndr(
     d = daemons()
     mid = Mailer(store).send(sender="bob", to="pane", subject="hello", body="anyone?").ids[0]
     try:
-        wait_for(lambda: store.dead_letters("pane"), 5, "a dead letter for the vanished pane")
+        wait_for(lambda: store.dead_letters("pane"), 3, "a dead letter for the vanished pane")
         assert [m for m in store.inbox("bob") if m.type == "error" and mid in m.body]
     finally:
         d.stop()

@@ -233,7 +233,8 @@ async def test_spawn_failure_is_not_acked_and_retry_succeeds(
         assert not await channel.is_busy()
         await channel.deliver(batch("dlv-1", attempt=2), "text")
     starts, lines = rig.records("start"), rig.records("line")
-    assert [r["uuid"] for r in lines] == ["dlv-1", "dlv-1"]  # same delivery id, same uuid
+    # the delivery id again, made unique per attempt: Claude would skip a uuid it already holds
+    assert [r["uuid"] for r in lines] == ["dlv-1", "dlv-1.2"]
     assert not any(alive(r["pid"]) for r in starts)
     session = rig.stored_session()
     assert session is not None and all(r["session"] == session for r in lines)
@@ -275,7 +276,8 @@ async def test_spawn_busy_while_another_live_process_holds_the_session(rig: Rig)
         assert other.stdin is not None
         other.stdin.write(b'{"type":"user","uuid":"u0","message":{"content":[{"text":"x"}]}}\n')
         other.stdin.flush()
-        await wait_for(lambda: rig.records("line"))
+        transcript = rig.home / ".fake-claude" / f"{agent.session_id}.jsonl"
+        await wait_for(transcript.exists)
         assert session_holder(rig.home, agent.session_id or "") == other.pid
         async with spawn(rig, agent) as channel:
             assert await channel.is_busy()
@@ -378,7 +380,7 @@ async def test_stdin_failed_turn_then_retry_same_uuid_same_process(rig: Rig) -> 
         with anyio.fail_after(BOUND), pytest.raises(DeliveryFailed, match="cancelled: API Error"):
             await channel.deliver(batch("dlv-1"), "t")
         await channel.deliver(batch("dlv-1", attempt=2), "t")
-    assert [r["uuid"] for r in rig.records("line")] == ["dlv-1", "dlv-1"]
+    assert [r["uuid"] for r in rig.records("line")] == ["dlv-1", "dlv-1.2"]
     assert len(rig.records("start")) == 1
 
 
@@ -412,7 +414,7 @@ async def test_stdin_crash_mid_turn_restarts_with_backoff_and_resumes(rig: Rig) 
     assert [(r["uuid"], r["pid"]) for r in rig.records("line")] == [
         ("dlv-1", first["pid"]),
         ("dlv-2", first["pid"]),
-        ("dlv-2", second["pid"]),
+        ("dlv-2.2", second["pid"]),
     ]
 
 
@@ -485,7 +487,8 @@ async def test_stdin_busy_while_another_live_process_holds_the_session(rig: Rig)
         assert other.stdin is not None
         other.stdin.write(b'{"type":"user","uuid":"u0","message":{"content":[{"text":"x"}]}}\n')
         other.stdin.flush()
-        await wait_for(lambda: rig.records("line"))
+        transcript = rig.home / ".fake-claude" / f"{agent.session_id}.jsonl"
+        await wait_for(transcript.exists)
         assert session_holder(rig.home, agent.session_id or "") == other.pid
         async with stdin(rig, agent) as channel:
             assert await channel.is_busy()
@@ -527,3 +530,16 @@ async def test_stdin_cancelled_deliver_stays_busy_until_the_turn_ends(rig: Rig) 
         with anyio.fail_after(BOUND):
             while await channel.is_busy():
                 await anyio.sleep(0.01)
+
+
+async def test_a_uuid_the_cli_already_holds_is_not_acked(rig: Rig) -> None:
+    # Claude answers a known uuid with replay + "completed" and never runs the turn.
+    async with spawn(rig, rig.agent()) as channel:
+        await channel.deliver(batch("dlv-1"), "t")
+        with pytest.raises(DeliveryFailed, match="without a result"):
+            await channel.deliver(batch("dlv-1"), "t")
+    rig.agent("stdin")
+    async with stdin(rig, rig.agent("stdin")) as channel2:
+        await channel2.deliver(batch("dlv-9"), "t")
+        with pytest.raises(DeliveryFailed, match="skipped"):
+            await channel2.deliver(batch("dlv-9"), "t")
