@@ -428,7 +428,7 @@ def service_install(
     out(data, as_json, human)
 
 
-from agentmaild import cli_agents  # noqa: E402  (registers the `agents` commands on agents_app)
+from agentmaild import cli_agents, cli_hooks  # noqa: E402  (registers the `agents` commands on agents_app)
 
 cli_agents.register(agents_app)
 try:
@@ -437,6 +437,7 @@ except ImportError:  # pragma: no cover - during bring-up only
     cli_daemon = None  # type: ignore[assignment]
 if cli_daemon is not None:
     cli_daemon.register(app)
+cli_hooks.register(app)
 
 
 def run() -> None:

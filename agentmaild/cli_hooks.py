@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from agentmaild import hooks
+from agentmaild import hooks, hooks_install
 from agentmaild.cli_common import STATE, DbOpt, JsonOpt, command, out
 from agentmaild.errors import ValidationError
 
@@ -62,31 +62,44 @@ def register(app: typer.Typer) -> None:
         the hook finds it the usual way from the session's directory.
         """
         store = db or STATE.db
-        result = hooks.install_hooks(
+        result = hooks_install.install_hooks(
             (directory or Path.cwd()).absolute(),
             agent,
             Path(store).expanduser().absolute() if store else None,
             exe or default_exe(),
         )
         verb = "installed" if result["changed"] else "already installed"
-        out(result, as_json, lambda: typer.echo(f"{verb}: agentmaild hooks for {agent} in "
-                                                f"{result['path']}"))
+        out(
+            result,
+            as_json,
+            lambda: typer.echo(f"{verb}: agentmaild hooks for {agent} in {result['path']}"),
+        )
 
     @hooks_app.command("uninstall")
     @command
     def uninstall(directory: DirOpt = None, exe: ExeOpt = None, as_json: JsonOpt = False) -> None:
         """Remove agentmaild's hooks (only ours) from .claude/settings.local.json."""
-        result = hooks.uninstall_hooks((directory or Path.cwd()).absolute(), exe or "agentmaild")
-        out(result, as_json, lambda: typer.echo(
-            f"removed {result['removed']} agentmaild hook(s) from {result['path']}"))
+        result = hooks_install.uninstall_hooks(
+            (directory or Path.cwd()).absolute(), exe or "agentmaild"
+        )
+        out(
+            result,
+            as_json,
+            lambda: typer.echo(
+                f"removed {result['removed']} agentmaild hook(s) from {result['path']}"
+            ),
+        )
 
     @app.command("hook")
     def hook(
-        event: Annotated[str, typer.Argument(
-            metavar="EVENT",
-            help="session-start user-prompt-submit pre-tool-use post-tool-use stop "
-            "permission-request notification session-end (or Claude's names).",
-        )],
+        event: Annotated[
+            str,
+            typer.Argument(
+                metavar="EVENT",
+                help="session-start user-prompt-submit pre-tool-use post-tool-use stop "
+                "permission-request notification session-end (or Claude's names).",
+            ),
+        ],
         agent: Annotated[
             str | None, typer.Option("--agent", help="Default: $AGENTMAIL_AGENT.")
         ] = None,

@@ -1,4 +1,5 @@
-"""Claude Code hooks: the fast ``agentmaild hook EVENT`` entry point and the settings installer.
+"""Claude Code hooks: the fast ``agentmaild hook EVENT`` entry point (the guard and the settings
+installer live in ``hooks_guard`` and ``hooks_install``).
 
 ``run_hook`` runs on every prompt and tool call, so it is stdlib only (no typer, structlog,
 asyncio or dataclasses; sqlite3 and the store helpers load only for events that need the store)
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     import sqlite3
     import types
     from collections.abc import Callable, Sequence
-    from pathlib import Path
     from typing import Any
 
 EVENTS = {
@@ -70,6 +70,12 @@ SEEN_KEEP_S = 7 * 86400.0
 _SESSION_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 # The header render.render_batch writes; the banner may precede it, so any line may hold it.
 HEADER_RE = r"(?m)^[ \t]*\[agentmail\] [^\n]*?\(delivery (dlv-[a-z0-9]{6,40})\)"
+
+
+def _is_mail_poll(command: str) -> bool:
+    from agentmaild.hooks_guard import is_mail_poll
+
+    return is_mail_poll(command)
 
 
 def canonical_event(event: str) -> str | None:
@@ -156,7 +162,7 @@ class _Hook:
     def pre_tool_use(self) -> int:
         tool_input = self.data.get("tool_input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
-        if self._str("tool_name") == "Bash" and isinstance(command, str) and is_mail_poll(command):
+        if self._str("tool_name") == "Bash" and isinstance(command, str) and _is_mail_poll(command):
             sys.stderr.write(POLL_REASON + "\n")
             return 2
         return 0
@@ -396,8 +402,13 @@ def _fit(
         cut -= 1
 
 
-def _render(msgs: list[types.SimpleNamespace], agent: str, nudges: list[dict[str, Any]],
-            body_limit: int, waiting: int) -> str:
+def _render(
+    msgs: list[types.SimpleNamespace],
+    agent: str,
+    nudges: list[dict[str, Any]],
+    body_limit: int,
+    waiting: int,
+) -> str:
     from agentmaild.render import render_banner, render_batch
 
     taken = {m.id for m in msgs}
@@ -411,8 +422,13 @@ def _render(msgs: list[types.SimpleNamespace], agent: str, nudges: list[dict[str
     return text
 
 
-def _cut_hard(m: types.SimpleNamespace, agent: str, nudges: list[dict[str, Any]],
-              wrap: Callable[[str], str], limit: int) -> str:
+def _cut_hard(
+    m: types.SimpleNamespace,
+    agent: str,
+    nudges: list[dict[str, Any]],
+    wrap: Callable[[str], str],
+    limit: int,
+) -> str:
     """One message too long even with its body cut (a large payload): cut the text itself."""
     note = f"\n[agentmail] output cut at the hook's size limit; run `agentmaild read {m.id}`.\n"
     text = _render([m], agent, nudges, 500, 0)
@@ -549,286 +565,3 @@ def _log_dirs(db: str | None) -> list[str]:
     home = os.path.expanduser("~")
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
     return [*dirs, os.path.join(state, "agentmaild")]
-
-
-# -- the poll-loop guard -----------------------------------------------------------------------
-# A loop keyword, an `agentmaild check|inbox|list` and a `sleep` anywhere in the command, or
-# `watch` running agentmaild. Quoted strings handed to something that runs code (`bash -c '…'`,
-# `watch "…"`, `ssh host '…'`) are scanned as commands too; other quoted text is data.
-_TOKEN_RE = (
-    r"""(?xs)(?P<sq>'[^']*'?)
-      | (?P<dq>"(?:[^"\\]|\\.)*"?)
-      | (?P<esc>\\.)
-      | (?P<sep>[;&|()\n`])
-      | (?P<space>[ \t\r]+)
-      | (?P<comment>(?<![^\s;&|()`])\#[^\n]*)
-      | (?P<word>[^\s;&|()`'"\\]+)
-      | (?P<other>.)"""
-)
-_PREFIX_WORDS = frozenset(
-    {"do", "then", "else", "elif", "if", "!", "{", "}", "while", "until", "time", "exec",
-     "command", "builtin", "nohup"}
-)
-_WRAPPERS = frozenset({"timeout", "nice", "env", "stdbuf", "sudo", "xargs", "time", "nohup"})
-_CODE_RUNNERS = frozenset(
-    {"sh", "bash", "zsh", "dash", "ksh", "fish", "eval", "watch", "ssh", "su", "sudo", "xargs",
-     "timeout", "nohup", "env", "nice", "flock", "script", "parallel", "tmux", "screen"}
-)
-_READS = frozenset({"check", "inbox", "list"})
-_ASSIGN_RE = r"^[A-Za-z_][A-Za-z0-9_]*="
-_WRAPPER_ARG_RE = r"^(-.*|[0-9.]+[smhd]?|[A-Za-z_][A-Za-z0-9_]*=.*)$"
-_NESTED_RE = r"[\s;&|]"
-_GUARD_MAX_CHARS = 65536
-_GUARD_MAX_DEPTH = 4
-
-
-def is_mail_poll(command: str) -> bool:
-    """True for a shell command that polls for mail in a loop (``watch agentmaild …`` too)."""
-    found: set[str] = set()
-    _scan(command[:_GUARD_MAX_CHARS], found, 0)
-    return {"loop", "read", "sleep"} <= found or {"watch", "agentmaild"} <= found
-
-
-def _scan(command: str, found: set[str], depth: int) -> None:
-    segments, nested = _lex(command)
-    for words in segments:
-        _classify(words, found)
-    if depth >= _GUARD_MAX_DEPTH:
-        return
-    for seg, index, text in nested:
-        words = segments[seg][:index] if index >= 0 else []
-        runner = index < 0 or any(os.path.basename(w) in _CODE_RUNNERS for w in words)
-        if runner or (words and re.match(r"^-[a-z]*c$", words[-1])):
-            _scan(text, found, depth + 1)
-
-
-def _lex(command: str) -> tuple[list[list[str]], list[tuple[int, int, str]]]:
-    """Simple commands as word lists (quotes removed), and where quoted code-like strings are."""
-    segments: list[list[str]] = [[]]
-    nested: list[tuple[int, int, str]] = []
-    parts: list[str] = []
-    for m in re.finditer(_TOKEN_RE, command):
-        kind, text = m.lastgroup, m.group()
-        if kind in ("sep", "space", "comment"):
-            if parts:
-                segments[-1].append("".join(parts))
-                parts = []
-            if kind == "sep" and segments[-1]:
-                segments.append([])
-            continue
-        if kind in ("sq", "dq"):
-            # A command substitution inside double quotes runs wherever it stands (index -1).
-            runs = kind == "dq" and ("$(" in text or "`" in text)
-            text = _unquote(text)
-            if re.search(_NESTED_RE, text):
-                nested.append((len(segments) - 1, -1 if runs else len(segments[-1]), text))
-        elif kind == "esc":
-            text = text[1:]
-        parts.append(text)
-    if parts:
-        segments[-1].append("".join(parts))
-    return segments, nested
-
-
-def _unquote(text: str) -> str:
-    inner = text[1:-1] if len(text) > 1 and text[-1] == text[0] else text[1:]
-    return inner if text[0] == "'" else re.sub(r"\\(.)", r"\1", inner, flags=re.S)
-
-
-def _classify(words: list[str], found: set[str]) -> None:
-    i = 0
-    while i < len(words) and (words[i] in _PREFIX_WORDS or re.match(_ASSIGN_RE, words[i])):
-        if words[i] in ("while", "until"):
-            found.add("loop")
-        i += 1
-    if i < len(words) and words[i] in ("for", "select"):
-        found.add("loop")
-        return
-    while i < len(words) - 1 and os.path.basename(words[i]) in _WRAPPERS:
-        i += 1
-        while i < len(words) - 1 and re.match(_WRAPPER_ARG_RE, words[i]):
-            i += 1
-    head = os.path.basename(words[i]) if i < len(words) else ""
-    if head in ("sleep", "watch"):
-        found.add(head)
-    for j, word in enumerate(words):
-        if os.path.basename(word) == "agentmaild":
-            found.add("agentmaild")
-            if _READS.intersection(words[j + 1 :]):
-                found.add("read")
-
-
-# -- installing into .claude/settings.local.json -----------------------------------------------
-# (Claude's event name, our CLI spelling, matcher or None for events without one)
-HOOK_SPECS: tuple[tuple[str, str, str | None], ...] = (
-    ("SessionStart", "session-start", None),
-    ("UserPromptSubmit", "user-prompt-submit", None),
-    ("PreToolUse", "pre-tool-use", "Bash"),
-    ("PostToolUse", "post-tool-use", "*"),
-    ("Stop", "stop", None),
-    ("PermissionRequest", "permission-request", "*"),
-    ("Notification", "notification", None),
-    ("SessionEnd", "session-end", None),
-)
-HOOK_TIMEOUT_S = 15  # Claude's per-hook timeout; the store's busy_timeout is 5 s
-SETTINGS_FILE = ("settings.local.json")
-
-
-def settings_path(settings_dir: Path) -> Path:
-    return settings_dir / ".claude" / SETTINGS_FILE
-
-
-def hook_command(exe: str, event: str, agent: str, db: Path | None) -> str:
-    import shlex
-
-    argv = [exe, "hook", event, "--agent", agent, *(["--db", str(db)] if db else [])]
-    return " ".join(shlex.quote(a) for a in argv)
-
-
-def is_our_command(command: object, exe: str) -> bool:
-    """Ours: starts with our executable + `` hook ``, or runs some ``agentmaild hook`` (moved)."""
-    import shlex
-
-    if not isinstance(command, str):
-        return False
-    if command.startswith(shlex.quote(exe) + " hook "):
-        return True
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return False
-    if argv[1:3] == ["-m", "agentmaild"]:
-        argv = argv[2:]
-    return len(argv) > 1 and os.path.basename(argv[0]) == "agentmaild" and argv[1] == "hook"
-
-
-def install_hooks(settings_dir: Path, agent: str, db: Path | None, exe: str) -> dict[str, Any]:
-    """Merge our hooks into ``<dir>/.claude/settings.local.json``; the user's stay as they were."""
-    from agentmaild.ids import check_name
-
-    check_name(agent)
-    path = settings_path(settings_dir)
-    settings, before = _load_settings(path)
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise _settings_error(path, '"hooks" is not an object')
-    for event, _, _ in HOOK_SPECS:
-        if not isinstance(hooks.get(event, []), list):
-            raise _settings_error(path, f'"hooks.{event}" is not a list')
-    emptied = _strip_ours(hooks, exe)
-    for event, spelled, matcher in HOOK_SPECS:
-        entry = {"type": "command", "command": hook_command(exe, spelled, agent, db),
-                 "timeout": HOOK_TIMEOUT_S}
-        group: dict[str, Any] = {"matcher": matcher} if matcher is not None else {}
-        hooks.setdefault(event, []).append({**group, "hooks": [entry]})
-    for event in emptied:
-        if not hooks.get(event):
-            hooks.pop(event, None)  # an event of ours that a newer version no longer installs
-    changed = _save_settings(path, settings, before)
-    return {"ok": True, "path": str(path), "agent": agent, "changed": changed,
-            "events": [e for e, _, _ in HOOK_SPECS]}
-
-
-def uninstall_hooks(settings_dir: Path, exe: str = "agentmaild") -> dict[str, Any]:
-    """Remove our hooks (and containers that held only ours) from the settings file."""
-    path = settings_path(settings_dir)
-    if not path.exists():
-        return {"ok": True, "path": str(path), "removed": 0, "changed": False}
-    settings, before = _load_settings(path)
-    hooks = settings.get("hooks")
-    removed = 0
-    if isinstance(hooks, dict):
-        removed = _count_ours(hooks, exe)
-        for event in _strip_ours(hooks, exe):
-            if hooks.get(event) == []:
-                del hooks[event]
-        if removed and not hooks:
-            del settings["hooks"]
-    changed = False
-    if removed:
-        changed = _save_settings(path, settings, before) if settings else _remove_settings(path)
-    return {"ok": True, "path": str(path), "removed": removed, "changed": changed}
-
-
-def _count_ours(hooks: dict[str, Any], exe: str) -> int:
-    return sum(
-        is_our_command(h.get("command"), exe)
-        for groups in hooks.values() if isinstance(groups, list)
-        for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
-        for h in g["hooks"] if isinstance(h, dict)
-    )
-
-
-def _strip_ours(hooks: dict[str, Any], exe: str) -> list[str]:
-    """Drop our entries and the groups they leave empty; returns events whose lists changed."""
-    changed: list[str] = []
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            continue  # not ours to judge: left exactly as it is
-        kept = [_strip_group(g, exe) for g in groups]
-        if kept != groups:
-            hooks[event] = [g for g in kept if g is not None]
-            changed.append(event)
-    return changed
-
-
-def _strip_group(group: Any, exe: str) -> Any:
-    """The group without our hooks; None when only ours were in it."""
-    if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
-        return group
-    entries = [h for h in group["hooks"]
-               if not (isinstance(h, dict) and is_our_command(h.get("command"), exe))]
-    if len(entries) == len(group["hooks"]):
-        return group
-    return {**group, "hooks": entries} if entries else None
-
-
-def _settings_error(path: Path, what: str) -> Exception:
-    from agentmaild.errors import ConfigError
-
-    return ConfigError(f"{path}: {what}; fix or remove it (it was left unchanged)")
-
-
-def _load_settings(path: Path) -> tuple[dict[str, Any], str | None]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}, None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _settings_error(path, f"cannot read it ({exc})") from exc
-    try:
-        settings = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise _settings_error(path, f"not valid JSON ({exc})") from exc
-    if not isinstance(settings, dict):
-        raise _settings_error(path, "the top level is not a JSON object")
-    return settings, text
-
-
-def _save_settings(path: Path, settings: dict[str, Any], before: str | None) -> bool:
-    text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
-    if text == before:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if before is not None else 0o644
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return True
-
-
-def _remove_settings(path: Path) -> bool:
-    """Nothing but our hooks was in the file: remove it, and ``.claude`` if that leaves it empty."""
-    path.unlink()
-    try:
-        path.parent.rmdir()
-    except OSError:
-        pass  # other files live there
-    return True

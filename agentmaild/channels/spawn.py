@@ -110,8 +110,11 @@ class StreamJsonEvents:
             self.result_summary = str(detail)[:_REASON_MAX]
         elif kind == "user" and isinstance(event.get("uuid"), str):
             self.user_uuids.add(event["uuid"])
-        elif kind == "command_lifecycle" and isinstance(event.get("uuid"), str):
-            self.lifecycle[event["uuid"]] = str(event.get("state") or event.get("status") or "")
+        elif kind == "command_lifecycle":
+            # Claude Code names our line in ``command_uuid``; the event's own ``uuid`` is new.
+            target = event.get("command_uuid", event.get("uuid"))
+            if isinstance(target, str):
+                self.lifecycle[target] = str(event.get("state") or event.get("status") or "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -73,8 +73,15 @@ class Session:
         self.id = resume or chosen or str(uuid.uuid4())
         exists = os.path.exists(self.path)
         if resume and not exists:
-            emit({"type": "result", "subtype": "error_during_execution", "is_error": True,
-                  "result": None, "session_id": self.id})
+            emit(
+                {
+                    "type": "result",
+                    "subtype": "error_during_execution",
+                    "is_error": True,
+                    "result": None,
+                    "session_id": self.id,
+                }
+            )
             sys.stderr.write(f"No conversation found with session ID: {self.id}\n")
             sys.exit(1)
         if chosen and exists:
@@ -115,6 +122,20 @@ def wait_gate(path: str, heartbeat) -> None:
             last = time.monotonic()
 
 
+def misbehave(found: list) -> None:
+    if option(found, "garbage"):
+        sys.stdout.write('this is not json\n{"half": \n')
+        sys.stdout.buffer.write(b"\xff\xfe\x00binary\n")
+        sys.stdout.flush()
+    if option(found, "huge"):
+        sys.stdout.write("x" * (6 * 1024 * 1024) + "\n")
+        sys.stdout.write("".join(f"line {i}\n" for i in range(20000)))
+        sys.stdout.flush()
+    if option(found, "hang"):
+        while True:
+            time.sleep(3600)
+
+
 def turn(session: Session, line: bytes) -> bool:
     """One turn; True when it succeeded."""
     found = modes()
@@ -125,20 +146,43 @@ def turn(session: Session, line: bytes) -> bool:
         return False
     line_uuid = message.get("uuid") or str(uuid.uuid4())
     text = "".join(b.get("text", "") for b in message["message"]["content"])
-    record({"event": "line", "uuid": line_uuid, "text": text, "session": session.id,
-            "history": len(session.history()), "pid": os.getpid(), "modes": found})
+    record(
+        {
+            "event": "line",
+            "uuid": line_uuid,
+            "text": text,
+            "session": session.id,
+            "history": len(session.history()),
+            "pid": os.getpid(),
+            "modes": found,
+        }
+    )
     lifecycle = not option(found, "no_lifecycle")
     if any(h["uuid"] == line_uuid for h in session.history()):
         # like Claude Code: a uuid already in the transcript is not run again
         emit({**message, "session_id": session.id, "isReplay": True})
-        emit({"type": "command_lifecycle", "command_uuid": line_uuid, "state": "completed",
-              "uuid": str(uuid.uuid4()), "session_id": session.id})
+        emit(
+            {
+                "type": "command_lifecycle",
+                "command_uuid": line_uuid,
+                "state": "completed",
+                "uuid": str(uuid.uuid4()),
+                "session_id": session.id,
+            }
+        )
         return True
 
     def state(name: str) -> None:
         if lifecycle:
-            emit({"type": "command_lifecycle", "command_uuid": line_uuid, "state": name,
-                  "uuid": str(uuid.uuid4()), "session_id": session.id})
+            emit(
+                {
+                    "type": "command_lifecycle",
+                    "command_uuid": line_uuid,
+                    "state": name,
+                    "uuid": str(uuid.uuid4()),
+                    "session_id": session.id,
+                }
+            )
 
     state("queued")
     if option(found, "gate"):
@@ -150,22 +194,24 @@ def turn(session: Session, line: bytes) -> bool:
     if not option(found, "no_replay"):
         emit({**message, "session_id": session.id, "isReplay": True})
     session.append(text, line_uuid)  # recorded even when the turn then fails, as Claude does
-    if option(found, "garbage"):
-        sys.stdout.write("this is not json\n{\"half\": \n")
-        sys.stdout.buffer.write(b"\xff\xfe\x00binary\n")
-        sys.stdout.flush()
-    if option(found, "huge"):
-        sys.stdout.write("x" * (6 * 1024 * 1024) + "\n")
-        sys.stdout.write("".join(f"line {i}\n" for i in range(20000)))
-        sys.stdout.flush()
-    if option(found, "hang"):
-        while True:
-            time.sleep(3600)
+    misbehave(found)
     failed = bool(option(found, "is_error"))
-    emit({"type": "assistant", "session_id": session.id,
-          "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}})
-    emit({"type": "result", "subtype": "success", "is_error": failed, "session_id": session.id,
-          "result": "API Error: 500 stand-in failure" if failed else f"seen {text[:40]}"})
+    emit(
+        {
+            "type": "assistant",
+            "session_id": session.id,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+        }
+    )
+    emit(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": failed,
+            "session_id": session.id,
+            "result": "API Error: 500 stand-in failure" if failed else f"seen {text[:40]}",
+        }
+    )
     state("cancelled" if failed else "completed")
     code = option(found, "exit")
     if code:
@@ -176,8 +222,15 @@ def turn(session: Session, line: bytes) -> bool:
 
 def main() -> int:
     argv = sys.argv[1:]
-    record({"event": "start", "argv": argv, "pid": os.getpid(), "cwd": os.getcwd(),
-            "env": {k: v for k, v in os.environ.items() if k.startswith(ENV_KEYS_PREFIXES)}})
+    record(
+        {
+            "event": "start",
+            "argv": argv,
+            "pid": os.getpid(),
+            "cwd": os.getcwd(),
+            "env": {k: v for k, v in os.environ.items() if k.startswith(ENV_KEYS_PREFIXES)},
+        }
+    )
     session = Session(argv)
     ok = True
     try:

@@ -23,6 +23,7 @@ from agentmaild.channels.stdin import StdinChannel
 from agentmaild.config import Config, SpawnConfig, StdinConfig
 from agentmaild.errors import AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch, Message
+from agentmaild.procs import ChildExit
 from agentmaild.store.sqlite import SqliteMailStore
 
 BOUND = 15.0
@@ -204,7 +205,8 @@ async def test_spawn_first_turn_chooses_and_persists_session_then_resumes(rig: R
 async def test_spawn_claude_from_path_and_command_extras(rig: Rig) -> None:
     async with spawn(rig, rig.agent(command=None)) as channel:
         await channel.deliver(batch(), "t")
-    async with spawn(rig, rig.agent(command=(str(rig.bin_dir / "claude"), "--model", "m"))) as ch:
+    ch = spawn(rig, rig.agent(command=(str(rig.bin_dir / "claude"), "--model", "m")))
+    async with ch:
         ch.session.established = True
         ch.session.id = rig.records("line")[0]["session"]
         await ch.deliver(batch("dlv-2"), "t")
@@ -246,10 +248,10 @@ async def test_spawn_exit0_without_completed_lifecycle_is_not_acked(rig: Rig) ->
 
     events = ClaudeEvents()
     events._record({"type": "command_lifecycle", "command_uuid": "other", "state": "completed"})
-    async with spawn(rig, rig.agent()) as channel:
-        done = type("Done", (), {"returncode": 0})()
-        with pytest.raises(DeliveryFailed, match="unseen"):
-            channel._judge_lifecycle(done, events, "dlv-1")  # type: ignore[arg-type]
+    channel = spawn(rig, rig.agent())
+    done = ChildExit(pid=1, returncode=0, stalled=False, killed=False, duration_s=0.0)
+    with pytest.raises(DeliveryFailed, match="unseen"):
+        channel._judge_lifecycle(done, events, "dlv-1")
 
 
 @pytest.mark.parametrize("mode", ["garbage", "huge", "no_lifecycle"])
@@ -266,7 +268,7 @@ async def test_spawn_survives_odd_output(rig: Rig, mode: str) -> None:
 async def test_spawn_busy_while_another_live_process_holds_the_session(rig: Rig) -> None:
     agent = rig.agent(session_id="11111111-2222-3333-4444-555555555555")
     env = {**os.environ, **agent.settings["env"]}
-    other = subprocess.Popen(
+    other = subprocess.Popen(  # noqa: ASYNC220 - a foreign holder, outside any scope of ours
         [sys.executable, str(FAKE), *STREAM_FLAGS, "--session-id", agent.session_id or ""],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -390,7 +392,7 @@ async def test_stdin_process_gone_between_turns_is_restarted(rig: Rig) -> None:
         await channel.deliver(batch("dlv-1"), "t")
         await wait_for(lambda: not channel.describe()["running"])
         await channel.deliver(batch("dlv-2"), "t")
-    first_start, second_start = rig.records("start")
+    _, second_start = rig.records("start")
     assert second_start["argv"][-2:] == ["--resume", rig.stored_session()]
 
 
@@ -477,7 +479,7 @@ async def test_stdin_ack_on_write_returns_before_the_turn_ends(rig: Rig) -> None
 async def test_stdin_busy_while_another_live_process_holds_the_session(rig: Rig) -> None:
     agent = rig.agent("stdin", session_id="11111111-2222-3333-4444-555555555555")
     env = {**os.environ, **agent.settings["env"]}
-    other = subprocess.Popen(
+    other = subprocess.Popen(  # noqa: ASYNC220 - a foreign holder, outside any scope of ours
         [sys.executable, str(FAKE), *STREAM_FLAGS, "--session-id", agent.session_id or ""],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -528,7 +530,7 @@ async def test_stdin_cancelled_deliver_stays_busy_until_the_turn_ends(rig: Rig) 
         assert await channel.is_busy()
         gate.touch()
         with anyio.fail_after(BOUND):
-            while await channel.is_busy():
+            while await channel.is_busy():  # noqa: ASYNC110 - the agent's turn has no event
                 await anyio.sleep(0.01)
 
 

@@ -1,4 +1,4 @@
-"""The poll-loop guard's classifier (``hooks.is_mail_poll``), by example and by generation."""
+"""The poll-loop guard's classifier (``hooks_guard.is_mail_poll``), by example and by generation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentmaild.hooks import is_mail_poll
+from agentmaild.hooks_guard import is_mail_poll
 
 EXES = st.sampled_from(
     ["agentmaild", "/work/main/.venv/bin/agentmaild", "python -m agentmaild", "./agentmaild"]

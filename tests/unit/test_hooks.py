@@ -20,7 +20,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agentmaild import cli_hooks, hooks
+from agentmaild import cli_hooks, hooks, hooks_install
 from agentmaild.errors import ConfigError
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
@@ -572,7 +572,7 @@ def _commands(settings: dict[str, Any]) -> dict[str, list[str]]:
 
 def test_install_merges_keeping_the_users_hooks_and_settings(tmp_path: Path) -> None:
     path = _write(tmp_path, USER_SETTINGS)
-    result = hooks.install_hooks(tmp_path, "bob", tmp_path / "s" / "mail.db", EXE)
+    result = hooks_install.install_hooks(tmp_path, "bob", tmp_path / "s" / "mail.db", EXE)
     assert result["changed"] and result["path"] == str(path)
     settings = json.loads(path.read_text())
     assert settings["permissions"] == USER_SETTINGS["permissions"]
@@ -582,7 +582,7 @@ def test_install_merges_keeping_the_users_hooks_and_settings(tmp_path: Path) -> 
     assert cmds["Stop"][0] == "notify-send done"
     assert cmds["PreCompact"] == ["save-state"]
     prefix = shlex.quote(EXE) + " hook "
-    for event, _spelled, _matcher in hooks.HOOK_SPECS:
+    for event, _spelled, _matcher in hooks_install.HOOK_SPECS:
         ours = [c for c in cmds[event] if c.startswith(prefix)]
         assert len(ours) == 1, event
         assert shlex.split(ours[0])[1:] == ["hook", _spelled, "--agent", "bob",
@@ -593,50 +593,50 @@ def test_install_merges_keeping_the_users_hooks_and_settings(tmp_path: Path) -> 
 
 def test_install_is_idempotent_and_reinstall_replaces_ours(tmp_path: Path) -> None:
     path = _write(tmp_path, USER_SETTINGS)
-    hooks.install_hooks(tmp_path, "bob", None, EXE)
+    hooks_install.install_hooks(tmp_path, "bob", None, EXE)
     once = path.read_bytes()
-    assert not hooks.install_hooks(tmp_path, "bob", None, EXE)["changed"]
+    assert not hooks_install.install_hooks(tmp_path, "bob", None, EXE)["changed"]
     assert path.read_bytes() == once
-    hooks.install_hooks(tmp_path, "carol", None, EXE)
+    hooks_install.install_hooks(tmp_path, "carol", None, EXE)
     cmds = [c for cs in _commands(json.loads(path.read_text())).values() for c in cs]
     assert not any("bob" in c for c in cmds)
-    assert sum("carol" in c for c in cmds) == len(hooks.HOOK_SPECS)
+    assert sum("carol" in c for c in cmds) == len(hooks_install.HOOK_SPECS)
 
 
 def test_uninstall_removes_only_ours(tmp_path: Path) -> None:
     path = _write(tmp_path, USER_SETTINGS)
-    hooks.install_hooks(tmp_path, "bob", None, EXE)
-    result = hooks.uninstall_hooks(tmp_path, EXE)
-    assert result["removed"] == len(hooks.HOOK_SPECS)
+    hooks_install.install_hooks(tmp_path, "bob", None, EXE)
+    result = hooks_install.uninstall_hooks(tmp_path, EXE)
+    assert result["removed"] == len(hooks_install.HOOK_SPECS)
     assert json.loads(path.read_text()) == USER_SETTINGS
-    assert hooks.uninstall_hooks(tmp_path, EXE)["removed"] == 0
+    assert hooks_install.uninstall_hooks(tmp_path, EXE)["removed"] == 0
 
 
 def test_uninstall_finds_ours_after_the_executable_moved(tmp_path: Path) -> None:
     path = _write(tmp_path, USER_SETTINGS)
-    hooks.install_hooks(tmp_path, "bob", None, "/old/venv/bin/agentmaild")
-    hooks.uninstall_hooks(tmp_path)
+    hooks_install.install_hooks(tmp_path, "bob", None, "/old/venv/bin/agentmaild")
+    hooks_install.uninstall_hooks(tmp_path)
     assert json.loads(path.read_text()) == USER_SETTINGS
 
 
 def test_install_into_nothing_and_uninstall_leaves_nothing(tmp_path: Path) -> None:
-    result = hooks.install_hooks(tmp_path, "bob", None, EXE)
+    result = hooks_install.install_hooks(tmp_path, "bob", None, EXE)
     assert result["changed"]
     assert set(json.loads(_settings(tmp_path).read_text())["hooks"]) == {
-        e for e, _, _ in hooks.HOOK_SPECS
+        e for e, _, _ in hooks_install.HOOK_SPECS
     }
-    hooks.uninstall_hooks(tmp_path, EXE)
+    hooks_install.uninstall_hooks(tmp_path, EXE)
     assert not _settings(tmp_path).exists()
     assert not (tmp_path / ".claude").exists()
 
 
 def test_a_user_hook_sharing_our_group_is_kept(tmp_path: Path) -> None:
-    hooks.install_hooks(tmp_path, "bob", None, EXE)
+    hooks_install.install_hooks(tmp_path, "bob", None, EXE)
     path = _settings(tmp_path)
     settings = json.loads(path.read_text())
     settings["hooks"]["Stop"][0]["hooks"].append({"type": "command", "command": "mine"})
     path.write_text(json.dumps(settings))
-    hooks.uninstall_hooks(tmp_path, EXE)
+    hooks_install.uninstall_hooks(tmp_path, EXE)
     assert json.loads(path.read_text()) == {
         "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "mine"}]}]}
     }
@@ -653,13 +653,13 @@ def test_a_malformed_settings_file_is_an_error_and_left_untouched(
     path.parent.mkdir()
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"settings\.local\.json"):
-        hooks.install_hooks(tmp_path, "bob", None, EXE)
+        hooks_install.install_hooks(tmp_path, "bob", None, EXE)
     assert path.read_text() == text
     if text.startswith('{"hooks": {"Stop"') or text == '{"hooks": []}':
-        hooks.uninstall_hooks(tmp_path, EXE)  # nothing of ours to remove: not an error
+        hooks_install.uninstall_hooks(tmp_path, EXE)  # nothing of ours to remove: not an error
     else:
         with pytest.raises(ConfigError):
-            hooks.uninstall_hooks(tmp_path, EXE)
+            hooks_install.uninstall_hooks(tmp_path, EXE)
     assert path.read_text() == text
     assert [p.name for p in path.parent.iterdir()] == ["settings.local.json"]
 
@@ -669,7 +669,7 @@ def test_the_installed_command_runs_through_a_shell(st: Store, env: dict[str, st
     exe = Path(sys.executable).parent / "agentmaild"
     if not exe.exists():
         pytest.skip("console script not installed")
-    hooks.install_hooks(tmp_path / "proj", "bob", st.db, str(exe))
+    hooks_install.install_hooks(tmp_path / "proj", "bob", st.db, str(exe))
     settings = json.loads(_settings(tmp_path / "proj").read_text())
     command = settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
     mid = st.send(body="through sh")
@@ -690,7 +690,7 @@ def test_cli_install_and_uninstall(tmp_path: Path) -> None:
                                  "--exe", EXE])
     assert "already installed" in result.output
     result = runner.invoke(app, ["hooks", "uninstall", "--dir", str(tmp_path), "--json"])
-    assert json.loads(result.output)["removed"] == len(hooks.HOOK_SPECS)
+    assert json.loads(result.output)["removed"] == len(hooks_install.HOOK_SPECS)
     _settings(tmp_path).parent.mkdir(exist_ok=True)
     _settings(tmp_path).write_text("{broken")
     result = runner.invoke(app, ["hooks", "install", "--agent", "bob", "--dir", str(tmp_path),

@@ -13,8 +13,11 @@ from typing import Any
 import anyio
 import pytest
 
+from agentmaild.channels.claude import ClaudeSpawnChannel
 from agentmaild.channels.factory import make_channel
 from agentmaild.channels.spawn import SpawnChannel, render_argv
+from agentmaild.channels.stdin import StdinChannel
+from agentmaild.channels.tmux import TmuxChannel
 from agentmaild.config import Config, SpawnConfig
 from agentmaild.errors import AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch, Message
@@ -350,10 +353,20 @@ def test_factory_maps_channels(store: Path) -> None:
     spawn = make_channel(make_agent(("x",)), config, store)
     assert isinstance(spawn, SpawnChannel)
     assert spawn.kind == "spawn"
-    for kind in ("stdin", "tmux"):
-        agent = Agent(name="a", capability="builder", channel=kind, command=("x",))
-        with pytest.raises(AgentUnavailable, match="not implemented"):
-            make_channel(agent, config, store)
+    stdin = make_channel(
+        Agent(name="a", capability="builder", channel="stdin", command=("x",)), config, store
+    )
+    assert isinstance(stdin, StdinChannel)
+    tmux = make_channel(
+        Agent(name="a", capability="builder", channel="tmux", tmux_target="s:0.0", tmux_socket="t"),
+        config,
+        store,
+    )
+    assert isinstance(tmux, TmuxChannel)
+    claude = make_channel(
+        Agent(name="a", capability="builder", channel="spawn", preset="claude"), config, store
+    )
+    assert isinstance(claude, ClaudeSpawnChannel)
     with pytest.raises(ValueError, match="pull"):
         make_channel(Agent(name="a", capability="builder", channel="pull"), config, store)
     with pytest.raises(AgentUnavailable, match="unknown channel"):
