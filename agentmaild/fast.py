@@ -11,7 +11,6 @@ import json
 import os
 import sqlite3
 import sys
-import types
 
 from agentmaild.errors import AgentmaildError, StoreError, ValidationError
 from agentmaild.ids import check_name
@@ -64,27 +63,23 @@ def _open(path: str) -> sqlite3.Connection:
 def take_and_render(
     conn: sqlite3.Connection, agent: str, *, max_chars: int = INJECT_MAX_CHARS
 ) -> tuple[str, list[str]]:
-    """In one write transaction: take the agent's unread mail, ack it, render it with the banner."""
-    from agentmaild.render import render_banner, render_batch
+    """In one write transaction: take the agent's unread mail, render what fits, ack just that."""
+    from agentmaild import inject
     from agentmaild.store import pull
 
     conn.execute("BEGIN IMMEDIATE")
     try:
-        # Leave room for the banner and the frame around the messages.
-        rows = pull.take_unread_rows(conn, agent, max_chars - 1500)
+        rows = pull.take_unread_rows(conn, agent, max_chars - 2500)
         if not rows:
             conn.execute("COMMIT")
             return "", []
-        ids = [r["id"] for r in rows]
-        # Nudges first: acking a message drops its nudge.
-        banner = render_banner([dict(n) for n in pull.nudge_rows_for(conn, agent, ids)])
+        # Rendered (with the banner of these messages) before the ack drops their nudges.
+        text, ids = inject.fit(conn, agent, rows, inject.plain, max_chars)
         pull.mark_read(conn, ids, "pull")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    messages = [types.SimpleNamespace(**dict(r)) for r in rows]
-    text = render_batch(messages, agent=agent, banner=banner, body_limit=max_chars - 2000)
     return text, ids
 
 

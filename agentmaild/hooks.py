@@ -41,10 +41,11 @@ import re
 import sys
 import time
 
+from agentmaild import inject
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
-    import types
     from collections.abc import Callable, Sequence
     from typing import Any
 
@@ -169,11 +170,11 @@ class _Hook:
 
     def session_start(self) -> int:
         if self._str("source") == "compact":  # fired mid-turn after an automatic compaction
-            return self._in_write(lambda: self._deliver(_plain))
+            return self._in_write(lambda: self._deliver(inject.plain))
 
         def work() -> None:
             self._set_state("idle")
-            self._deliver(_plain)
+            self._deliver(inject.plain)
 
         return self._in_write(work, poke=True)
 
@@ -184,7 +185,7 @@ class _Hook:
             if seen:
                 self._record_seen(seen)
             else:
-                self._deliver(_plain)
+                self._deliver(inject.plain)
 
         return self._in_write(work)
 
@@ -206,7 +207,9 @@ class _Hook:
             pass
         if not self._has_unread():
             return 0
-        return self._in_write(lambda: self._deliver(_post_tool_use_json, before_ack=_touch(marker)))
+        return self._in_write(
+            lambda: self._deliver(inject.post_tool_use_json, before_ack=_touch(marker))
+        )
 
     def stop(self) -> int:
         if self._stop_with_mail():
@@ -226,7 +229,9 @@ class _Hook:
 
         def work() -> None:
             nonlocal delivered
-            delivered = self._deliver(_stop_block_json, before_ack=_write_int(marker, blocks + 1))
+            delivered = self._deliver(
+                inject.stop_block_json, before_ack=_write_int(marker, blocks + 1)
+            )
 
         self._in_write(work)
         return delivered
@@ -309,7 +314,7 @@ class _Hook:
         rows = pull.take_unread_rows(conn, self.agent, limit - 2500)
         if not rows:
             return False
-        out, ids = _fit(conn, self.agent, rows, wrap, limit)
+        out, ids = inject.fit(conn, self.agent, rows, wrap, limit)
         if before_ack is not None:
             before_ack()
         sys.stdout.buffer.write(out.encode("utf-8"))
@@ -346,98 +351,6 @@ def delivery_seen(conn: sqlite3.Connection, delivery_id: str) -> bool:
             return False  # no hook has recorded anything in this store yet
         raise
     return row is not None
-
-
-# -- rendering within the output cap ---------------------------------------------------------
-def _plain(text: str) -> str:
-    return text
-
-
-def _post_tool_use_json(text: str) -> str:
-    payload = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
-    return json.dumps(payload, ensure_ascii=False) + "\n"
-
-
-def _stop_block_json(text: str) -> str:
-    return json.dumps({"decision": "block", "reason": text}, ensure_ascii=False) + "\n"
-
-
-def _js_len(text: str) -> int:
-    """Length as Claude Code (JavaScript) counts it: UTF-16 code units."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _fit(
-    conn: sqlite3.Connection,
-    agent: str,
-    rows: list[sqlite3.Row],
-    wrap: Callable[[str], str],
-    limit: int,
-) -> tuple[str, list[str]]:
-    """The longest prefix of ``rows`` whose wrapped rendering stays under ``limit``."""
-    import types
-
-    from agentmaild.render import render_message
-    from agentmaild.store.pull import nudge_rows_for
-
-    msgs = [types.SimpleNamespace(**dict(r)) for r in rows]
-    ids = [m.id for m in msgs]
-    unread = conn.execute(
-        "SELECT count(*) FROM messages WHERE to_agent = ? AND read = 0", (agent,)
-    ).fetchone()[0]
-    nudges = [dict(n) for n in nudge_rows_for(conn, agent, ids)]
-    body_limit = max(500, limit - 3000)
-    used, cut = 600, 0
-    for i, m in enumerate(msgs, 1):
-        used += len(render_message(m, i, len(msgs), body_limit=body_limit)) + 1
-        if cut and used >= limit:
-            break
-        cut += 1
-    while True:
-        out = wrap(_render(msgs[:cut], agent, nudges, body_limit, unread - cut))
-        if _js_len(out) < limit:
-            return out, ids[:cut]
-        if cut == 1:
-            return _cut_hard(msgs[0], agent, nudges, wrap, limit), ids[:1]
-        cut -= 1
-
-
-def _render(
-    msgs: list[types.SimpleNamespace],
-    agent: str,
-    nudges: list[dict[str, Any]],
-    body_limit: int,
-    waiting: int,
-) -> str:
-    from agentmaild.render import render_banner, render_batch
-
-    taken = {m.id for m in msgs}
-    banner = render_banner([n for n in nudges if n["message_id"] in taken])
-    text = render_batch(msgs, agent=agent, banner=banner, body_limit=body_limit)
-    if waiting > 0:
-        text += (
-            f"[agentmail] {waiting} more unread message(s) wait; they follow later "
-            f"(or run `agentmaild check --agent {agent}`).\n"
-        )
-    return text
-
-
-def _cut_hard(
-    m: types.SimpleNamespace,
-    agent: str,
-    nudges: list[dict[str, Any]],
-    wrap: Callable[[str], str],
-    limit: int,
-) -> str:
-    """One message too long even with its body cut (a large payload): cut the text itself."""
-    note = f"\n[agentmail] output cut at the hook's size limit; run `agentmaild read {m.id}`.\n"
-    text = _render([m], agent, nudges, 500, 0)
-    keep = limit - len(note)
-    while True:
-        out = wrap(text[: max(keep, 0)] + note)
-        if _js_len(out) < limit or keep <= 0:
-            return out
-        keep -= max(_js_len(out) - limit + 1, 100)
 
 
 def _output_limit() -> int:

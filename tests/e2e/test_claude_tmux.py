@@ -228,7 +228,7 @@ def test_poll_loop_guard_blocks_a_polling_bash_command(rig: Rig) -> None:
     except TimeoutError:
         print(rig.screen())
         for r in rig.stub.messages_requests():
-            print(json.dumps(r.body)[-3000:])
+            print("MSGS", json.dumps(r.messages)[-1500:])
         raise
     last = followup.messages[-1]
     results = [b for b in last["content"] if b.get("type") == "tool_result"]

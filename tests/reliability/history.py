@@ -51,7 +51,9 @@ class History:
         if self.problems:
             shown = "\n  ".join(self.problems[:25])
             more = f"\n  (+{len(self.problems) - 25} more)" if len(self.problems) > 25 else ""
-            raise AssertionError(f"history check failed {context}: {self.summary()}\n  {shown}{more}")
+            raise AssertionError(
+                f"history check failed {context}: {self.summary()}\n  {shown}{more}"
+            )
 
 
 def read_ledgers(paths: Iterable[Path]) -> list[dict[str, Any]]:
@@ -172,7 +174,9 @@ def _ledger_problems(
         if d is None:
             problems.append(f"turn {record} carried an unknown delivery id")
         elif record["attempt"] > d["attempts"]:
-            problems.append(f"turn {record} says attempt {record['attempt']}, store {d['attempts']}")
+            problems.append(
+                f"turn {record} says attempt {record['attempt']}, store {d['attempts']}"
+            )
         if not record["message_ids"]:
             problems.append(f"turn {record} carried no message")
     return problems

@@ -243,7 +243,9 @@ def test_cli_ids_and_names_fuzz(runner: CliRunner, db: Path) -> None:
 # -- the real entry point, bytes the OS hands it ------------------------------------------------
 
 
-def _entry(db: Path, tmp: Path, args: list[bytes], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+def _entry(
+    db: Path, tmp: Path, args: list[bytes], stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable.encode(), b"-m", b"agentmaild", *args, b"--db", os.fsencode(db)],
         input=stdin, capture_output=True, env=base_env(tmp), timeout=30,

@@ -1,0 +1,107 @@
+"""Renders taken mail as injected context within an output cap (Claude Code's 10 000 characters).
+
+Shared by the hooks and ``check --inject``; stdlib only (it runs on every prompt). What does not
+fit stays unread for the next time and the output says how much waits.
+"""
+
+from __future__ import annotations
+
+import json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+    import types
+    from collections.abc import Callable
+    from typing import Any
+
+
+def plain(text: str) -> str:
+    return text
+
+
+def post_tool_use_json(text: str) -> str:
+    payload = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": text}}
+    return json.dumps(payload, ensure_ascii=False) + "\n"
+
+
+def stop_block_json(text: str) -> str:
+    return json.dumps({"decision": "block", "reason": text}, ensure_ascii=False) + "\n"
+
+
+def js_len(text: str) -> int:
+    """Length as Claude Code (JavaScript) counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def fit(
+    conn: sqlite3.Connection,
+    agent: str,
+    rows: list[sqlite3.Row],
+    wrap: Callable[[str], str],
+    limit: int,
+) -> tuple[str, list[str]]:
+    """The longest prefix of ``rows`` whose wrapped rendering stays under ``limit``."""
+    import types
+
+    from agentmaild.render import render_message
+    from agentmaild.store.pull import nudge_rows_for
+
+    msgs = [types.SimpleNamespace(**dict(r)) for r in rows]
+    ids = [m.id for m in msgs]
+    unread = conn.execute(
+        "SELECT count(*) FROM messages WHERE to_agent = ? AND read = 0", (agent,)
+    ).fetchone()[0]
+    nudges = [dict(n) for n in nudge_rows_for(conn, agent, ids)]
+    body_limit = max(500, limit - 3000)
+    used, cut = 600, 0
+    for i, m in enumerate(msgs, 1):
+        used += len(render_message(m, i, len(msgs), body_limit=body_limit)) + 1
+        if cut and used >= limit:
+            break
+        cut += 1
+    while True:
+        out = wrap(_render(msgs[:cut], agent, nudges, body_limit, unread - cut))
+        if js_len(out) < limit:
+            return out, ids[:cut]
+        if cut == 1:
+            return _cut_hard(msgs[0], agent, nudges, wrap, limit), ids[:1]
+        cut -= 1
+
+
+def _render(
+    msgs: list[types.SimpleNamespace],
+    agent: str,
+    nudges: list[dict[str, Any]],
+    body_limit: int,
+    waiting: int,
+) -> str:
+    from agentmaild.render import render_banner, render_batch
+
+    taken = {m.id for m in msgs}
+    banner = render_banner([n for n in nudges if n["message_id"] in taken])
+    text = render_batch(msgs, agent=agent, banner=banner, body_limit=body_limit)
+    if waiting > 0:
+        text += (
+            f"[agentmail] {waiting} more unread message(s) wait; they follow later "
+            f"(or run `agentmaild check --agent {agent}`).\n"
+        )
+    return text
+
+
+def _cut_hard(
+    m: types.SimpleNamespace,
+    agent: str,
+    nudges: list[dict[str, Any]],
+    wrap: Callable[[str], str],
+    limit: int,
+) -> str:
+    """One message too long even with its body cut (a large payload): cut the text itself."""
+    note = f"\n[agentmail] output cut at the hook's size limit; run `agentmaild read {m.id}`.\n"
+    text = _render([m], agent, nudges, 500, 0)
+    keep = limit - len(note)
+    while True:
+        out = wrap(text[: max(keep, 0)] + note)
+        if js_len(out) < limit or keep <= 0:
+            return out
+        keep -= max(js_len(out) - limit + 1, 100)
