@@ -41,11 +41,16 @@ class _State:
 STATE = _State()
 
 
+def one_line(text: str) -> str:
+    """Control characters escaped, so an error is one line and cannot drive the terminal."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def emit_error(exc: AgentmaildError, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(exc.to_json()))
     else:
-        typer.echo(f"error: {exc.message}", err=True)
+        typer.echo(f"error: {one_line(exc.message)}", err=True)
 
 
 def command(fn: Callable[P, R]) -> Callable[P, R]:

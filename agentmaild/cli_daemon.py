@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,11 +20,12 @@ ConfigOpt = Annotated[
 AgentOpt = Annotated[
     str | None, typer.Option("--agent", help="Re-queue this agent's dead letters.")
 ]
-DeliveryOpt = Annotated[
-    str | None, typer.Option("--delivery", help="Re-queue one dead delivery.")
-]
+DeliveryOpt = Annotated[str | None, typer.Option("--delivery", help="Re-queue one dead delivery.")]
 _WATCH_INTERVAL_S = 1.0
 _CLEAR = "\x1b[H\x1b[2J"
+
+
+DELIVERY_ID_RE = re.compile(r"dlv-[a-z0-9]{6,40}")
 
 
 def _socket(db: Path) -> Path:
@@ -57,12 +59,18 @@ def _offline_status(db: Path) -> dict[str, Any]:
     rows = []
     for agent in agents:
         c = counts.get(agent.name)
-        rows.append({
-            "agent": agent.name, "channel": agent.channel, "state": agent.state,
-            "turn_state": agent.turn_state, "unread": c.unread if c else 0,
-            "in_flight": c.in_flight if c else 0, "dead_letters": c.dead_letters if c else 0,
-            "loop": None,
-        })
+        rows.append(
+            {
+                "agent": agent.name,
+                "channel": agent.channel,
+                "state": agent.state,
+                "turn_state": agent.turn_state,
+                "unread": c.unread if c else 0,
+                "in_flight": c.in_flight if c else 0,
+                "dead_letters": c.dead_letters if c else 0,
+                "loop": None,
+            }
+        )
     return {"daemon": None, "agents": rows, "totals": totals}
 
 
@@ -82,8 +90,19 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s % 60:02d}s" if m else f"{s}s"
 
 
-_COLUMNS = ("AGENT", "CHANNEL", "STATE", "LOOP", "BUSY", "UNREAD", "IN FLIGHT", "LAST DELIVERY",
-            "FAILURES", "BACKOFF", "DEAD")
+_COLUMNS = (
+    "AGENT",
+    "CHANNEL",
+    "STATE",
+    "LOOP",
+    "BUSY",
+    "UNREAD",
+    "IN FLIGHT",
+    "LAST DELIVERY",
+    "FAILURES",
+    "BACKOFF",
+    "DEAD",
+)
 
 
 def _row(r: dict[str, Any]) -> tuple[str, ...]:
@@ -91,9 +110,17 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
     last_text = f"{last['result']} {last['at'][11:19]}" if last else "-"
     backoff = r.get("backoff_s") or 0
     return (
-        r["agent"], r["channel"], r["state"], r.get("loop") or "-",
-        "yes" if r.get("busy") else "no", str(r["unread"]), str(r["in_flight"]), last_text,
-        str(r.get("failures", "-")), f"{backoff:.1f}s" if backoff else "-", str(r["dead_letters"]),
+        r["agent"],
+        r["channel"],
+        r["state"],
+        r.get("loop") or "-",
+        "yes" if r.get("busy") else "no",
+        str(r["unread"]),
+        str(r["in_flight"]),
+        last_text,
+        str(r.get("failures", "-")),
+        f"{backoff:.1f}s" if backoff else "-",
+        str(r["dead_letters"]),
     )
 
 
@@ -102,8 +129,10 @@ def _print_status(status: dict[str, Any]) -> None:
     if d is None:
         typer.echo("daemon: not running")
     else:
-        typer.echo(f"daemon: running (pid {d['pid']}, up {_duration(d['uptime_s'])}, "
-                   f"version {d['version']}{', stopping' if d.get('stopping') else ''})")
+        typer.echo(
+            f"daemon: running (pid {d['pid']}, up {_duration(d['uptime_s'])}, "
+            f"version {d['version']}{', stopping' if d.get('stopping') else ''})"
+        )
     t = status["totals"]
     typer.echo(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
     rows = [_COLUMNS, *(_row(r) for r in status["agents"])]
@@ -154,8 +183,13 @@ def _parse_args(pairs: list[str]) -> dict[str, Any]:
 
 
 def ctl(
-    cmd: Annotated[str, typer.Argument(metavar="COMMAND", help="ping status agents wake pause "
-                                       "resume retry drain reload shutdown metrics")],
+    cmd: Annotated[
+        str,
+        typer.Argument(
+            metavar="COMMAND",
+            help="ping status agents wake pause resume retry drain reload shutdown metrics",
+        ),
+    ],
     args: Annotated[list[str] | None, typer.Argument(metavar="[KEY=VALUE]...")] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
@@ -185,11 +219,15 @@ def retry(
 
     if agent and delivery:
         raise ValidationError("give --agent or --delivery, not both")
+    if delivery is not None and not DELIVERY_ID_RE.fullmatch(delivery):
+        raise ValidationError(
+            f"invalid delivery id {delivery[:80]!r}: expected dlv-<letters and digits>"
+        )
     path = db_path(db)
     with open_store(str(path)) as store:
         ids = store.retry_dead(agent=agent, delivery_id=delivery)
     if delivery and not ids:
-        raise NotFound(f"no dead delivery {delivery}")
+        raise NotFound(f"no dead delivery {delivery!r}")
     woken = poke(_socket(path), [agent] if agent else None) if ids else False
     data = {"ok": True, "requeued": ids, "daemon_woken": woken}
 

@@ -19,7 +19,14 @@ import anyio
 import anyio.lowlevel
 import structlog
 
-from agentmaild.errors import AgentmaildError, AgentUnavailable, DeliveryFailed
+from agentmaild.errors import (
+    AgentBusy,
+    AgentmaildError,
+    AgentUnavailable,
+    DeliveryFailed,
+    NotFound,
+    StoreError,
+)
 from agentmaild.ids import iso_now
 from agentmaild.mail import DAEMON_SENDER, Mailer
 from agentmaild.models import Agent, Batch
@@ -188,8 +195,11 @@ class DeliveryLoop:
             return StepResult.BUSY
         s = self.settings
         batch = await self._store.claim(
-            self.agent.name, max_messages=s.batch_max_messages, max_chars=s.batch_max_chars,
-            lease_s=s.lease_s, now=self._wall(),
+            self.agent.name,
+            max_messages=s.batch_max_messages,
+            max_chars=s.batch_max_chars,
+            lease_s=s.lease_s,
+            now=self._wall(),
         )
         if batch is None:
             self.state = "idle"
@@ -200,8 +210,11 @@ class DeliveryLoop:
     async def _attempt(self, batch: Batch) -> StepResult:
         body_limit = max(1000, self.settings.batch_max_chars - _RENDER_OVERHEAD_CHARS)
         text = render_batch(
-            batch.messages, agent=self.agent.name, delivery_id=batch.delivery_id,
-            attempt=batch.attempt, body_limit=body_limit,
+            batch.messages,
+            agent=self.agent.name,
+            delivery_id=batch.delivery_id,
+            attempt=batch.attempt,
+            body_limit=body_limit,
         )
         started = self._clock()
         self.state, self.in_flight = "delivering", batch
@@ -253,6 +266,8 @@ class DeliveryLoop:
             await self.channel.deliver(batch, text)
         except DeliveryFailed as exc:
             return _Outcome(StepResult.FAILED, exc.message)
+        except AgentBusy as exc:
+            return _Outcome(StepResult.BUSY, exc.message)
         except AgentUnavailable as exc:
             return _Outcome(StepResult.UNAVAILABLE, exc.message)
         except Exception as exc:  # a channel bug must cost one attempt, not the loop
@@ -271,8 +286,9 @@ class DeliveryLoop:
                     delivery_id, lease_s=self.settings.lease_s, now=self._wall()
                 )
             except AgentmaildError as exc:
-                self._log.warning("delivery.lease_extend_failed", delivery_id=delivery_id,
-                                  error=exc.message)
+                self._log.warning(
+                    "delivery.lease_extend_failed", delivery_id=delivery_id, error=exc.message
+                )
                 continue
             if not kept:
                 self._log.warning("delivery.lease_lost", delivery_id=delivery_id)
@@ -282,7 +298,7 @@ class DeliveryLoop:
     async def _settle(self, batch: Batch, outcome: _Outcome, started: float) -> StepResult:
         result = outcome.result
         if result is StepResult.DELIVERED:
-            acked = await self._store.ack_delivery(batch.delivery_id, now=self._wall())
+            acked = await self._ack(batch)
             self.failures, self.backoff_until = 0, 0.0
             self.delivered_total += 1
             self._remember(batch, result, None)
@@ -294,34 +310,83 @@ class DeliveryLoop:
             await self._release(batch, error, count=0)
             self._line(batch, started, "delivery.cancelled", "info", error=error)
             return result
-        counted = 0 if result is StepResult.UNAVAILABLE else 1
+        if result is StepResult.BUSY:
+            # It turned busy after is_busy(): nothing was typed; wait for the next wake-up.
+            await self._release(batch, error, count=0)
+            self._line(batch, started, "delivery.busy", "info", error=error)
+            return result
+        # Unavailable (pane gone, executable missing) counts too: a recipient that never comes
+        # back must end in dead letters and a non-delivery report, not in retries forever.
+        counted = 1
         released = await self._release(batch, error, count=counted)
         self.failures += 1
         self.failed_total += 1
         if released is not None and released.state == "dead":
             self.dead_total += 1
-            self._line(batch, started, "delivery.dead", "error", error=error,
-                       failures=released.failures)
+            self._line(
+                batch, started, "delivery.dead", "error", error=error, failures=released.failures
+            )
             await self._report_dead(batch, released.messages, error)
             return StepResult.DEAD
         delay = self._next_backoff()
         self.backoff_until = self._clock() + delay
-        event = "delivery.unavailable" if counted == 0 else "delivery.failed"
-        self._line(batch, started, event, "warning", error=error, result=result.value,
-                   backoff_s=round(delay, 3))
+        event = "delivery.unavailable" if result is StepResult.UNAVAILABLE else "delivery.failed"
+        self._line(
+            batch,
+            started,
+            event,
+            "warning",
+            error=error,
+            result=result.value,
+            backoff_s=round(delay, 3),
+        )
         return result
 
+    async def _ack(self, batch: Batch) -> int:
+        """Ack, retrying a failing store (a full disk) while the lease still holds the batch."""
+        delay = 0.05
+        while True:
+            try:
+                return await self._store.ack_delivery(batch.delivery_id, now=self._wall())
+            except NotFound:
+                raise
+            except StoreError as exc:
+                if self._wall() + delay >= batch.lease_until:
+                    raise  # the lease ends: the supervisor's reap redelivers under the same id
+                self._log.warning(
+                    "delivery.ack_retrying",
+                    delivery_id=batch.delivery_id,
+                    error=exc.message,
+                    retry_in_s=delay,
+                )
+                await anyio.sleep(delay)  # bounded by the lease; this runs shielded
+                delay = min(delay * 2, 5.0)
+
     async def _release(self, batch: Batch, error: str, *, count: int) -> Any:
-        try:
-            return await self._store.release(
-                batch.delivery_id, error=error, max_attempts=self.settings.max_attempts,
-                now=self._wall(), count=count,
-            )
-        except AgentmaildError as exc:
-            # NotFound: the claim was reaped meanwhile; either way the lease returns the batch.
-            self._log.warning("delivery.release_failed", delivery_id=batch.delivery_id,
-                              error=exc.message)
-            return None
+        delay = 0.05
+        while True:
+            try:
+                return await self._store.release(
+                    batch.delivery_id,
+                    error=error,
+                    max_attempts=self.settings.max_attempts,
+                    now=self._wall(),
+                    count=count,
+                )
+            except NotFound as exc:
+                # The claim was reaped meanwhile: the batch is pending again already.
+                self._log.warning(
+                    "delivery.release_failed", delivery_id=batch.delivery_id, error=exc.message
+                )
+                return None
+            except StoreError as exc:
+                if self._wall() + delay >= batch.lease_until:
+                    self._log.warning(
+                        "delivery.release_failed", delivery_id=batch.delivery_id, error=exc.message
+                    )
+                    return None  # the lease ends and the supervisor's reap re-queues it
+                await anyio.sleep(delay)  # bounded by the lease; this runs shielded
+                delay = min(delay * 2, 5.0)
 
     async def _report_dead(self, batch: Batch, messages: Any, error: str) -> None:
         lost = [m for m in messages if m.from_agent != DAEMON_SENDER]  # no NDR of an NDR
@@ -333,8 +398,7 @@ class DeliveryLoop:
                 self._mailer.non_delivery_report, self.agent.name, lost, reason
             )
         except AgentmaildError as exc:
-            self._log.error("delivery.ndr_failed", delivery_id=batch.delivery_id,
-                            error=exc.message)
+            self._log.error("delivery.ndr_failed", delivery_id=batch.delivery_id, error=exc.message)
 
     def _next_backoff(self) -> float:
         s = self.settings
@@ -357,8 +421,12 @@ class DeliveryLoop:
         """The one canonical log line of an attempt; bodies never appear in it."""
         duration_ms = round((self._clock() - started) * 1000, 2)
         getattr(self._log, level)(
-            event, delivery_id=batch.delivery_id, attempt=batch.attempt,
-            n_messages=len(batch.messages), duration_ms=duration_ms, **kw,
+            event,
+            delivery_id=batch.delivery_id,
+            attempt=batch.attempt,
+            n_messages=len(batch.messages),
+            duration_ms=duration_ms,
+            **kw,
         )
 
     # -- the loop ---------------------------------------------------------------------------

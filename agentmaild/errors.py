@@ -5,6 +5,7 @@
     ├── StoreError                  store         SQLite failed (disk full, corrupt, ...)
     │   └── NotFound                not_found     no such message / agent / delivery
     ├── ChannelError                channel
+    │   ├── AgentBusy               busy          turned busy between the check and the write
     │   ├── AgentUnavailable        unavailable   the agent cannot take mail now (pane gone, ...)
     │   └── DeliveryFailed          delivery_failed  the channel tried and the agent did not confirm
     ├── ControlError                control
@@ -18,7 +19,8 @@
         ├── Conflict                conflict      idempotency key reused with other content
         └── StateError              invalid_state an agent state transition the table forbids
 
-"Busy" is never an error: channels report it as a result.
+"Busy" is a result of ``is_busy()``; ``AgentBusy`` only reports the race where an agent turned
+busy after that check, right before a channel would have typed (the batch is released uncounted).
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ class NotFound(StoreError):
 
 class ChannelError(AgentmaildError):
     code = "channel"
+
+
+class AgentBusy(ChannelError):
+    code = "busy"
 
 
 class AgentUnavailable(ChannelError):

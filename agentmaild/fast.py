@@ -91,11 +91,9 @@ def check_inject(agent: str, db: str | None) -> tuple[str, list[str]]:
     if not os.path.exists(path):
         return "", []
     try:
-        conn = _open(path)
-        try:
-            return take_and_render(conn, agent)
-        finally:
-            conn.close()
+        # Not closed here: entry.py ends the process with os._exit, skipping the checkpoint that
+        # closing the last connection would run (see entry._exit_now).
+        return take_and_render(_open(path), agent)
     except sqlite3.Error as exc:
         raise StoreError(f"store {path}: {exc}") from exc
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import _thread
 import os
 import re
-import threading
 import time
 
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()  # not `threading`: the hook path must import little
 _last_ms = 0
 _seq = 0
 

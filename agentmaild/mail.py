@@ -190,8 +190,8 @@ class Mailer:
                     broadcast_id=earlier.messages[0].broadcast_id if earlier.messages else None,
                 )
         recipients, is_group = self.expand(to, sender)
-        for name in recipients:
-            self._check_recipient(name)
+        if not is_group:  # group members were filtered by state in expand()
+            self._check_recipient(recipients[0])
         now = time.time()
         stamp = iso_now(now)
         broadcast_id = new_id("bc") if is_group else None

@@ -32,7 +32,13 @@ ChannelFactory = Callable[[Agent, Config], Channel]
 
 # A change to any of these means a new channel (and loop); state, session_id, turn_state do not.
 _CHANNEL_FIELDS = (
-    "channel", "command", "cwd", "tmux_target", "tmux_socket", "preset", "poll_interval_s",
+    "channel",
+    "command",
+    "cwd",
+    "tmux_target",
+    "tmux_socket",
+    "preset",
+    "poll_interval_s",
     "settings",
 )
 # Every this many seconds the tick asks for pending agents even if data_version did not move.
@@ -110,7 +116,8 @@ class Supervisor:
             self._poke = anyio.Event()
             if self._stopping:
                 return
-            if self._clock() - last_sweep >= _SWEEP_INTERVAL_S:
+            # Sweep at least once a lease, so an abandoned claim waits one lease at most.
+            if self._clock() - last_sweep >= min(_SWEEP_INTERVAL_S, self._config.daemon.lease_s):
                 self._sweep_due, last_sweep = True, self._clock()
             try:
                 await self._tick()
@@ -123,6 +130,12 @@ class Supervisor:
             await self.sync()
         if not (changed or self._sweep_due):
             return
+        if self._sweep_due:
+            # A loop that crashed between claim and settle leaves its claim behind; once the
+            # lease is over it goes back to pending under the same delivery id.
+            reaped = await self._store.reap_expired(now=time.time())
+            if reaped:
+                log.warning("supervisor.reaped_expired", deliveries=[d for d, _ in reaped])
         self._sweep_due = False
         pending = (
             await self._gate.pending_agents()
@@ -182,15 +195,25 @@ class Supervisor:
     def _crashed(self, entry: _Entry, exc: Exception, emit: Callable[..., Any]) -> None:
         entry.crashes += 1
         entry.last_crash = f"{type(exc).__name__}: {exc}"
-        emit("supervisor.loop_crashed", agent=entry.agent.name, crashes=entry.crashes,
-             error=entry.last_crash, restart_in_s=round(self._restart_delay(entry.crashes), 3))
+        emit(
+            "supervisor.loop_crashed",
+            agent=entry.agent.name,
+            crashes=entry.crashes,
+            error=entry.last_crash,
+            restart_in_s=round(self._restart_delay(entry.crashes), 3),
+        )
 
     async def _run_once(self, entry: _Entry) -> None:
         agent = entry.agent
         channel = self._factory(agent, self._config)
         loop = DeliveryLoop(
-            agent, channel, self._store, self._mailer,
-            LoopSettings.from_config(self._config.daemon, agent), clock=self._clock, gated=True,
+            agent,
+            channel,
+            self._store,
+            self._mailer,
+            LoopSettings.from_config(self._config.daemon, agent),
+            clock=self._clock,
+            gated=True,
         )
         loop.paused = self._all_paused or agent.name in self._paused
         entry.loop = loop
@@ -294,7 +317,9 @@ class Supervisor:
     def update_config(self, config: Config) -> None:
         """Apply a reloaded config: new settings at once; new channels if their section changed."""
         channels_changed = (config.spawn, config.stdin, config.tmux) != (
-            self._config.spawn, self._config.stdin, self._config.tmux,
+            self._config.spawn,
+            self._config.stdin,
+            self._config.tmux,
         )
         self._config = config
         for entry in self._entries.values():
@@ -312,9 +337,14 @@ class Supervisor:
         out: dict[str, dict[str, Any]] = {}
         for name, entry in sorted(self._entries.items()):
             loop = entry.loop
-            row: dict[str, Any] = loop.snapshot() if loop is not None else {
-                "state": "restarting" if entry.crashes else "starting", "busy": False,
-            }
+            row: dict[str, Any] = (
+                loop.snapshot()
+                if loop is not None
+                else {
+                    "state": "restarting" if entry.crashes else "starting",
+                    "busy": False,
+                }
+            )
             for key in _COUNTERS:
                 row[key] = entry.totals[key] + (getattr(loop, key) if loop is not None else 0)
             row.update(

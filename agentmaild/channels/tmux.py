@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import sqlite3
 import time
 from contextlib import suppress
@@ -40,7 +41,7 @@ from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
-from agentmaild.errors import AgentUnavailable, DeliveryFailed
+from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.hooks import delivery_seen
 from agentmaild.models import Agent, Batch
 
@@ -64,12 +65,21 @@ _GONE_MARKERS = (
     "pane not found",
 )
 
+# Control characters would leave the bracketed paste (ESC[201~) and turn text into keys.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
 # One lock per pane per process: two channel instances (a reloaded loop, a test) never interleave.
 _PANE_LOCKS: dict[tuple[str, str], anyio.Lock] = {}
 
 
 def pane_lock(socket: str, target: str) -> anyio.Lock:
     return _PANE_LOCKS.setdefault((socket, target), anyio.Lock())
+
+
+def terminal_safe(text: str) -> str:
+    """The text as pasted: line ends as LF, other control characters spelled ``\\xNN``."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def tmux_base(socket: str | None) -> list[str]:
@@ -152,7 +162,7 @@ class TmuxChannel(Channel):
             # Re-checked under the lock, right before typing: never into a busy pane or a dialog.
             probe = await self._probe()
             if probe.busy:
-                raise AgentUnavailable(
+                raise AgentBusy(
                     f"pane {self.target} is busy ({', '.join(probe.reasons)}); not typed into"
                 )
             await self._paste(batch.delivery_id, text)
@@ -226,7 +236,8 @@ class TmuxChannel(Channel):
     # -- paste, Enter, verify ---------------------------------------------------------------
     async def _paste(self, delivery_id: str, text: str) -> None:
         buffer = f"agentmaild-{self.agent.name}-{delivery_id}"
-        await self._run("load-buffer", "-b", buffer, "-", stdin=text.rstrip("\n").encode())
+        data = terminal_safe(text).rstrip("\n").encode()
+        await self._run("load-buffer", "-b", buffer, "-", stdin=data)
         try:
             # -p: bracketed paste, so newlines stay text; -r: LF is not turned into CR (Enter)
             # for a program that did not ask for bracketed paste; -d: the buffer goes with it.
@@ -243,9 +254,14 @@ class TmuxChannel(Channel):
         finally:
             if verified is None:
                 # Cancelled or unverified: leave no half-delivered text for a human to send.
-                with anyio.CancelScope(shield=True), anyio.move_on_after(3):
+                cleared = False
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(3),
+                    suppress(AgentUnavailable, DeliveryFailed),
+                ):
                     cleared = await self._clear_composer()
-                    bound.warning("tmux.unverified", cleared=cleared, signals=self._signals)
+                bound.warning("tmux.unverified", cleared=cleared, signals=self._signals)
         self._last = {"delivery_id": delivery_id, "verified_by": verified}
         if verified is None:
             raise DeliveryFailed(

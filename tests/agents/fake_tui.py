@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Stand-in for Claude Code's interactive TUI, run in a tmux pane (stdlib only).
 
-Screen, like Claude Code 2.x: transcript, a spinner line while busy, a rule, the composer
-(``❯`` + NO-BREAK SPACE + typed text, continuation lines indented), a rule, and a footer that
-gains ``· esc to interrupt`` while a turn runs. A dialog replaces the composer.
+Screen, like Claude Code 2.x: transcript, a spinner line while busy, a rule, the composer (the
+prompt glyph U+276F + NO-BREAK SPACE + typed text, continuation lines indented), a rule, and a
+footer that gains ``· esc to interrupt`` while a turn runs. A dialog replaces the composer.
 
 Input: bracketed paste (ESC[200~ … ESC[201~, CR/LF kept as newlines) and typed keys go into the
 composer; Enter submits a non-empty composer when idle: the UserPromptSubmit hooks from

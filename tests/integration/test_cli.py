@@ -243,28 +243,37 @@ def test_check_inject_takes_the_fast_path(cli: Cli) -> None:
     """`check --inject` is on the hook hot path: it must not import typer, structlog or asyncio."""
     cli.seed(("b1", "builder"))
     cli.send(sender="lead1", to="b1", subject="s", body="b")
-    code = (
-        "import json, sys\n"
-        "sys.argv = ['agentmaild', 'check', '--inject', '--agent', 'b1', '--json']\n"
-        "from agentmaild import entry\n"
-        "try:\n"
-        "    entry.main()\n"
-        "except SystemExit as e:\n"
-        "    rc = e.code\n"
-        "heavy = ('typer', 'click', 'structlog', 'asyncio')\n"
-        "heavy = sorted(m for m in heavy if m in sys.modules)\n"
-        "sys.stderr.write(json.dumps({'rc': rc, 'heavy': heavy}))\n"
-    )
     proc = subprocess.run(
-        [sys.executable, "-c", code],
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "agentmaild",
+            "check",
+            "--inject",
+            "--agent",
+            "b1",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         env=cli.env,
         cwd=cli.cwd,
         timeout=30,
     )
-    report = json.loads(proc.stderr)
-    assert report == {"rc": 0, "heavy": []}
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["ok"] is True
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "agentmaild.fast" in imported
+    heavy = sorted(
+        m for m in imported if m.split(".")[0] in {"typer", "click", "structlog", "asyncio"}
+    )
+    assert heavy == []
     assert len(json.loads(proc.stdout)["acked"]) == 1
 
 

@@ -24,9 +24,9 @@ import anyio
 import pytest
 
 from agentmaild.channels.factory import make_channel
-from agentmaild.channels.tmux import TmuxChannel, parse_screen
+from agentmaild.channels.tmux import TmuxChannel, parse_screen, terminal_safe
 from agentmaild.config import Config, TmuxConfig
-from agentmaild.errors import AgentUnavailable, DeliveryFailed
+from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.ids import iso_now
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.render import render_batch
@@ -65,7 +65,7 @@ def install_hooks(db: Path, project: Path) -> None:
     """agentmaild's own installer when it is there, else the settings it would write."""
     argv = [str(AGENTMAILD), "--db", str(db), "hooks", "install", "--agent", AGENT,
             "--dir", str(project)]
-    if AGENTMAILD.exists() and subprocess.run(argv, capture_output=True, check=False).returncode == 0:
+    if AGENTMAILD.exists() and subprocess.run(argv, capture_output=True).returncode == 0:
         return
     try:  # the command is not wired in yet: its Python API
         from agentmaild.hooks_install import install_hooks as install
@@ -191,11 +191,13 @@ def make_batch(body: str = "hello", *, subject: str = "greetings") -> tuple[Batc
     return batch, render_batch(batch.messages, agent=AGENT, delivery_id=delivery_id)
 
 
-async def wait_not_busy(channel: TmuxChannel, timeout: float = 10.0) -> None:
+async def wait_not_busy(channel: TmuxChannel) -> None:
     """Signals settle one by one (the Stop hook, then the session file, then the screen)."""
-    with anyio.fail_after(timeout):
-        while await channel.is_busy():
-            await anyio.sleep(0.05)
+    for _ in range(200):
+        if not await channel.is_busy():
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"still busy after 10s: {channel.describe()['signals']}")
 
 
 # -- idle: paste, Enter, verify ---------------------------------------------------------------
@@ -255,7 +257,7 @@ async def test_busy_pane_is_never_typed_into(pane: Pane) -> None:
     assert {"pane:busy-footer", "session:busy", "hook:busy"} <= set(reasons)
 
     batch, text = make_batch()
-    with pytest.raises(AgentUnavailable, match="busy"):
+    with pytest.raises(AgentBusy, match="busy"):
         await channel.deliver(batch, text)  # forced past is_busy: still refused
     assert pane.prompts() == ["a human's own prompt"]
     assert [p["data"] for p in pane.pastes()] == ["a human's own prompt"]
@@ -276,7 +278,7 @@ async def test_open_dialog_is_busy_and_untouched(pane: Pane) -> None:
     assert await channel.is_busy() is True
     assert "pane:no-composer" in channel.describe()["signals"]["busy_reasons"]  # type: ignore[index]
     batch, text = make_batch()
-    with pytest.raises(AgentUnavailable, match="busy"):
+    with pytest.raises(AgentBusy, match="busy"):
         await channel.deliver(batch, text)
     assert pane.pastes() == []
     assert jsonl(pane.inputs) == []  # not even a key
@@ -370,7 +372,7 @@ async def test_two_deliveries_to_one_pane_are_serialised(pane: Pane) -> None:
             try:
                 await channel.deliver(batch, text)
                 return
-            except AgentUnavailable:
+            except AgentBusy:
                 await anyio.sleep(0.05)
 
     with anyio.fail_after(20):
@@ -386,12 +388,14 @@ async def test_hostile_text_arrives_verbatim(pane: Pane) -> None:
     marker = pane.tmp / "pwned"
     body = (f"C-c Enter Escape ; kill-server ; send-keys C-c\n$(touch {marker}) `touch {marker}`"
             "\n#{pane_pid} #(touch /tmp/x) ~ \\ 'single' \"double\" \ttab \u00a0nbsp \u276f glyph"
-            "\n\u2500\u2500\u2500 not a rule \u2500\u2500\u2500 esc to interrupt")
+            "\n\u2500\u2500\u2500 not a rule \u2500\u2500\u2500 esc to interrupt"
+            "\nend of paste:\x1b[201~\r\x03 still text")
     pane.start()
     channel = pane.channel()
     batch, text = make_batch(body, subject="C-c; $(reboot)")
     await channel.deliver(batch, text)
-    assert pane.prompts(1) == [text.rstrip("\n")]
+    assert pane.prompts(1) == [terminal_safe(text).rstrip("\n")]
+    assert "\\x1b[201~\n\\x03 still text" in pane.prompts()[0]
     assert not marker.exists()
     assert await pane.channel().is_busy() in (True, False)  # the server survived
 

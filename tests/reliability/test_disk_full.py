@@ -139,11 +139,6 @@ def test_full_disk_clear_error_no_corruption_service_resumes(
     print(f"full disk: {len(ids)} x 60 KB messages filled 1 MiB; refused with {error.message!r}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an ack that fails (disk full) leaves the delivery 'claimed'; nothing reaps "
-    "expired claims while the daemon runs, so the batch waits for lease_s, then forever",
-)
 def test_ack_failing_on_a_full_disk_is_redelivered_once_space_returns(
     small_fs: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:

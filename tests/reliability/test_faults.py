@@ -174,11 +174,6 @@ def test_vanished_pane_retries_without_loss_or_stuck_loop(
 
 @pytest.mark.tmux
 @tmux_available
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: AgentUnavailable never counts toward max_attempts (delivery.py _settle: "
-    "counted = 0), so mail to a vanished pane is retried forever: no dead letter, no NDR",
-)
 def test_vanished_pane_mail_becomes_a_dead_letter_with_an_ndr(
     db: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:

@@ -222,7 +222,7 @@ async def test_outer_cancel_mid_deliver_releases(store: SqliteMailStore, mailer:
     assert store.counts()["alice"].in_flight == 0
 
 
-async def test_unavailable_backs_off_without_counting(
+async def test_unavailable_backs_off_and_counts_toward_dead_letters(
     store: SqliteMailStore, mailer: Mailer
 ) -> None:
     send(mailer)
@@ -233,7 +233,8 @@ async def test_unavailable_backs_off_without_counting(
     channel = FakeChannel(gone)
     loop = make_loop(store, mailer, channel, Clock())
     assert await loop.step() is StepResult.UNAVAILABLE
-    assert delivery_state(store, channel.attempts[0].delivery_id) == ("pending", 1, 0)
+    # Counted: a recipient that never comes back ends in dead letters and an NDR.
+    assert delivery_state(store, channel.attempts[0].delivery_id) == ("pending", 1, 1)
     assert loop.backoff_until > 0
 
 
