@@ -27,9 +27,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 serve: $(STAMP)
-	@echo "agentmaild: store $(DB)"
-	@echo "  register an agent:  $(BIN)/agentmaild --db $(DB) agents add demo --capability builder --channel spawn --command 'cat'"
-	@echo "  send it mail:       $(BIN)/agentmaild --db $(DB) send --to demo --subject hi --body hello"
+	@echo "agentmaild: serving $(DB); in another shell:"
+	@echo "  $(BIN)/agentmaild --db $(DB) agents add demo --capability builder --channel spawn --command 'tee -a /tmp/demo-inbox.jsonl'"
+	@echo "  $(BIN)/agentmaild --db $(DB) send --to demo --subject hello --body 'first delivery'"
+	@echo "  cat /tmp/demo-inbox.jsonl; $(BIN)/agentmaild --db $(DB) status"
 	$(BIN)/agentmaild serve --db $(DB)
 
 lint: $(STAMP)

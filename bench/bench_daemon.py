@@ -625,8 +625,8 @@ def bench_wal(tmp: Path, quick: bool) -> list[Figure]:
             + f"; sender's send+poke p50 {1000 * sent['p50']:.2f} ms, p99 "
             f"{1000 * sent['p99']:.2f} ms; acked by the end of sending {acked_at_end:,}; "
             f"{'all acked' if drained else 'NOT all acked'} {drain_s:.1f} s later; send→ack "
-            f"under load {_ms(lat)}; daemon CPU while sending {cpu:.0f} % of one core; load average "
-            f"at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+            f"under load {_ms(lat)}; daemon CPU while sending {cpu:.0f} % of one core; load "
+            f"average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return [
         Figure(name=f"WAL peak, {rate:,.0f} msg/s for {duration:g} s (MB)", ours=peak, unit="MB",
                target=("<=", 64.0), target_on="ours",
