@@ -26,6 +26,8 @@ from agentmaild.errors import DaemonNotRunning
 from agentmaild.mail import Mailer
 from agentmaild.models import PRIORITY_RANK, Agent
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.waiting import read_jsonl as records
+from tests.support.waiting import wait_for
 
 AGENTS = Path(__file__).resolve().parent.parent / "agents"
 MSG_RE = re.compile(r"--- message \d+/\d+: (msg-[a-z0-9]+) ---")
@@ -38,25 +40,8 @@ FAST = {
 }
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
 def agent_cmd(script: str, *args: str) -> tuple[str, ...]:
     return (sys.executable, str(AGENTS / script), *args)
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 class Daemon:
@@ -65,8 +50,11 @@ class Daemon:
         self.sock = socket_path_for(db)
         self.log = tmp / f"daemon-{time.monotonic_ns()}.log"
         self.env = {
-            **os.environ, **FAST, **(env or {}),
-            "XDG_CONFIG_HOME": str(tmp / "xdg"), "AGENTMAILD_LOG_FORMAT": "json",
+            **os.environ,
+            **FAST,
+            **(env or {}),
+            "XDG_CONFIG_HOME": str(tmp / "xdg"),
+            "AGENTMAILD_LOG_FORMAT": "json",
         }
         self.env.pop("AGENTMAIL_DB", None)
         self.env.pop("AGENTMAILD_CONFIG", None)
@@ -75,14 +63,19 @@ class Daemon:
     def cli(self, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "agentmaild", *args, "--db", str(self.db)],
-            env=self.env, capture_output=True, text=True, timeout=timeout,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
     def start(self) -> Daemon:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "agentmaild", "serve", "--db", str(self.db)],
-                env=self.env, stdout=log, stderr=log,
+                env=self.env,
+                stdout=log,
+                stderr=log,
             )
         wait_for(self.ready, 15, "the daemon to answer ping")
         return self
@@ -170,8 +163,9 @@ def test_200_messages_to_5_agents_delivered_in_priority_order(
     for i in range(200):
         to = names[i % 5]
         priority = rng.choice(list(PRIORITY_RANK))
-        m = mailer.send(sender="bob", to=to, subject=f"m{i}", body=f"body {i}",
-                        priority=priority).messages[0]
+        m = mailer.send(
+            sender="bob", to=to, subject=f"m{i}", body=f"body {i}", priority=priority
+        ).messages[0]
         sent[to].append(m)
     d = daemons()
     wait_for(lambda: store.totals()["unread"] == 0, 60, "all 200 messages acked")
@@ -188,8 +182,9 @@ def test_fail_twice_then_succeed_shows_retries_and_backoff(
 ) -> None:
     counter = tmp_path / "flaky.count"
     add_spawn(store, "flaky", agent_cmd("flaky_agent.py", str(counter), "2"))
-    d = daemons({"AGENTMAILD_DAEMON_BACKOFF_INITIAL_S": "0.4",
-                 "AGENTMAILD_DAEMON_BACKOFF_MAX_S": "2"})
+    d = daemons(
+        {"AGENTMAILD_DAEMON_BACKOFF_INITIAL_S": "0.4", "AGENTMAILD_DAEMON_BACKOFF_MAX_S": "2"}
+    )
     mid = Mailer(store).send(sender="bob", to="flaky", subject="hi", body="x").ids[0]
     poke(d.sock, ["flaky"])
     row = wait_for(lambda: (r := d.status_row("flaky"))["backoff_s"] > 0 and r, 10, "backoff")
@@ -237,8 +232,9 @@ def test_sigkill_mid_delivery_then_restart_loses_nothing(
     rec, gate = tmp_path / "kill.jsonl", tmp_path / "gate"
     add_spawn(store, "victim", agent_cmd("gated_agent.py", str(rec), str(gate)), parent="bob")
     mailer = Mailer(store)
-    ids = [mailer.send(sender="bob", to="victim", subject=f"s{i}", body="x").ids[0]
-           for i in range(3)]
+    ids = [
+        mailer.send(sender="bob", to="victim", subject=f"s{i}", body="x").ids[0] for i in range(3)
+    ]
     first = daemons()
     [started] = wait_for(lambda: records(rec), 15, "the first turn to start")
     assert first.stop(signal.SIGKILL) == -signal.SIGKILL

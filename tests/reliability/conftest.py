@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,8 @@ from agentmaild.control.protocol import socket_path_for
 from agentmaild.errors import ControlError
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.waiting import read_jsonl as read_jsonl  # re-exported for the tests
+from tests.support.waiting import wait_for as wait_for
 
 AGENTS = Path(__file__).resolve().parent.parent / "agents"
 
@@ -39,27 +40,9 @@ FAST = {
 }
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    """Poll ``predicate`` until truthy; AssertionError naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
 def agent_cmd(script: str, *args: str) -> tuple[str, ...]:
     """A stand-in agent command; ``-S`` skips site-packages, so each turn starts in ~15 ms."""
     return (sys.executable, "-S", str(AGENTS / script), *args)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def integrity(db: Path) -> str:
@@ -76,8 +59,11 @@ def add_spawn(store: SqliteMailStore, name: str, command: tuple[str, ...], **kw:
 
 def base_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {
-        **os.environ, **FAST, **(extra or {}),
-        "XDG_CONFIG_HOME": str(tmp / "xdg"), "AGENTMAILD_LOG_FORMAT": "json",
+        **os.environ,
+        **FAST,
+        **(extra or {}),
+        "XDG_CONFIG_HOME": str(tmp / "xdg"),
+        "AGENTMAILD_LOG_FORMAT": "json",
     }
     for key in ("AGENTMAIL_DB", "AGENTMAILD_CONFIG", "AGENTMAIL_AGENT"):
         env.pop(key, None)
@@ -94,18 +80,25 @@ class DaemonProc:
         self.env = base_env(tmp, env)
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def cli(self, *args: str, stdin: bytes | None = None,
-            timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+    def cli(
+        self, *args: str, stdin: bytes | None = None, timeout: float = 30
+    ) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
             [sys.executable, "-m", "agentmaild", *args, "--db", str(self.db)],
-            env=self.env, capture_output=True, input=stdin, timeout=timeout,
+            env=self.env,
+            capture_output=True,
+            input=stdin,
+            timeout=timeout,
         )
 
     def start(self) -> DaemonProc:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "agentmaild", "serve", "--db", str(self.db)],
-                env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                env=self.env,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
             )
         wait_for(self.ready, 20, "the daemon to answer ping")
         return self
@@ -165,8 +158,9 @@ def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
     """``daemons(env=None, start=True)``; every daemon left running is SIGKILLed at teardown."""
     started: list[DaemonProc] = []
 
-    def make(env: dict[str, str] | None = None, start: bool = True,
-             path: Path | None = None) -> DaemonProc:
+    def make(
+        env: dict[str, str] | None = None, start: bool = True, path: Path | None = None
+    ) -> DaemonProc:
         d = DaemonProc(path or db, tmp_path, env)
         started.append(d)
         return d.start() if start else d

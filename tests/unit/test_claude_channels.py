@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,8 @@ from agentmaild.errors import AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.procs import ChildExit
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.waiting import alive
+from tests.support.waiting import wait_until as wait_for
 
 BOUND = 15.0
 FAKE = Path(__file__).resolve().parents[1] / "agents" / "fake_claude.py"
@@ -37,25 +38,6 @@ STREAM_FLAGS = [
     "--verbose",
     "--replay-user-messages",
 ]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return not Path("/proc").is_dir()
-    return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
-
-
-async def wait_for(predicate: Callable[[], Any], within_s: float = BOUND) -> None:
-    """Another process's progress has no event: poll it, bounded."""
-    with anyio.fail_after(within_s):
-        while not predicate():  # noqa: ASYNC110 - polled: no event to await
-            await anyio.sleep(0.01)
 
 
 @dataclass

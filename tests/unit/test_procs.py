@@ -7,7 +7,6 @@ import os
 import sys
 import textwrap
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -21,29 +20,11 @@ from agentmaild.procs import (
     log_path,
     open_child,
 )
+from tests.support.waiting import alive
+from tests.support.waiting import wait_until as wait_for
 
 BOUND = 10.0  # upper bound for any single wait; nothing here should come close
 PY = sys.executable
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` is a live process (a zombie nobody reaps counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return not Path("/proc").is_dir()
-    return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
-
-
-async def wait_for(predicate: Callable[[], bool], within_s: float = BOUND) -> None:
-    """Wait for an observable condition, bounded (there is no event for another process's state)."""
-    with anyio.fail_after(within_s):
-        while not predicate():  # noqa: ASYNC110 - polled: no event to await
-            await anyio.sleep(0.01)
 
 
 def real(path: str | Path) -> str:

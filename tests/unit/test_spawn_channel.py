@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,30 +20,12 @@ from agentmaild.channels.tmux import TmuxChannel
 from agentmaild.config import Config, SpawnConfig
 from agentmaild.errors import AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch, Message
+from tests.support.waiting import alive
+from tests.support.waiting import wait_until as wait_for
 
 BOUND = 10.0
 AGENTS = Path(__file__).resolve().parents[1] / "agents"
 PY = sys.executable
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` is a live process (a zombie nobody reaps counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return not Path("/proc").is_dir()
-    return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
-
-
-async def wait_for(predicate: Callable[[], bool], within_s: float = BOUND) -> None:
-    """Wait for an observable condition, bounded (another process's state has no event)."""
-    with anyio.fail_after(within_s):
-        while not predicate():  # noqa: ASYNC110 - polled: no event to await
-            await anyio.sleep(0.01)
 
 
 def real(path: str | Path) -> str:
