@@ -17,10 +17,10 @@ from agentmaild.models import (
     REFUSED_STATES,
     Agent,
     Message,
-    MessageType,
 )
 from agentmaild.payloads import validate_payload
 from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.vocab import MESSAGE_TYPES
 
 if TYPE_CHECKING:
     from agentmaild.config import LimitsConfig
@@ -30,7 +30,6 @@ DAEMON_SENDER = "agentmaild"
 # Always-valid recipients that need no registration: the human at the keyboard.
 IMPLICIT_RECIPIENTS = frozenset({OPERATOR})
 NUDGE_TYPES = frozenset({"worker_done", "merge_ready", "error", "escalation", "merge_failed"})
-MESSAGE_TYPES = tuple(t.value for t in MessageType)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentmaild import vocab
+
 
 class MessageType(enum.StrEnum):
     STATUS = "status"
@@ -25,8 +27,9 @@ class MessageType(enum.StrEnum):
     DECISION_GATE = "decision_gate"
 
 
-SEMANTIC_TYPES = frozenset({"status", "question", "result", "error"})
-PROTOCOL_TYPES = frozenset(t.value for t in MessageType) - SEMANTIC_TYPES
+SEMANTIC_TYPES = frozenset(vocab.SEMANTIC_TYPES)
+PROTOCOL_TYPES = frozenset(vocab.PROTOCOL_TYPES)
+assert tuple(t.value for t in MessageType) == vocab.MESSAGE_TYPES
 
 
 class Priority(enum.StrEnum):

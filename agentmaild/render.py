@@ -7,26 +7,15 @@ from __future__ import annotations
 
 import json
 
+from agentmaild.vocab import PROTOCOL_TYPES
+
 # Spelled this way so the hook path never imports typing (mypy still checks the block).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, Protocol
 
-PROTOCOL = frozenset(
-    {
-        "worker_done",
-        "worker_died",
-        "merge_ready",
-        "merged",
-        "merge_failed",
-        "escalation",
-        "health_check",
-        "dispatch",
-        "assign",
-        "decision_gate",
-    }
-)
+PROTOCOL = frozenset(PROTOCOL_TYPES)
 
 
 if TYPE_CHECKING:

@@ -10,26 +10,10 @@ import re
 import sqlite3
 
 from agentmaild.store.queries import schema_statements
+from agentmaild.vocab import MESSAGE_TYPES
 
 SCHEMA_VERSION = 1
 
-# The 14 message types (models.MessageType; spelled out so the hook path skips the models).
-MESSAGE_TYPES = (
-    "status",
-    "question",
-    "result",
-    "error",
-    "worker_done",
-    "worker_died",
-    "merge_ready",
-    "merged",
-    "merge_failed",
-    "escalation",
-    "health_check",
-    "dispatch",
-    "assign",
-    "decision_gate",
-)
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.
 EXTRA_COLUMNS = {

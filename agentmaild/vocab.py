@@ -1,0 +1,22 @@
+"""The message vocabulary as plain constants: types and priorities (stdlib only, for hot paths).
+
+``models.MessageType``/``Priority`` are the typed views of the same lists.
+"""
+
+from __future__ import annotations
+
+SEMANTIC_TYPES = ("status", "question", "result", "error")
+PROTOCOL_TYPES = (
+    "worker_done",
+    "worker_died",
+    "merge_ready",
+    "merged",
+    "merge_failed",
+    "escalation",
+    "health_check",
+    "dispatch",
+    "assign",
+    "decision_gate",
+)
+MESSAGE_TYPES = SEMANTIC_TYPES + PROTOCOL_TYPES
+PRIORITIES = ("low", "normal", "high", "urgent")
