@@ -40,6 +40,7 @@ log = structlog.get_logger(__name__)
 # Agents whose process the daemon owned: a "busy" turn state left behind died with it.
 _OWNED_CHANNELS = frozenset({ChannelKind.SPAWN, ChannelKind.STDIN})
 _CHECKPOINT_TICK_S = 1.0
+_CHECKPOINT_RETRY_S = 0.05
 _TRUNCATE_BUSY_TIMEOUT_MS = 100
 
 
@@ -242,10 +243,14 @@ class Daemon:
         wal = self.db.with_name(self.db.name + "-wal")
         page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
         last = time.monotonic()
+        retry_soon = False
         try:
             while not self._shutdown.is_set():
                 daemon = self.config.daemon
-                with anyio.move_on_after(min(_CHECKPOINT_TICK_S, daemon.checkpoint_interval_s)):
+                tick = min(_CHECKPOINT_TICK_S, daemon.checkpoint_interval_s)
+                # A large WAL whose TRUNCATE lost the race to a writer is retried at once-ish:
+                # under sustained load the WAL would otherwise grow for another whole tick.
+                with anyio.move_on_after(_CHECKPOINT_RETRY_S if retry_soon else tick):
                     await self._shutdown.wait()
                 size = _file_size(wal)
                 large = size > daemon.wal_checkpoint_pages * page_size
@@ -253,7 +258,8 @@ class Daemon:
                     continue
                 last = time.monotonic()
                 mode = "TRUNCATE" if large else "PASSIVE"
-                await anyio.to_thread.run_sync(_checkpoint, conn, mode, limiter=limiter)
+                busy = await anyio.to_thread.run_sync(_checkpoint, conn, mode, limiter=limiter)
+                retry_soon = busy and large
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(conn.close, limiter=limiter)
@@ -272,7 +278,8 @@ def _file_size(path: Path) -> int:
         return 0
 
 
-def _checkpoint(conn: Any, mode: str) -> None:
+def _checkpoint(conn: Any, mode: str) -> bool:
+    """Run one checkpoint; True when it could not finish (readers or a writer were in the way)."""
     if mode == "TRUNCATE":
         # Waiting long here would stall writers behind us; a busy TRUNCATE just retries later.
         conn.execute(f"PRAGMA busy_timeout = {_TRUNCATE_BUSY_TIMEOUT_MS}")
@@ -280,10 +287,11 @@ def _checkpoint(conn: Any, mode: str) -> None:
         busy, frames, done = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
     except Exception as exc:  # sqlite3.Error: a checkpoint is an optimisation, never fatal
         log.warning("daemon.checkpoint_failed", mode=mode, error=str(exc))
-        return
+        return True
     finally:
         conn.execute("PRAGMA busy_timeout = 5000")
     log.debug("daemon.checkpointed", mode=mode, busy=busy, frames=frames, checkpointed=done)
+    return bool(busy)
 
 
 # -- the control socket's commands ------------------------------------------------------------

@@ -49,6 +49,7 @@ def _open(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 10000")  # = store.sqlite.SENDER_AUTOCHECKPOINT_PAGES
     if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
         # An old or Overstory-only file: let the full store run its migration once.
         conn.close()

@@ -36,6 +36,11 @@ T = TypeVar("T")
 
 # How long a writer keeps retrying SQLITE_BUSY beyond SQLite's own busy_timeout.
 _BUSY_DEADLINE_S = 30.0
+# Senders leave checkpoints to the daemon (which runs them every checkpoint_interval_s or when the
+# WAL passes wal_checkpoint_pages); they only checkpoint themselves past this many pages (~40 MB),
+# which happens when no daemon runs.
+SENDER_AUTOCHECKPOINT_PAGES = 10_000
+WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -44,6 +49,9 @@ def connect(path: str | Path) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {SENDER_AUTOCHECKPOINT_PAGES}")
+    # When a checkpoint lets the WAL restart, cut the file back instead of keeping its peak.
+    conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
     return conn
 
 

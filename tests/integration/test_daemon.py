@@ -49,15 +49,16 @@ class Daemon:
         self.db = db
         self.sock = socket_path_for(db)
         self.log = tmp / f"daemon-{time.monotonic_ns()}.log"
+        inherited = {
+            k: v for k, v in os.environ.items() if k not in ("AGENTMAIL_DB", "AGENTMAILD_CONFIG")
+        }
         self.env = {
-            **os.environ,
+            **inherited,
             **FAST,
             **(env or {}),
             "XDG_CONFIG_HOME": str(tmp / "xdg"),
             "AGENTMAILD_LOG_FORMAT": "json",
         }
-        self.env.pop("AGENTMAIL_DB", None)
-        self.env.pop("AGENTMAILD_CONFIG", None)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def cli(self, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
