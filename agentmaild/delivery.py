@@ -8,102 +8,37 @@ delivery id; after ``max_attempts`` failures it is a dead letter and its senders
 
 from __future__ import annotations
 
-import enum
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
 import structlog
 
-from agentmaild.errors import (
-    AgentBusy,
-    AgentmaildError,
-    AgentUnavailable,
-    DeliveryFailed,
-    NotFound,
-    StoreError,
-)
+from agentmaild.delivery_bookkeeping import Bookkeeper
+from agentmaild.delivery_types import Clock, LoopSettings, Outcome, StepResult
+from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.ids import iso_now
-from agentmaild.mail import DAEMON_SENDER, Mailer
+from agentmaild.mail import Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.render import render_batch
 
 if TYPE_CHECKING:
     from agentmaild.channels.base import Channel
-    from agentmaild.config import DaemonConfig
     from agentmaild.store.aio import AsyncMailStore
 
 log = structlog.get_logger(__name__)
 
-Clock = Callable[[], float]
-
 # Rendered text around the bodies (headers, banners, reply hints) stays under this.
 _RENDER_OVERHEAD_CHARS = 1500
 _MAX_BACKOFF_EXPONENT = 32
-
-
-class StepResult(enum.StrEnum):
-    BUSY = "busy"  # the agent cannot take mail now; nothing claimed
-    IDLE = "idle"  # nothing to claim
-    DELIVERED = "delivered"  # the channel confirmed; acked
-    FAILED = "failed"  # the channel did not confirm; released with one failure
-    DEAD = "dead"  # that failure was the last allowed: dead letters, NDR sent
-    TIMEOUT = "timeout"  # deliver_timeout_s passed; released with one failure
-    CANCELLED = "cancelled"  # abort() during delivery; released without a failure
-    UNAVAILABLE = "unavailable"  # the agent cannot take mail at all; released, backing off
-    PAUSED = "paused"  # paused or stopping: nothing claimed
-    BACKOFF = "backoff"  # still backing off after a failure: nothing claimed
-
 
 # After these results run() steps again at once: there may be more mail waiting.
 _AGAIN = frozenset({StepResult.DELIVERED, StepResult.DEAD})
 _BACKING_OFF = frozenset(
     {StepResult.FAILED, StepResult.TIMEOUT, StepResult.UNAVAILABLE, StepResult.BACKOFF}
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoopSettings:
-    poll_interval_s: float = 2.0
-    lease_s: float = 300.0
-    batch_max_messages: int = 20
-    batch_max_chars: int = 10000
-    max_attempts: int = 5
-    backoff_initial_s: float = 1.0
-    backoff_max_s: float = 300.0
-    backoff_jitter: float = 0.2
-    deliver_timeout_s: float | None = None  # None: the channel's own stall handling decides
-
-    @classmethod
-    def from_config(cls, daemon: DaemonConfig, agent: Agent | None = None) -> LoopSettings:
-        settings = cls(
-            poll_interval_s=daemon.poll_interval_s,
-            lease_s=daemon.lease_s,
-            batch_max_messages=daemon.batch_max_messages,
-            batch_max_chars=daemon.batch_max_chars,
-            max_attempts=daemon.max_attempts,
-            backoff_initial_s=daemon.backoff_initial_s,
-            backoff_max_s=daemon.backoff_max_s,
-            backoff_jitter=daemon.backoff_jitter,
-        )
-        if agent is None:
-            return settings
-        timeout = agent.settings.get("deliver_timeout_s")
-        return replace(
-            settings,
-            poll_interval_s=agent.poll_interval_s or settings.poll_interval_s,
-            deliver_timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
-        )
-
-
-@dataclass(slots=True)
-class _Outcome:
-    result: StepResult
-    error: str | None = None
 
 
 class DeliveryLoop:
@@ -130,12 +65,12 @@ class DeliveryLoop:
         self.channel = channel
         self.settings = settings
         self._store = store
-        self._mailer = mailer
         self._clock = clock
         self._wall = wall
         self._rng = rng or random.Random()
         self._gated = gated
         self._log = log.bind(agent=agent.name)
+        self._books = Bookkeeper(agent.name, store, mailer, wall=wall, log=self._log)
         self._wake = anyio.Event()
         self._stopping = False
         self._deliver_scope: anyio.CancelScope | None = None
@@ -225,9 +160,9 @@ class DeliveryLoop:
             except BaseException:
                 # Cancelled from outside (shutdown, supervisor): settle what we know, then go.
                 known = (
-                    _Outcome(StepResult.DELIVERED)
+                    Outcome(StepResult.DELIVERED)
                     if self._confirmed
-                    else _Outcome(StepResult.CANCELLED, "cancelled")
+                    else Outcome(StepResult.CANCELLED, "cancelled")
                 )
                 with anyio.CancelScope(shield=True):
                     await self._settle(batch, known, started)
@@ -239,12 +174,12 @@ class DeliveryLoop:
             self.quiet.set()
         return result
 
-    async def _deliver(self, batch: Batch, text: str) -> _Outcome:
+    async def _deliver(self, batch: Batch, text: str) -> Outcome:
         scope = anyio.CancelScope()
         if self.settings.deliver_timeout_s is not None:
             scope.deadline = anyio.current_time() + self.settings.deliver_timeout_s
         self._deliver_scope, self._aborted = scope, False
-        outcome = _Outcome(StepResult.DELIVERED)
+        outcome = Outcome(StepResult.DELIVERED)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._keep_lease, batch.delivery_id)
@@ -255,26 +190,26 @@ class DeliveryLoop:
             self._deliver_scope = None
         if scope.cancelled_caught and not self._confirmed:
             if self._aborted:
-                return _Outcome(StepResult.CANCELLED, "cancelled")
-            return _Outcome(
+                return Outcome(StepResult.CANCELLED, "cancelled")
+            return Outcome(
                 StepResult.TIMEOUT, f"no confirmation within {self.settings.deliver_timeout_s:g}s"
             )
         return outcome
 
-    async def _inject(self, batch: Batch, text: str) -> _Outcome:
+    async def _inject(self, batch: Batch, text: str) -> Outcome:
         try:
             await self.channel.deliver(batch, text)
         except DeliveryFailed as exc:
-            return _Outcome(StepResult.FAILED, exc.message)
+            return Outcome(StepResult.FAILED, exc.message)
         except AgentBusy as exc:
-            return _Outcome(StepResult.BUSY, exc.message)
+            return Outcome(StepResult.BUSY, exc.message)
         except AgentUnavailable as exc:
-            return _Outcome(StepResult.UNAVAILABLE, exc.message)
+            return Outcome(StepResult.UNAVAILABLE, exc.message)
         except Exception as exc:  # a channel bug must cost one attempt, not the loop
             self._log.exception("delivery.channel_crashed", delivery_id=batch.delivery_id)
-            return _Outcome(StepResult.FAILED, f"{type(exc).__name__}: {exc}")
+            return Outcome(StepResult.FAILED, f"{type(exc).__name__}: {exc}")
         self._confirmed = True
-        return _Outcome(StepResult.DELIVERED)
+        return Outcome(StepResult.DELIVERED)
 
     async def _keep_lease(self, delivery_id: str) -> None:
         """Extend the lease while a long turn runs, so no reaper hands the batch out twice."""
@@ -295,10 +230,10 @@ class DeliveryLoop:
                 return
 
     # -- bookkeeping (always shielded by the caller) ----------------------------------------
-    async def _settle(self, batch: Batch, outcome: _Outcome, started: float) -> StepResult:
+    async def _settle(self, batch: Batch, outcome: Outcome, started: float) -> StepResult:
         result = outcome.result
         if result is StepResult.DELIVERED:
-            acked = await self._ack(batch)
+            acked = await self._books.ack(batch)
             self.failures, self.backoff_until = 0, 0.0
             self.delivered_total += 1
             self._remember(batch, result, None)
@@ -326,7 +261,9 @@ class DeliveryLoop:
             self._line(
                 batch, started, "delivery.dead", "error", error=error, failures=released.failures
             )
-            await self._report_dead(batch, released.messages, error)
+            await self._books.report_dead(
+                batch, released.messages, error, max_attempts=self.settings.max_attempts
+            )
             return StepResult.DEAD
         delay = self._next_backoff()
         self.backoff_until = self._clock() + delay
@@ -342,63 +279,10 @@ class DeliveryLoop:
         )
         return result
 
-    async def _ack(self, batch: Batch) -> int:
-        """Ack, retrying a failing store (a full disk) while the lease still holds the batch."""
-        delay = 0.05
-        while True:
-            try:
-                return await self._store.ack_delivery(batch.delivery_id, now=self._wall())
-            except NotFound:
-                raise
-            except StoreError as exc:
-                if self._wall() + delay >= batch.lease_until:
-                    raise  # the lease ends: the supervisor's reap redelivers under the same id
-                self._log.warning(
-                    "delivery.ack_retrying",
-                    delivery_id=batch.delivery_id,
-                    error=exc.message,
-                    retry_in_s=delay,
-                )
-                await anyio.sleep(delay)  # bounded by the lease; this runs shielded
-                delay = min(delay * 2, 5.0)
-
     async def _release(self, batch: Batch, error: str, *, count: int) -> Any:
-        delay = 0.05
-        while True:
-            try:
-                return await self._store.release(
-                    batch.delivery_id,
-                    error=error,
-                    max_attempts=self.settings.max_attempts,
-                    now=self._wall(),
-                    count=count,
-                )
-            except NotFound as exc:
-                # The claim was reaped meanwhile: the batch is pending again already.
-                self._log.warning(
-                    "delivery.release_failed", delivery_id=batch.delivery_id, error=exc.message
-                )
-                return None
-            except StoreError as exc:
-                if self._wall() + delay >= batch.lease_until:
-                    self._log.warning(
-                        "delivery.release_failed", delivery_id=batch.delivery_id, error=exc.message
-                    )
-                    return None  # the lease ends and the supervisor's reap re-queues it
-                await anyio.sleep(delay)  # bounded by the lease; this runs shielded
-                delay = min(delay * 2, 5.0)
-
-    async def _report_dead(self, batch: Batch, messages: Any, error: str) -> None:
-        lost = [m for m in messages if m.from_agent != DAEMON_SENDER]  # no NDR of an NDR
-        if not lost:
-            return
-        reason = f"{len(lost)} message(s) failed {self.settings.max_attempts} times: {error}"
-        try:
-            await self._store.run_sync(
-                self._mailer.non_delivery_report, self.agent.name, lost, reason
-            )
-        except AgentmaildError as exc:
-            self._log.error("delivery.ndr_failed", delivery_id=batch.delivery_id, error=exc.message)
+        return await self._books.release(
+            batch, error, count=count, max_attempts=self.settings.max_attempts
+        )
 
     def _next_backoff(self) -> float:
         s = self.settings

@@ -1,5 +1,6 @@
-"""Claude Code hooks: the fast ``agentmaild hook EVENT`` entry point (the guard and the settings
-installer live in ``hooks_guard`` and ``hooks_install``).
+"""Claude Code hooks: the fast ``agentmaild hook EVENT`` entry point (the guard, the marker files
+and hook log, and the settings installer live in ``hooks_guard``, ``hooks_state`` and
+``hooks_install``).
 
 ``run_hook`` runs on every prompt and tool call, so it is stdlib only (no typer, structlog,
 asyncio or dataclasses; sqlite3 and the store helpers load only for events that need the store)
@@ -195,19 +196,14 @@ class _Hook:
         row = conn.execute(sql, (self.agent,)).fetchone()
         if row is not None and row[0] == "waiting":
             self._in_write(lambda: self._set_state("busy", only_from="waiting"))
-        marker = self._marker("mid-turn")
-        try:
-            if time.time() - os.stat(marker).st_mtime < _env_float(
-                "AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S", DEFAULT_DEBOUNCE_S
-            ):
-                return 0
-        except FileNotFoundError:
-            pass
-        if not self._has_unread():
+        from agentmaild import hooks_state
+
+        marker = hooks_state.marker_path(self.db_path or "", self.agent, "mid-turn")
+        debounce_s = _env_float("AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S", DEFAULT_DEBOUNCE_S)
+        if hooks_state.touched_within(marker, debounce_s) or not self._has_unread():
             return 0
-        return self._in_write(
-            lambda: self._deliver(inject.post_tool_use_json, before_ack=_touch(marker))
-        )
+        touch = hooks_state.touch(marker)
+        return self._in_write(lambda: self._deliver(inject.post_tool_use_json, before_ack=touch))
 
     def stop(self) -> int:
         if self._stop_with_mail():
@@ -219,17 +215,19 @@ class _Hook:
         limit = int(_env_float("AGENTMAILD_HOOKS_STOP_BLOCK_MAX", 0))
         if limit <= 0 or self.quiet or not self._has_unread():
             return False
-        marker = self._marker("stop-blocks")
-        blocks = _read_int(marker) if self.data.get("stop_hook_active") is True else 0
+        from agentmaild import hooks_state
+
+        marker = hooks_state.marker_path(self.db_path or "", self.agent, "stop-blocks")
+        active = self.data.get("stop_hook_active") is True
+        blocks = hooks_state.read_int(marker) if active else 0
         if blocks >= limit:
             return False
+        count = hooks_state.write_int(marker, blocks + 1)
         delivered = False
 
         def work() -> None:
             nonlocal delivered
-            delivered = self._deliver(
-                inject.stop_block_json, before_ack=_write_int(marker, blocks + 1)
-            )
+            delivered = self._deliver(inject.stop_block_json, before_ack=count)
 
         self._in_write(work)
         return delivered
@@ -320,10 +318,6 @@ class _Hook:
         pull.mark_read(conn, ids, "hook")
         return True
 
-    def _marker(self, kind: str) -> str:
-        store_dir = os.path.dirname(os.path.abspath(self.db_path or ""))
-        return os.path.join(store_dir, "hooks", f"{self.agent}.{kind}")
-
 
 _HANDLERS: dict[str, Callable[[_Hook], int]] = {
     "SessionStart": _Hook.session_start,
@@ -397,33 +391,6 @@ def _env_float(name: str, default: float) -> float:
     return value if value >= 0 and value == value else default
 
 
-def _touch(path: str) -> Callable[[], None]:
-    def touch() -> None:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "a"):
-            pass
-        os.utime(path)
-
-    return touch
-
-
-def _read_int(path: str) -> int:
-    try:
-        with open(path, encoding="ascii") as f:
-            return int(f.read().strip() or 0)
-    except (OSError, ValueError):
-        return 0
-
-
-def _write_int(path: str, value: int) -> Callable[[], None]:
-    def write() -> None:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="ascii") as f:
-            f.write(str(value))
-
-    return write
-
-
 def _seen_table_sql() -> str:
     from agentmaild.store.queries import schema_statements
 
@@ -444,35 +411,8 @@ def _poke(db_path: str, agent: str) -> None:
 
 
 def _log_line(db_path: str | None, what: str, hook: _Hook, exc: BaseException | None) -> None:
-    """Append one key=value line to the hook log; never raises (there is nowhere left to report)."""
-    from agentmaild.ids import iso_now
+    """One line in ``hooks.log`` (see ``hooks_state.log_line``); never raises."""
+    from agentmaild.hooks_state import log_line
 
-    where = ""
-    if exc is not None and exc.__traceback__ is not None:
-        tb = exc.__traceback__
-        while tb.tb_next is not None:
-            tb = tb.tb_next
-        where = f" where={os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
-    error = f" error={json.dumps(f'{type(exc).__name__}: {exc}')}" if exc is not None else ""
-    line = (
-        f"{iso_now()} {what} event={hook.event!r} agent={hook.agent!r} pid={os.getpid()}"
-        f"{error}{where}\n"
-    )
-    for directory in _log_dirs(db_path or hook.db_path or hook.db_flag):
-        try:
-            os.makedirs(directory, exist_ok=True)
-            path = os.path.join(directory, "hooks.log")
-            if os.path.exists(path) and os.path.getsize(path) > 1 << 20:
-                os.replace(path, path + ".1")
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(line)
-            return
-        except OSError:
-            continue
-
-
-def _log_dirs(db: str | None) -> list[str]:
-    dirs = [os.path.join(os.path.dirname(os.path.abspath(db)), "logs")] if db else []
-    home = os.path.expanduser("~")
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
-    return [*dirs, os.path.join(state, "agentmaild")]
+    db = db_path or hook.db_path or hook.db_flag
+    log_line(db, what, event=hook.event, agent=hook.agent, exc=exc)

@@ -25,16 +25,9 @@ from structlog.typing import FilteringBoundLogger
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
 from agentmaild.errors import AgentUnavailable, DeliveryFailed
+from agentmaild.logfiles import RotatingLog, log_path
 from agentmaild.models import Agent, Batch
-from agentmaild.procs import (
-    Child,
-    ChildExit,
-    ChildStartError,
-    Line,
-    RotatingLog,
-    log_path,
-    open_child,
-)
+from agentmaild.procs import Child, ChildExit, ChildStartError, Line, open_child
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 

@@ -44,8 +44,9 @@ from agentmaild.channels.claude import (
 from agentmaild.channels.spawn import _check_executable, _stall_timeout, render_argv, user_line
 from agentmaild.config import Config
 from agentmaild.errors import AgentUnavailable, DeliveryFailed
+from agentmaild.logfiles import RotatingLog, log_path
 from agentmaild.models import Agent, Batch
-from agentmaild.procs import Child, ChildStartError, Line, RotatingLog, log_path, open_child
+from agentmaild.procs import Child, ChildStartError, Line, open_child
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 

@@ -18,19 +18,16 @@ footer or the delivery id in the transcript). Enter is retried with backoff; unv
 ``verify_timeout_s`` the composer is cleared and ``DeliveryFailed`` raised. A delivery id already
 seen submitted is not pasted again. Every tmux call is an argv list on the agent's server; text
 only ever travels through ``load-buffer``'s stdin, so no part of it can become a key name.
+
+Reading the screen lives in ``tmux_screen``, running tmux in ``tmux_cmd``, and the busy signals
+outside the pane in ``tmux_signals``; this module drives them.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
-import re
 import sqlite3
-import time
 from contextlib import suppress
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +37,15 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.base import Channel
+from agentmaild.channels.tmux_cmd import TmuxCommand
+from agentmaild.channels.tmux_screen import Composer, busy_footer, parse_screen, terminal_safe
+from agentmaild.channels.tmux_signals import (
+    DEFAULT_STALE_S,
+    Probe,
+    hook_says_busy,
+    session_file,
+    turn_state,
+)
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.hooks import delivery_seen
@@ -47,71 +53,13 @@ from agentmaild.models import Agent, Batch
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
-TMUX_CALL_TIMEOUT_S = 10.0
-DEFAULT_STALE_S = 900.0
 _POLL_S = 0.05
-_HOOK_BUSY = frozenset({"busy", "waiting"})
-# What tmux prints when the server, session or pane is not there.
-_GONE_MARKERS = (
-    "can't find",
-    "no server running",
-    "error connecting",
-    "server exited",
-    "lost server",
-    "no such file",
-    "connection refused",
-    "no current target",
-    "session not found",
-    "pane not found",
-)
-
-# Control characters would leave the bracketed paste (ESC[201~) and turn text into keys.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
 # One lock per pane per process: two channel instances (a reloaded loop, a test) never interleave.
 _PANE_LOCKS: dict[tuple[str, str], anyio.Lock] = {}
 
 
 def pane_lock(socket: str, target: str) -> anyio.Lock:
     return _PANE_LOCKS.setdefault((socket, target), anyio.Lock())
-
-
-def terminal_safe(text: str) -> str:
-    """The text as pasted: line ends as LF, other control characters spelled ``\\xNN``."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def tmux_base(socket: str | None) -> list[str]:
-    """``tmux -L NAME`` for a server name, ``tmux -S PATH`` for a socket path, else plain tmux."""
-    if not socket:
-        return ["tmux"]
-    return ["tmux", "-S", socket] if "/" in socket else ["tmux", "-L", socket]
-
-
-@dataclass(slots=True)
-class Probe:
-    """One look at every busy signal; ``reasons`` lists the ones that say busy."""
-
-    pane_pid: int
-    composer: Composer | None
-    hook_state: str | None = None
-    session_status: str | None = None
-    reasons: list[str] = field(default_factory=list)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.reasons)
-
-    def signals(self) -> dict[str, Any]:
-        return {
-            "hook_state": self.hook_state,
-            "session_status": self.session_status,
-            "composer": None
-            if self.composer is None
-            else ("empty" if not self.composer.text else "text"),
-            "busy_reasons": list(self.reasons),
-        }
 
 
 class TmuxChannel(Channel):
@@ -127,7 +75,7 @@ class TmuxChannel(Channel):
         self.socket = agent.tmux_socket or ""
         self.store_path = store_path.absolute()
         self._tmux = config.tmux
-        self._base = tmux_base(agent.tmux_socket)
+        self._cmd = TmuxCommand(self.target, self.socket)
         settings = agent.settings
         self._home = Path(str(settings.get("home") or os.environ.get("HOME") or Path.home()))
         self._glyph = str(settings.get("prompt_glyph") or "\u276f")
@@ -192,7 +140,7 @@ class TmuxChannel(Channel):
             self._unavailable = exc.message
             raise
         self._unavailable = None
-        hook_state, hook_at = await self._db(self._turn_state) or (None, None)
+        hook_state, hook_at = await self._db(turn_state, self.agent.name) or (None, None)
         status, status_at = await anyio.to_thread.run_sync(session_file, self._home, pid)
         probe = Probe(pane_pid=pid, composer=composer, hook_state=hook_state, session_status=status)
         if in_mode:
@@ -206,45 +154,37 @@ class TmuxChannel(Channel):
                 probe.reasons.append("pane:busy-footer")
         if status is not None and status != "idle":
             probe.reasons.append(f"session:{status}")
-        if self._hook_says_busy(hook_state, hook_at, status, status_at):
+        if hook_says_busy(hook_state, hook_at, status, status_at, self._stale_s):
             probe.reasons.append(f"hook:{hook_state}")
         self._signals = probe.signals()
         return probe
 
-    def _hook_says_busy(
-        self, state: str | None, at: float | None, status: str | None, status_at: float | None
-    ) -> bool:
-        if state not in _HOOK_BUSY or at is None:
-            return False
-        if time.time() - at > self._stale_s:
-            return False  # a hook that never reported the turn's end must not block forever
-        # Esc-interrupted turns fire no Stop hook; Claude's own later "idle" wins.
-        return not (status == "idle" and status_at is not None and status_at > at)
-
     async def _look(self) -> tuple[int, Composer | None, bool]:
         fmt = "#{pane_pid}\t#{pane_dead}\t#{pane_in_mode}"
-        fields = (await self._run("display-message", "-p", "-t", self.target, fmt)).split("\t")
+        fields = (await self._cmd.run("display-message", "-p", "-t", self.target, fmt)).split("\t")
         if len(fields) != 3 or not fields[0].strip().isdigit():
-            raise AgentUnavailable(f"pane {self.target} not found ({self._where()})")
+            raise AgentUnavailable(f"pane {self.target} not found ({self._cmd.where()})")
         if fields[1].strip() == "1":
-            raise AgentUnavailable(f"pane {self.target} is dead ({self._where()})")
+            raise AgentUnavailable(f"pane {self.target} is dead ({self._cmd.where()})")
         return int(fields[0]), await self._composer(), fields[2].strip() == "1"
 
     async def _composer(self) -> Composer | None:
-        return parse_screen(await self._run("capture-pane", "-p", "-t", self.target), self._glyph)
+        return parse_screen(
+            await self._cmd.run("capture-pane", "-p", "-t", self.target), self._glyph
+        )
 
     # -- paste, Enter, verify ---------------------------------------------------------------
     async def _paste(self, delivery_id: str, text: str) -> None:
         buffer = f"agentmaild-{self.agent.name}-{delivery_id}"
         data = terminal_safe(text).rstrip("\n").encode()
-        await self._run("load-buffer", "-b", buffer, "-", stdin=data)
+        await self._cmd.run("load-buffer", "-b", buffer, "-", stdin=data)
         try:
             # -p: bracketed paste, so newlines stay text; -r: LF is not turned into CR (Enter)
             # for a program that did not ask for bracketed paste; -d: the buffer goes with it.
-            await self._run("paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", self.target)
+            await self._cmd.run("paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", self.target)
         except BaseException:
             with anyio.CancelScope(shield=True), suppress(AgentUnavailable, DeliveryFailed):
-                await self._run("delete-buffer", "-b", buffer)
+                await self._cmd.run("delete-buffer", "-b", buffer)
             raise
 
     async def _submit_or_clear(self, delivery_id: str, bound: FilteringBoundLogger) -> None:
@@ -278,7 +218,7 @@ class TmuxChannel(Channel):
             if attempt == 0 or await self._enter_not_taken():
                 if attempt:
                     bound.info("tmux.enter_retried", attempt=attempt)
-                await self._run("send-keys", "-t", self.target, "Enter")
+                await self._cmd.run("send-keys", "-t", self.target, "Enter")
             last = attempt == self._tmux.enter_retries
             until = deadline if last else min(deadline, anyio.current_time() + window)
             verified = await self._wait_verified(delivery_id, until)
@@ -326,31 +266,12 @@ class TmuxChannel(Channel):
                 return False
             if not composer.text:
                 return True
-            await self._run("send-keys", "-t", self.target, "Escape")
+            await self._cmd.run("send-keys", "-t", self.target, "Escape")
             await anyio.sleep(max(self._tmux.paste_settle_s, 0.1))
         composer = await self._composer()
         return composer is not None and not composer.text
 
-    # -- plumbing ---------------------------------------------------------------------------
-    async def _run(self, *args: str, stdin: bytes | None = None) -> str:
-        argv = [*self._base, *args]
-        try:
-            with anyio.fail_after(TMUX_CALL_TIMEOUT_S):
-                done = await anyio.run_process(argv, input=stdin, check=False)
-        except OSError as exc:
-            raise AgentUnavailable(f"cannot run tmux: {exc.strerror or exc}") from exc
-        except TimeoutError as exc:
-            raise AgentUnavailable(f"tmux {args[0]} did not answer ({self._where()})") from exc
-        if done.returncode != 0:
-            err = done.stderr.decode("utf-8", "replace").strip()
-            if any(marker in err.lower() for marker in _GONE_MARKERS):
-                raise AgentUnavailable(f"pane {self.target} not found ({self._where()}): {err}")
-            raise DeliveryFailed(f"tmux {args[0]} failed: {err or f'exit {done.returncode}'}")
-        return done.stdout.decode("utf-8", "replace")
-
-    def _where(self) -> str:
-        return f"tmux server {self.socket}" if self.socket else "default tmux server"
-
+    # -- store reads ------------------------------------------------------------------------
     async def _db(self, fn: Any, *args: Any) -> Any:
         def call() -> Any:
             if self._conn is None:
@@ -364,95 +285,3 @@ class TmuxChannel(Channel):
         except sqlite3.Error as exc:  # the store is the daemon's; a failed read is "unknown"
             self._log.warning("tmux.store_read_failed", error=str(exc))
             return None
-
-    def _turn_state(self, conn: sqlite3.Connection) -> tuple[str | None, float | None]:
-        row = conn.execute(
-            "SELECT turn_state, turn_state_at FROM am_agents WHERE name = ?", (self.agent.name,)
-        ).fetchone()
-        if row is None or row[0] is None:
-            return None, None
-        return row[0], _instant(row[1])
-
-
-def _instant(stamp: str | None) -> float | None:
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp).timestamp()
-    except ValueError:
-        return None
-
-
-# -- what the pane shows --------------------------------------------------------------------
-BUSY_FOOTER = "esc to interrupt"
-_RULE = "\u2500"
-
-
-@dataclass(frozen=True, slots=True)
-class Composer:
-    """Claude Code's input box: the prompt glyph between two rule lines."""
-
-    text: str  # what is typed, whitespace (NBSP included) stripped; "" when empty
-    transcript: tuple[str, ...]  # the lines above the box
-    footer: tuple[str, ...]  # the lines below it
-
-    def transcript_mentions(self, needle: str) -> bool:
-        return any(needle in line for line in self.transcript)
-
-
-def _is_rule(line: str) -> bool:
-    return line.strip().startswith(_RULE * 3) and line.count(_RULE) >= 10
-
-
-def parse_screen(screen: str, glyph: str = "\u276f") -> Composer | None:
-    """The lowest composer on the screen, or None (a dialog replaced it, or no TUI runs)."""
-    lines = screen.splitlines()
-    rules = [i for i, line in enumerate(lines) if _is_rule(line)]
-    for top, bottom in reversed(list(itertools.pairwise(rules))):
-        first = lines[top + 1].lstrip() if bottom - top >= 2 else ""
-        if first.startswith(glyph):
-            body = [first[len(glyph) :], *lines[top + 2 : bottom]]
-            text = "\n".join(line.strip() for line in body).strip()
-            return Composer(text, tuple(lines[:top]), tuple(lines[bottom + 1 :]))
-    return None
-
-
-def busy_footer(composer: Composer) -> bool:
-    """Only the footer counts: a transcript may quote the words."""
-    return any(BUSY_FOOTER in line for line in composer.footer)
-
-
-def session_file(home: Path, pane_pid: int) -> tuple[str | None, float | None]:
-    """``status`` and its time (epoch s) from the Claude session file of the pane's process or a
-    descendant of it; (None, None) when there is none."""
-    folder = home / ".claude" / "sessions"
-    try:
-        names = [p for p in folder.iterdir() if p.suffix == ".json" and p.stem.isdigit()]
-    except OSError:
-        return None, None
-    for path in names:
-        if int(path.stem) == pane_pid or _descends(int(path.stem), pane_pid):
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            status = data.get("status") if isinstance(data, dict) else None
-            if isinstance(status, str):
-                at = data.get("statusUpdatedAt") or data.get("updatedAt")
-                return status, at / 1000 if isinstance(at, int | float) else None
-    return None, None
-
-
-def _descends(pid: int, ancestor: int, depth: int = 32) -> bool:
-    """Walk ``/proc`` parents (Linux); elsewhere only the pane's own pid matches."""
-    for _ in range(depth):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return False
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
-        if pid == ancestor:
-            return True
-        if pid <= 1:
-            return False
-    return False

@@ -12,14 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentmaild.procs import (
-    ChildStartError,
-    Line,
-    RotatingLog,
-    _LineSplitter,
-    log_path,
-    open_child,
-)
+from agentmaild.logfiles import RotatingLog, log_path
+from agentmaild.procs import ChildStartError, Line, _LineSplitter, open_child
 from tests.support.waiting import alive
 from tests.support.waiting import wait_until as wait_for
 

@@ -62,6 +62,9 @@ WHERE n.agent = ? AND m.read = 0 ORDER BY n.created_at;
 -- name: nudges_clear
 DELETE FROM am_nudges WHERE agent = ?;
 
+-- name: nudge_drop
+DELETE FROM am_nudges WHERE agent = ? AND message_id = ?;
+
 -- name: agent_get
 SELECT * FROM am_agents WHERE name = ?;
 
@@ -75,6 +78,9 @@ INSERT INTO am_agents (name, capability, parent, state, channel, command, cwd, t
 VALUES (:name, :capability, :parent, :state, :channel, :command, :cwd, :tmux_target,
         :tmux_socket, :preset, :session_id, :poll_interval_s, :settings,
         :turn_state, :turn_state_at, :created_at, :updated_at);
+
+-- name: agent_set_state
+UPDATE am_agents SET state = ?, updated_at = ? WHERE name = ?;
 
 -- name: agent_delete
 DELETE FROM am_agents WHERE name = ?;
@@ -113,11 +119,15 @@ SELECT * FROM am_deliveries WHERE id = ?;
 UPDATE am_deliveries SET state = ?, updated_at = ? WHERE id = ?;
 
 -- name: delivery_ack_messages
-UPDATE messages SET read = 1, acked_at = ?, acked_by = ? WHERE delivery_id = ? AND read = 0;
+UPDATE messages SET read = 1, acked_at = ?, acked_by = ? WHERE delivery_id = ? AND read = 0
+RETURNING id, to_agent;
 
 -- name: delivery_ack
 UPDATE am_deliveries SET state = 'acked', failures = 0, lease_until = NULL, updated_at = ?
 WHERE id = ? AND state = 'claimed';
+
+-- name: delivery_extend_lease
+UPDATE am_deliveries SET lease_until = ? WHERE id = ? AND state = 'claimed';
 
 -- name: delivery_release
 UPDATE am_deliveries
@@ -130,6 +140,11 @@ RETURNING state, failures;
 UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = :stamp
 WHERE state = 'claimed' AND (lease_until <= :now OR :everything)
 RETURNING id, agent;
+
+-- name: deliveries_orphaned_delete
+-- Deliveries left with no message at all (after a purge): history nobody can act on.
+DELETE FROM am_deliveries WHERE state != 'claimed' AND NOT EXISTS
+  (SELECT 1 FROM messages m WHERE m.delivery_id = am_deliveries.id);
 
 -- name: dead_list
 SELECT * FROM am_deliveries WHERE state = 'dead' ORDER BY updated_at, id;

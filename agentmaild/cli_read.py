@@ -1,0 +1,213 @@
+"""The reading commands: inbox, read, ack, check, list, thread, purge — parse, call the store,
+print; no logic."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import typer
+
+from agentmaild.cli_common import STATE, DbOpt, JsonOpt, command, emit_error, open_store, out
+from agentmaild.errors import ValidationError
+from agentmaild.ids import check_message_id, check_name, iso_now
+from agentmaild.mail import Mailer
+from agentmaild.models import Message
+
+
+def _line(m: Message) -> str:
+    flag = " " if m.read else "*"
+    return (
+        f"{flag} {m.id}  {m.created_at}  {m.from_agent} -> {m.to_agent}  "
+        f"[{m.type}/{m.priority}]  {json.dumps(m.subject, ensure_ascii=False)}  ({m.size} chars)"
+    )
+
+
+def _full(m: Message) -> str:
+    lines = [
+        f"id:       {m.id}",
+        f"from:     {m.from_agent}",
+        f"to:       {m.to_agent}",
+        f"subject:  {json.dumps(m.subject, ensure_ascii=False)}",
+        f"type:     {m.type}",
+        f"priority: {m.priority}",
+        f"thread:   {m.thread_id or '-'}",
+        f"sent:     {m.created_at}",
+        f"read:     {'yes' if m.read else 'no'}",
+    ]
+    if m.payload:
+        lines.append(f"payload:  {m.payload}")
+    return "\n".join(lines) + "\n\n" + m.body
+
+
+AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Whose mail.")]
+
+
+def inbox(
+    agent: AgentOpt,
+    unread: Annotated[bool, typer.Option("--unread", help="Unread only.")] = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Probe: list an agent's mail, metadata only (no bodies, no state change)."""
+    check_name(agent)
+    with open_store(db) as store:
+        found = store.inbox(agent, unread_only=unread)
+    out(
+        {"ok": True, "agent": agent, "messages": [m.summary() for m in found]},
+        as_json,
+        lambda: typer.echo("\n".join(_line(m) for m in found) or f"no mail for {agent}"),
+    )
+
+
+def read_cmd(
+    message_id: Annotated[str, typer.Argument(metavar="ID")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fetch one whole message. Does not mark it read (use `ack`)."""
+    check_message_id(message_id)
+    with open_store(db) as store:
+        m = Mailer(store).get(message_id)
+    out({"ok": True, "message": m.to_dict()}, as_json, lambda: typer.echo(_full(m)))
+
+
+def ack(
+    message_ids: Annotated[
+        list[str], typer.Argument(metavar="ID...", help="Messages to mark read.")
+    ],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mark messages read. Unknown or already-read ids are reported, not errors."""
+    for mid in message_ids:
+        check_message_id(mid)
+    with open_store(db) as store:
+        done = store.ack(message_ids)
+    skipped = [m for m in message_ids if m not in done]
+    out(
+        {"ok": True, "acked": done, "skipped": skipped},
+        as_json,
+        lambda: typer.echo(
+            f"acked {len(done)}"
+            + (f"; already read or unknown: {' '.join(skipped)}" if skipped else "")
+        ),
+    )
+
+
+def check(
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Default: $AGENTMAIL_AGENT.")
+    ] = None,
+    inject: Annotated[
+        bool, typer.Option("--inject", help="Print as context for an agent (hooks).")
+    ] = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fetch all unread mail for an agent and mark it read (priority first)."""
+    from agentmaild import fast
+
+    name = check_name(agent or os.environ.get("AGENTMAIL_AGENT") or "", "agent (--agent)")
+    with open_store(db) as store:
+        if inject:
+            text, ids = fast.take_and_render(store.connection, name)
+            out(
+                {"ok": True, "acked": ids, "text": text},
+                as_json,
+                lambda: typer.echo(text, nl=False),
+            )
+            return
+        found = store.take_unread(name)
+    out(
+        {"ok": True, "agent": name, "messages": [m.to_dict() for m in found]},
+        as_json,
+        lambda: typer.echo("\n\n".join(_full(m) for m in found) or f"no unread mail for {name}"),
+    )
+
+
+def list_cmd(
+    sender: Annotated[str | None, typer.Option("--from")] = None,
+    to: Annotated[str | None, typer.Option("--to")] = None,
+    type: Annotated[str | None, typer.Option("--type", "-t")] = None,
+    unread: Annotated[bool, typer.Option("--unread")] = False,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="At most this many, newest first.")
+    ] = 50,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List messages, newest first, with filters."""
+    with open_store(db) as store:
+        found = store.list_messages(
+            from_agent=sender, to_agent=to, type=type, unread=True if unread else None, limit=limit
+        )
+    out(
+        {"ok": True, "messages": [m.summary() for m in found]},
+        as_json,
+        lambda: typer.echo("\n".join(_line(m) for m in found) or "no messages"),
+    )
+
+
+def thread(
+    message_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A thread id or any message in it.")
+    ],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a whole thread, oldest first."""
+    check_message_id(message_id)
+    with open_store(db) as store:
+        root = store.get_message(message_id)
+        found = store.thread(root.thread_id or root.id if root else message_id)
+    if not found:
+        raise typer.Exit(_not_found(f"no thread {message_id}", as_json))
+    out(
+        {"ok": True, "messages": [m.to_dict() for m in found]},
+        as_json,
+        lambda: typer.echo("\n\n".join(_full(m) for m in found)),
+    )
+
+
+def _not_found(message: str, as_json: bool) -> int:
+    from agentmaild.errors import NotFound
+
+    emit_error(NotFound(message), as_json or STATE.json)
+    return 1
+
+
+def purge(
+    days: Annotated[float | None, typer.Option("--days", min=0, help="Older than N days.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="To or from this agent.")] = None,
+    everything: Annotated[bool, typer.Option("--all", help="Every message.")] = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete messages: at least one of --days, --agent, --all."""
+    if days is None and agent is None and not everything:
+        raise ValidationError("purge: give at least one of --days N, --agent X, --all")
+    cutoff = None
+    if days is not None:
+        cutoff = iso_now((datetime.now(UTC) - timedelta(days=days)).timestamp())
+    if agent is not None:
+        check_name(agent)
+    with open_store(db) as store:
+        n = store.purge(older_than=cutoff, agent=agent, everything=everything)
+    out({"ok": True, "deleted": n}, as_json, lambda: typer.echo(f"deleted {n} message(s)"))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the reading commands to the main CLI, in this order."""
+    for fn, name in (
+        (inbox, "inbox"),
+        (read_cmd, "read"),
+        (ack, "ack"),
+        (check, "check"),
+        (list_cmd, "list"),
+        (thread, "thread"),
+        (purge, "purge"),
+    ):
+        app.command(name=name)(command(fn))

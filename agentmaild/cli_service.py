@@ -1,0 +1,78 @@
+"""The ``agentmaild service install`` command: write (or print) the systemd or launchd file that
+runs ``agentmaild serve`` for this store."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Literal
+
+import typer
+
+from agentmaild.cli_common import DbOpt, JsonOpt, command, db_path, out
+from agentmaild.errors import ValidationError
+
+
+def _kind(systemd: bool, launchd: bool) -> Literal["systemd", "launchd"]:
+    """The flag given, else this platform's service manager."""
+    if systemd and launchd:
+        raise ValidationError("choose one of --systemd and --launchd")
+    if launchd or (not systemd and sys.platform == "darwin"):
+        return "launchd"
+    return "systemd"
+
+
+def service_install(
+    systemd: Annotated[
+        bool, typer.Option("--systemd", help="A systemd user unit (Linux default).")
+    ] = False,
+    launchd: Annotated[
+        bool, typer.Option("--launchd", help="A launchd agent (macOS default).")
+    ] = False,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print the file; write nothing.")
+    ] = False,
+    config: Annotated[
+        str | None, typer.Option("--config", help="Config file the service uses.")
+    ] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Install (or print) the service file that runs `agentmaild serve` for this store."""
+    from pathlib import Path
+
+    from agentmaild.config import load_config
+    from agentmaild.service import install_service
+
+    kind = _kind(systemd, launchd)
+    cfg_path = Path(config).expanduser() if config else None
+    cfg = load_config(cfg_path)
+    result = install_service(
+        kind,
+        print_only,
+        db=db_path(db),
+        config=cfg_path,
+        workdir=Path.cwd(),
+        shutdown_grace_s=cfg.daemon.shutdown_grace_s,
+    )
+    data = {
+        "ok": True,
+        "kind": kind,
+        "path": str(result.path) if result.path else None,
+        "next_steps": list(result.next_steps),
+        "text": result.text,
+    }
+
+    def human() -> None:
+        if result.path is None:
+            typer.echo(result.text, nl=False)
+        else:
+            typer.echo(f"wrote {result.path}\nnext:\n  " + "\n  ".join(result.next_steps))
+
+    out(data, as_json, human)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``service`` group (``service install``) to the main CLI."""
+    service_app = typer.Typer(help="Run agentmaild as a user service.", no_args_is_help=True)
+    app.add_typer(service_app, name="service")
+    service_app.command("install")(command(service_install))

@@ -1,0 +1,156 @@
+"""The control socket's commands: ``ControlHandler.handle(cmd, args)`` and the metrics page."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from agentmaild import __version__
+from agentmaild.errors import NotFound, ValidationError
+from agentmaild.models import Agent
+
+if TYPE_CHECKING:
+    from agentmaild.daemon import Daemon
+
+
+def _opt_str(args: dict[str, Any], key: str) -> str | None:
+    value = args.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValidationError(f"{key}: expected a string, got {type(value).__name__}")
+    return value
+
+
+class ControlHandler:
+    """``handle(cmd, args)`` for ControlServer; errors are AgentmaildError subclasses."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._d = daemon
+
+    async def handle(self, cmd: str, args: dict[str, Any]) -> dict[str, Any]:
+        method = getattr(self, f"_cmd_{cmd}", None)
+        if method is None:
+            raise ValidationError(f"command {cmd!r} is not implemented")
+        result: dict[str, Any] = await method(args)
+        return result
+
+    def _info(self) -> dict[str, Any]:
+        d = self._d
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "uptime_s": round(time.monotonic() - d.started, 3),
+            "started_at": d.started_at,
+            "db": str(d.db),
+            "socket": str(d.socket),
+            "config": str(d.config.source) if d.config.source else None,
+            "stopping": d.stopping,
+        }
+
+    async def _cmd_ping(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"pong": True, **self._info()}
+
+    async def _cmd_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        d = self._d
+        agents = await d.store.list_agents()
+        counts = await d.store.counts()
+        totals = await d.store.totals()
+        loops = d.supervisor.snapshot()
+        rows = [_status_row(a, counts.get(a.name), loops.get(a.name)) for a in agents]
+        return {"daemon": self._info(), "agents": rows, "totals": totals}
+
+    async def _cmd_agents(self, args: dict[str, Any]) -> dict[str, Any]:
+        loops = self._d.supervisor.snapshot()
+        return {"agents": [{"name": n, "channel": r["channel"], "state": r["state"]}
+                           for n, r in loops.items()]}
+
+    async def _cmd_wake(self, args: dict[str, Any]) -> dict[str, Any]:
+        names = args.get("agents")
+        if names is not None and (
+            not isinstance(names, list) or not all(isinstance(n, str) for n in names)
+        ):
+            raise ValidationError("agents: expected a list of agent names")
+        return {"woken": self._d.supervisor.wake(names)}
+
+    async def _cmd_pause(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"paused": self._d.supervisor.pause(_opt_str(args, "agent"))}
+
+    async def _cmd_resume(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"resumed": self._d.supervisor.resume(_opt_str(args, "agent"))}
+
+    async def _cmd_retry(self, args: dict[str, Any]) -> dict[str, Any]:
+        agent, delivery = _opt_str(args, "agent"), _opt_str(args, "delivery")
+        ids = await self._d.store.retry_dead(agent=agent, delivery_id=delivery)
+        if delivery is not None and not ids:
+            raise NotFound(f"no dead delivery {delivery}")
+        self._d.supervisor.wake(None)
+        return {"requeued": ids}
+
+    async def _cmd_drain(self, args: dict[str, Any]) -> dict[str, Any]:
+        timeout = args.get("timeout_s", self._d.config.daemon.shutdown_grace_s)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0:
+            raise ValidationError("timeout_s: expected a non-negative number of seconds")
+        return await self._d.supervisor.drain(float(timeout))
+
+    async def _cmd_reload(self, args: dict[str, Any]) -> dict[str, Any]:
+        return await self._d.reload()
+
+    async def _cmd_shutdown(self, args: dict[str, Any]) -> dict[str, Any]:
+        self._d.request_shutdown()
+        return {"stopping": True, "pid": os.getpid()}
+
+    async def _cmd_metrics(self, args: dict[str, Any]) -> dict[str, Any]:
+        counts = await self._d.store.counts()
+        loops = self._d.supervisor.snapshot()
+        text = render_metrics(time.monotonic() - self._d.started, counts, loops)
+        return {"content_type": "text/plain; version=0.0.4", "text": text}
+
+
+def _status_row(agent: Agent, counts: Any, loop: dict[str, Any] | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "agent": agent.name,
+        "channel": agent.channel,
+        "state": agent.state,
+        "turn_state": agent.turn_state,
+        "unread": counts.unread if counts else 0,
+        "in_flight": counts.in_flight if counts else 0,
+        "dead_letters": counts.dead_letters if counts else 0,
+        "loop": None,
+    }
+    if loop is not None:
+        row["loop"] = loop["state"]
+        row.update({k: v for k, v in loop.items() if k not in ("state", "channel")})
+    return row
+
+
+_METRICS = (
+    ("unread_messages", "gauge", "Unread messages addressed to the agent.", "unread"),
+    ("in_flight_deliveries", "gauge", "Batches claimed and not yet settled.", "in_flight"),
+    ("dead_letters", "gauge", "Dead-letter batches waiting for a retry.", "dead_letters"),
+    ("delivered_total", "counter", "Batches delivered and acked since start.", "delivered_total"),
+    ("failed_total", "counter", "Failed delivery attempts since start.", "failed_total"),
+)
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render_metrics(
+    uptime_s: float, counts: dict[str, Any], loops: dict[str, dict[str, Any]]
+) -> str:
+    """Prometheus text exposition format, version 0.0.4."""
+    lines = [
+        "# HELP agentmaild_uptime_seconds Seconds since the daemon started.",
+        "# TYPE agentmaild_uptime_seconds gauge",
+        f"agentmaild_uptime_seconds {uptime_s:.3f}",
+    ]
+    names = sorted(set(counts) | set(loops))
+    for metric, kind, help_text, key in _METRICS:
+        lines += [f"# HELP agentmaild_{metric} {help_text}", f"# TYPE agentmaild_{metric} {kind}"]
+        for name in names:
+            c = counts.get(name)
+            value = getattr(c, key, 0) if c is not None and hasattr(c, key) else 0
+            value = loops.get(name, {}).get(key, value)
+            lines.append(f'agentmaild_{metric}{{agent="{_label(name)}"}} {value}')
+    return "\n".join(lines) + "\n"

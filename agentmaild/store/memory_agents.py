@@ -1,0 +1,71 @@
+"""The agent registry operations of the in-memory fake: add, get, list, update, state, remove."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from agentmaild.errors import Conflict, NotFound, StateError, StoreError
+from agentmaild.ids import iso_now
+from agentmaild.models import STATE_TRANSITIONS, Agent
+from agentmaild.store.base import AGENT_MUTABLE_FIELDS
+from agentmaild.store.memory_state import MemoryState, atomic
+
+
+class MemoryAgents(MemoryState):
+    """The ``MailStore`` agent registry operations over the fake's dicts."""
+
+    @atomic
+    def add_agent(self, agent: Agent) -> Agent:
+        if agent.name in self._agents:
+            raise Conflict(f"agent {agent.name!r} already exists")
+        stamp = iso_now()
+        self._agents[agent.name] = stored = replace(agent, created_at=stamp, updated_at=stamp)
+        return stored
+
+    @atomic
+    def get_agent(self, name: str) -> Agent | None:
+        return self._agents.get(name)
+
+    @atomic
+    def list_agents(self) -> list[Agent]:
+        return [self._agents[n] for n in sorted(self._agents)]
+
+    @atomic
+    def _change_agent(self, name: str, change: Callable[[Agent], Agent]) -> Agent:
+        current = self._agents.get(name)
+        if current is None:
+            raise NotFound(f"no agent named {name!r}")
+        self._agents[name] = agent = change(current)
+        return agent
+
+    def update_agent(self, name: str, changes: dict[str, Any]) -> Agent:
+        bad = set(changes) - AGENT_MUTABLE_FIELDS
+        if bad:
+            raise StoreError(f"cannot change agent field(s): {', '.join(sorted(bad))}")
+        fields = dict(changes)
+        if fields.get("command") is not None:
+            fields["command"] = tuple(fields["command"])
+        fields["updated_at"] = stamp = iso_now()
+        if "turn_state" in changes:
+            fields["turn_state_at"] = stamp
+        return self._change_agent(name, lambda a: replace(a, **fields))
+
+    def set_agent_state(self, name: str, state: str, *, force: bool = False) -> Agent:
+        def change(a: Agent) -> Agent:
+            if state not in STATE_TRANSITIONS:
+                raise StateError(f"unknown state {state!r}")
+            if not force and a.state != state and state not in STATE_TRANSITIONS[a.state]:
+                allowed = ", ".join(sorted(STATE_TRANSITIONS[a.state]))
+                raise StateError(
+                    f"agent {name}: cannot go from {a.state} to {state} (allowed: {allowed})"
+                )
+            return replace(a, state=state, updated_at=iso_now())
+
+        return self._change_agent(name, change)
+
+    @atomic
+    def remove_agent(self, name: str) -> None:
+        if self._agents.pop(name, None) is None:
+            raise NotFound(f"no agent named {name!r}")

@@ -1,0 +1,162 @@
+"""The delivery operations of the in-memory fake: claims, leases, acks, releases, dead letters."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from agentmaild.errors import NotFound
+from agentmaild.ids import iso_now, new_id
+from agentmaild.models import AgentCounts, Batch, DeadLetter, Message
+from agentmaild.store.base import Released
+from agentmaild.store.memory_state import Delivery, MemoryState, atomic, chrono, order
+
+
+class MemoryDeliveries(MemoryState):
+    """The ``MailStore`` delivery and lease operations over the fake's dicts."""
+
+    def _members(self, delivery_id: str, *, unread: bool) -> list[Message]:
+        found = (m for m in self._messages.values() if m.delivery_id == delivery_id)
+        return sorted((m for m in found if not (unread and m.read)), key=order)
+
+    @atomic
+    def claim(
+        self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+    ) -> Batch | None:
+        mine = [d for d in self._deliveries.values() if d.agent == agent]
+        if any(d.state == "claimed" and (d.lease_until or 0.0) > now for d in mine):
+            return None
+        stamp = iso_now(now)
+        redelivery = self._reclaim_pending(mine, now + lease_s, stamp)
+        if redelivery is not None:
+            return redelivery
+        chosen = self._fresh_batch(agent, max_messages, max_chars)
+        if not chosen:
+            return None
+        d = Delivery(id=new_id("dlv"), agent=agent, state="claimed", attempts=1)
+        d.lease_until, d.created_at, d.updated_at = now + lease_s, stamp, stamp
+        self._deliveries[d.id] = d
+        batch = d.batch(chosen)
+        self._messages.update((m.id, m) for m in batch.messages)
+        return batch
+
+    def _reclaim_pending(
+        self, mine: list[Delivery], lease_until: float, stamp: str
+    ) -> Batch | None:
+        """The oldest pending redelivery of ``mine``, claimed again under its own id; else None."""
+        for d in sorted(
+            (d for d in mine if d.state == "pending"), key=lambda d: (d.created_at, d.id)
+        ):
+            messages = self._members(d.id, unread=True)
+            d.updated_at = stamp
+            if not messages:
+                # Everything in it was read another way (pull, hook): nothing left to redeliver.
+                d.state = "acked"
+                continue
+            d.state, d.attempts, d.lease_until = "claimed", d.attempts + 1, lease_until
+            return d.batch(messages)
+        return None
+
+    def _fresh_batch(self, agent: str, max_messages: int, max_chars: int) -> list[Message]:
+        """New mail in delivery order, cut before ``max_chars`` would be passed (at least one)."""
+        fresh = sorted((m for m in self._unread(agent) if m.delivery_id is None), key=order)
+        chosen: list[Message] = []
+        for m in fresh if max_messages < 0 else fresh[:max_messages]:  # LIMIT -1: no limit
+            if chosen and sum(c.size for c in chosen) + m.size > max_chars:
+                break
+            chosen.append(m)
+        return chosen
+
+    @atomic
+    def ack_delivery(self, delivery_id: str, *, now: float) -> int:
+        done = self._mark_read(m.id for m in self._members(delivery_id, unread=True))
+        d = self._deliveries.get(delivery_id)
+        if d is not None and d.state == "claimed":
+            d.state, d.failures, d.lease_until, d.updated_at = "acked", 0, None, iso_now(now)
+        return len(done)
+
+    @atomic
+    def release(
+        self, delivery_id: str, *, error: str, max_attempts: int, now: float, count: int = 1
+    ) -> Released:
+        d = self._deliveries.get(delivery_id)
+        if d is None or d.state != "claimed":
+            raise NotFound(f"no claimed delivery {delivery_id}")
+        d.failures += count
+        d.state = "dead" if d.failures >= max_attempts else "pending"
+        d.lease_until, d.last_error, d.updated_at = None, error[:2000], iso_now(now)
+        dead = self._members(delivery_id, unread=True) if d.state == "dead" else []
+        return Released(state=d.state, failures=d.failures, messages=tuple(dead))
+
+    @atomic
+    def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
+        d = self._deliveries.get(delivery_id)
+        if d is None or d.state != "claimed":
+            return False
+        d.lease_until = now + lease_s
+        return True
+
+    @atomic
+    def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
+        reaped = []
+        for d in self._deliveries.values():
+            expired = d.lease_until is not None and d.lease_until <= now
+            if d.state == "claimed" and (expired or everything):
+                d.state, d.lease_until, d.updated_at = "pending", None, iso_now(now)
+                reaped.append((d.id, d.agent))
+        return sorted(reaped)
+
+    @atomic
+    def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
+        dead = [d for d in self._deliveries.values() if d.state == "dead"]
+        return [
+            self._dead_letter(d)
+            for d in sorted(dead, key=lambda d: (d.updated_at, d.id))
+            if not agent or d.agent == agent
+        ]
+
+    def _dead_letter(self, d: Delivery) -> DeadLetter:
+        members = sorted(self._members(d.id, unread=False), key=chrono)
+        return DeadLetter(
+            delivery_id=d.id,
+            agent=d.agent,
+            message_ids=tuple(m.id for m in members),
+            attempts=d.attempts,
+            last_error=d.last_error,
+            dead_at=d.updated_at,
+        )
+
+    @atomic
+    def retry_dead(self, *, agent: str | None = None, delivery_id: str | None = None) -> list[str]:
+        chosen = [
+            d
+            for d in self._deliveries.values()
+            if d.state == "dead" and agent in (None, d.agent) and delivery_id in (None, d.id)
+        ]
+        for d in chosen:
+            d.state, d.failures, d.updated_at = "pending", 0, iso_now()
+        return [d.id for d in chosen]
+
+    @atomic
+    def pending_agents(self) -> set[str]:
+        unread = (m for m in self._messages.values() if not m.read)
+        return {m.to_agent for m in unread if m.delivery_id is None or self._in_state(m, "pending")}
+
+    @atomic
+    def counts(self) -> dict[str, AgentCounts]:
+        unread = Counter(m.to_agent for m in self._messages.values() if not m.read)
+        states = Counter((d.agent, d.state) for d in self._deliveries.values())
+        agents = set(unread) | {a for a, s in states if s in ("claimed", "dead")}
+        return {
+            a: AgentCounts(
+                agent=a,
+                unread=unread[a],
+                in_flight=states[(a, "claimed")],
+                dead_letters=states[(a, "dead")],
+            )
+            for a in agents
+        }
+
+    @atomic
+    def totals(self) -> dict[str, int]:
+        unread = sum(1 for m in self._messages.values() if not m.read)
+        return {"messages": len(self._messages), "unread": unread}

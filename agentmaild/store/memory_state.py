@@ -1,0 +1,90 @@
+"""The in-memory fake's state: dicts behind one lock, the atomic step, the orders SQL sorts by."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Concatenate, ParamSpec, TypeVar
+
+from agentmaild.models import PRIORITY_RANK, Agent, Batch, Message
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S", bound="MemoryState")
+RateLog = list[tuple[str, str, float]]
+
+
+def atomic(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+    """One call, one lock hold: the fake's stand-in for one SQL transaction."""
+
+    @functools.wraps(method)
+    def locked(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+def order(m: Message) -> tuple[int, str, str]:
+    """Delivery order: priority (unknown ranks last, like the SQL CASE), then created_at, id."""
+    return (PRIORITY_RANK.get(m.priority, 3), m.created_at, m.id)
+
+
+def chrono(m: Message) -> tuple[str, str]:
+    return (m.created_at, m.id)
+
+
+@dataclass(slots=True, kw_only=True)
+class Delivery:
+    """One ``am_deliveries`` row."""
+
+    id: str
+    agent: str
+    state: str  # claimed | pending | acked | dead
+    attempts: int
+    failures: int = 0
+    lease_until: float | None = None
+    last_error: str | None = None
+    created_at: str = ""
+    updated_at: str = ""
+
+    def batch(self, messages: Iterable[Message]) -> Batch:
+        return Batch(
+            delivery_id=self.id,
+            agent=self.agent,
+            messages=tuple(replace(m, delivery_id=self.id) for m in messages),
+            attempt=self.attempts,
+            lease_until=self.lease_until or 0.0,
+        )
+
+
+class MemoryState:
+    """The tables as dicts, and the lookups the message and delivery operations share."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._messages: dict[str, Message] = {}
+        self._agents: dict[str, Agent] = {}
+        self._deliveries: dict[str, Delivery] = {}
+        self._nudges: dict[tuple[str, str], tuple[str, str]] = {}  # (agent, id) -> (reason, at)
+        self._rate_log: RateLog = []
+        self._idempotency: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
+
+    def _unread(self, agent: str) -> Iterable[Message]:
+        return (m for m in self._messages.values() if m.to_agent == agent and not m.read)
+
+    def _in_state(self, m: Message, *states: str) -> bool:
+        d = self._deliveries.get(m.delivery_id) if m.delivery_id else None
+        return d is not None and d.state in states
+
+    def _mark_read(self, ids: Iterable[str]) -> list[str]:
+        done: list[str] = []
+        for i in ids:
+            m = self._messages.get(i)
+            if m is not None and not m.read:
+                self._messages[i] = replace(m, read=True)
+                self._nudges.pop((m.to_agent, i), None)
+                done.append(i)
+        return done

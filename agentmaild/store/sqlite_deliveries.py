@@ -1,0 +1,179 @@
+"""The delivery operations of the SQLite store: claims, leases, acks, releases, dead letters."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+
+from agentmaild.errors import NotFound
+from agentmaild.ids import iso_now, new_id
+from agentmaild.models import AgentCounts, Batch, DeadLetter, Message
+from agentmaild.store.base import Released
+from agentmaild.store.queries import Q
+from agentmaild.store.sqlite_rows import dead_letter_from_row, message_from_row
+from agentmaild.store.sqlite_tx import SqliteTransactions
+
+
+def _batch(
+    delivery_id: str, agent: str, messages: list[Message], attempt: int, lease_until: float
+) -> Batch:
+    return Batch(
+        delivery_id=delivery_id,
+        agent=agent,
+        messages=tuple(replace(m, delivery_id=delivery_id) for m in messages),
+        attempt=attempt,
+        lease_until=lease_until,
+    )
+
+
+def _unread_of(conn: sqlite3.Connection, delivery_id: str) -> list[Message]:
+    return [message_from_row(r) for r in conn.execute(Q["delivery_unread"], (delivery_id,))]
+
+
+def _reclaim_pending(
+    conn: sqlite3.Connection, agent: str, lease_until: float, stamp: str
+) -> Batch | None:
+    """The agent's oldest pending redelivery, claimed again under its own id; else None."""
+    while (pending := conn.execute(Q["claim_pending_delivery"], (agent,)).fetchone()) is not None:
+        messages = _unread_of(conn, pending["id"])
+        if not messages:
+            # Everything in it was read another way (pull, hook): nothing left to redeliver.
+            conn.execute(Q["delivery_set_state"], ("acked", stamp, pending["id"]))
+            continue
+        attempts = conn.execute(
+            Q["delivery_mark_claimed"], (lease_until, stamp, pending["id"])
+        ).fetchone()[0]
+        return _batch(pending["id"], agent, messages, attempts, lease_until)
+    return None
+
+
+def _fresh_batch(
+    conn: sqlite3.Connection, agent: str, max_messages: int, max_chars: int
+) -> list[Message]:
+    """New mail in delivery order, cut before ``max_chars`` would be passed (at least one)."""
+    chosen: list[Message] = []
+    used = 0
+    for row in conn.execute(Q["claim_candidates"], (agent, max_messages)).fetchall():
+        m = message_from_row(row)
+        if chosen and used + m.size > max_chars:
+            break
+        chosen.append(m)
+        used += m.size
+    return chosen
+
+
+def _claim(
+    conn: sqlite3.Connection,
+    agent: str,
+    max_messages: int,
+    max_chars: int,
+    lease_s: float,
+    now: float,
+) -> Batch | None:
+    if conn.execute(Q["claim_active"], (agent, now)).fetchone() is not None:
+        return None
+    lease_until = now + lease_s
+    stamp = iso_now(now)
+    redelivery = _reclaim_pending(conn, agent, lease_until, stamp)
+    if redelivery is not None:
+        return redelivery
+    chosen = _fresh_batch(conn, agent, max_messages, max_chars)
+    if not chosen:
+        return None
+    delivery_id = new_id("dlv")
+    conn.execute(Q["delivery_insert"], (delivery_id, agent, lease_until, stamp, stamp))
+    # The id list varies in length, so this one statement is built here, not named in queries.sql.
+    marks = ",".join("?" * len(chosen))
+    conn.execute(
+        f"UPDATE messages SET delivery_id = ? WHERE id IN ({marks})",
+        (delivery_id, *(m.id for m in chosen)),
+    )
+    return _batch(delivery_id, agent, chosen, 1, lease_until)
+
+
+def _ack(conn: sqlite3.Connection, delivery_id: str, now: float) -> int:
+    stamp = iso_now(now)
+    # acked_by names the delivery, so a message's read mark points at the batch that carried it.
+    rows = conn.execute(Q["delivery_ack_messages"], (stamp, delivery_id, delivery_id)).fetchall()
+    for r in rows:
+        conn.execute(Q["nudge_drop"], (r["to_agent"], r["id"]))
+    conn.execute(Q["delivery_ack"], (stamp, delivery_id))
+    return len(rows)
+
+
+def _release(conn: sqlite3.Connection, delivery_id: str, params: dict[str, object]) -> Released:
+    row = conn.execute(Q["delivery_release"], {"id": delivery_id, **params}).fetchone()
+    if row is None:
+        raise NotFound(f"no claimed delivery {delivery_id}")
+    messages: tuple[Message, ...] = ()
+    if row["state"] == "dead":
+        messages = tuple(_unread_of(conn, delivery_id))
+    return Released(state=row["state"], failures=row["failures"], messages=messages)
+
+
+class SqliteDeliveries(SqliteTransactions):
+    """The ``MailStore`` delivery and lease operations on SQLite."""
+
+    def claim(
+        self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+    ) -> Batch | None:
+        return self._write(lambda conn: _claim(conn, agent, max_messages, max_chars, lease_s, now))
+
+    def ack_delivery(self, delivery_id: str, *, now: float) -> int:
+        return self._write(lambda conn: _ack(conn, delivery_id, now))
+
+    def release(
+        self, delivery_id: str, *, error: str, max_attempts: int, now: float, count: int = 1
+    ) -> Released:
+        params: dict[str, object] = {
+            "count": count,
+            "max_attempts": max_attempts,
+            "error": error[:2000],
+            "now": iso_now(now),
+        }
+        return self._write(lambda conn: _release(conn, delivery_id, params))
+
+    def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
+        return self._write(
+            lambda c: (
+                c.execute(Q["delivery_extend_lease"], (now + lease_s, delivery_id)).rowcount == 1
+            )
+        )
+
+    def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
+        def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            params = {"stamp": iso_now(now), "now": now, "everything": int(everything)}
+            rows = conn.execute(Q["deliveries_expired"], params).fetchall()
+            return sorted((r["id"], r["agent"]) for r in rows)
+
+        return self._write(run)
+
+    def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
+        rows = self._read(Q["dead_list_agent"], (agent,)) if agent else self._read(Q["dead_list"])
+        return [dead_letter_from_row(r, self._message_ids(r["id"])) for r in rows]
+
+    def _message_ids(self, delivery_id: str) -> tuple[str, ...]:
+        return tuple(x["id"] for x in self._read(Q["delivery_message_ids"], (delivery_id,)))
+
+    def retry_dead(self, *, agent: str | None = None, delivery_id: str | None = None) -> list[str]:
+        def run(conn: sqlite3.Connection) -> list[str]:
+            params = {"now": iso_now(), "agent": agent, "id": delivery_id}
+            return [r["id"] for r in conn.execute(Q["retry_dead"], params).fetchall()]
+
+        return self._write(run)
+
+    def pending_agents(self) -> set[str]:
+        return {r[0] for r in self._read(Q["pending_agents"])}
+
+    def counts(self) -> dict[str, AgentCounts]:
+        figures: dict[str, dict[str, int]] = {}
+        for to, n in self._read(Q["count_unread"]):
+            figures.setdefault(to, {})["unread"] = n
+        for agent, state, n in self._read(Q["count_deliveries"]):
+            key = "in_flight" if state == "claimed" else "dead_letters"
+            figures.setdefault(agent, {})[key] = n
+        return {a: AgentCounts(agent=a, **f) for a, f in figures.items()}
+
+    def totals(self) -> dict[str, int]:
+        total, unread = self._read(Q["count_messages"])[0]
+        return {"messages": int(total), "unread": int(unread)}

@@ -1,0 +1,189 @@
+"""The message operations of the SQLite store: insert with its limits, reads, pull, acks, purge."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from agentmaild.errors import Conflict, InboxFull, RateLimited
+from agentmaild.ids import iso_now
+from agentmaild.models import Message
+from agentmaild.store import pull
+from agentmaild.store.base import InsertRequest, InsertResult
+from agentmaild.store.queries import Q
+from agentmaild.store.sqlite_rows import message_from_row, message_params
+from agentmaild.store.sqlite_tx import SqliteTransactions
+
+
+def _find_idempotent(
+    conn: sqlite3.Connection, sender: str, key: str, digest: str
+) -> InsertResult | None:
+    row = conn.execute(Q["idem_get"], (sender, key)).fetchone()
+    if row is None:
+        return None
+    if row["content_hash"] != digest:
+        raise Conflict(f"idempotency key {key!r} was already used by {sender} for other content")
+    found = [_get(conn, i) for i in json.loads(row["message_ids"])]
+    return InsertResult(messages=tuple(m for m in found if m is not None), duplicate=True)
+
+
+def _get(conn: sqlite3.Connection, message_id: str) -> Message | None:
+    row = conn.execute(Q["get_message"], (message_id,)).fetchone()
+    return message_from_row(row) if row is not None else None
+
+
+def _insert(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
+    if req.idempotency is not None:
+        # Checked again inside the write transaction: two racing sends write once.
+        earlier = _find_idempotent(conn, *req.idempotency)
+        if earlier is not None:
+            return earlier
+    _check_unread_cap(conn, req)
+    _check_rate(conn, req)
+    for m in req.messages:
+        conn.execute(Q["insert_message"], message_params(m))
+    stamp = iso_now(req.now)
+    for agent, message_id, reason in req.nudges:
+        conn.execute(Q["nudge_put"], (agent, message_id, reason, stamp))
+    if req.idempotency is not None:
+        sender, key, digest = req.idempotency
+        ids = json.dumps([m.id for m in req.messages])
+        conn.execute(Q["idem_put"], (sender, key, digest, ids, stamp))
+    return InsertResult(messages=req.messages)
+
+
+def _check_unread_cap(conn: sqlite3.Connection, req: InsertRequest) -> None:
+    if req.unread_max <= 0:
+        return
+    for to in {m.to_agent for m in req.messages}:
+        hit = conn.execute(Q["unread_count_reaches"], {"to": to, "cap": req.unread_max}).fetchone()
+        if hit is not None:
+            raise InboxFull(
+                f"inbox of {to} is full ({req.unread_max} unread); retry once it reads its mail"
+            )
+
+
+def _check_rate(conn: sqlite3.Connection, req: InsertRequest) -> None:
+    if req.rate_limit_max <= 0:
+        return
+    since = req.now - req.rate_limit_window_s
+    conn.execute(Q["rate_trim"], (since - req.rate_limit_window_s,))
+    for m in req.messages:
+        sent = conn.execute(Q["rate_count"], (m.from_agent, m.to_agent, since)).fetchone()
+        if sent[0] >= req.rate_limit_max:
+            raise RateLimited(
+                f"rate limit: {m.from_agent}→{m.to_agent} sent {sent[0]} messages in the "
+                f"last {req.rate_limit_window_s:g}s (max {req.rate_limit_max})"
+            )
+        conn.execute(Q["rate_insert"], (m.from_agent, m.to_agent, req.now))
+
+
+def _list_query(
+    filters: dict[str, Any], unread: bool | None, limit: int | None
+) -> tuple[str, list[Any]]:
+    """``SELECT`` over messages with a ``WHERE`` of just the filters given, newest first."""
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in filters.items():
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if unread is not None:
+        where.append("read = ?")
+        params.append(0 if unread else 1)
+    sql = "SELECT * FROM messages"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY created_at DESC, id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return sql, params
+
+
+def _purge_condition(older_than: str | None, agent: str | None) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if older_than is not None:
+        where.append("created_at < ?")
+        params.append(older_than)
+    if agent is not None:
+        where.append("(from_agent = ? OR to_agent = ?)")
+        params += [agent, agent]
+    return where, params
+
+
+def _purge(conn: sqlite3.Connection, cond: str, params: list[Any]) -> int:
+    conn.execute(
+        f"DELETE FROM am_nudges WHERE message_id IN (SELECT id FROM messages WHERE {cond})",
+        params,
+    )
+    n = conn.execute(f"DELETE FROM messages WHERE {cond}", params).rowcount
+    # Deliveries left with no message at all are history nobody can act on.
+    conn.execute(Q["deliveries_orphaned_delete"])
+    return int(n)
+
+
+class SqliteMessages(SqliteTransactions):
+    """The ``MailStore`` message operations on SQLite."""
+
+    def insert(self, request: InsertRequest) -> InsertResult:
+        return self._write(lambda conn: _insert(conn, request))
+
+    def find_idempotent(self, sender: str, key: str, digest: str) -> InsertResult | None:
+        return self._read_with(lambda conn: _find_idempotent(conn, sender, key, digest))
+
+    def get_message(self, message_id: str) -> Message | None:
+        rows = self._read(Q["get_message"], (message_id,))
+        return message_from_row(rows[0]) if rows else None
+
+    def inbox(self, agent: str, *, unread_only: bool = False) -> list[Message]:
+        sql = Q["inbox_unread"] if unread_only else Q["inbox_all"]
+        return [message_from_row(r) for r in self._read(sql, (agent,))]
+
+    def take_unread(self, agent: str, *, max_chars: int = 0, ack: bool = True) -> list[Message]:
+        def run(conn: sqlite3.Connection) -> list[Message]:
+            rows = pull.take_unread_rows(conn, agent, max_chars)
+            if ack and rows:
+                pull.mark_read(conn, [r["id"] for r in rows], "pull")
+            return [message_from_row(r) for r in rows]
+
+        return self._write(run)
+
+    def ack(self, message_ids: Sequence[str], *, by: str = "pull") -> list[str]:
+        return self._write(lambda conn: pull.mark_read(conn, list(message_ids), by))
+
+    def list_messages(
+        self,
+        *,
+        from_agent: str | None = None,
+        to_agent: str | None = None,
+        type: str | None = None,
+        unread: bool | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        filters = {"from_agent": from_agent, "to_agent": to_agent, "type": type}
+        sql, params = _list_query(filters, unread, limit)
+        return [message_from_row(r) for r in self._read(sql, params)]
+
+    def thread(self, thread_id: str) -> list[Message]:
+        return [message_from_row(r) for r in self._read(Q["thread"], {"t": thread_id})]
+
+    def purge(
+        self, *, older_than: str | None = None, agent: str | None = None, everything: bool = False
+    ) -> int:
+        where, params = _purge_condition(older_than, agent)
+        if not where and not everything:
+            return 0
+        cond = " AND ".join(where) if where else "1"
+        return self._write(lambda conn: _purge(conn, cond, params))
+
+    def reset_rate_limit(self, from_agent: str, to_agent: str) -> int:
+        return self._write(
+            lambda c: int(c.execute(Q["rate_reset"], (from_agent, to_agent)).rowcount)
+        )
+
+    def take_nudges(self, agent: str) -> list[dict[str, Any]]:
+        return self._write(lambda conn: [dict(r) for r in pull.take_nudge_rows(conn, agent)])

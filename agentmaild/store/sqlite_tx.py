@@ -1,0 +1,80 @@
+"""The SQLite store's transaction plumbing: busy retries, BEGIN IMMEDIATE writes, mapped errors.
+
+``SqliteTransactions`` is the base shared by the store's operation mixins (messages, agents,
+deliveries); ``SqliteMailStore`` opens the connection it runs on.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from agentmaild.errors import StoreError
+
+T = TypeVar("T")
+
+# How long a writer keeps retrying SQLITE_BUSY beyond SQLite's own busy_timeout.
+_BUSY_DEADLINE_S = 30.0
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+class SqliteTransactions:
+    """One connection; each write is one short ``BEGIN IMMEDIATE … COMMIT``, retried while busy."""
+
+    _conn: sqlite3.Connection
+
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        deadline = time.monotonic() + _BUSY_DEADLINE_S
+        delay = 0.005
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def attempt() -> T:
+            with self._tx() as conn:
+                return fn(conn)
+
+        try:
+            return self._retrying(attempt)
+        except sqlite3.Error as exc:
+            raise StoreError(f"store write failed: {exc}") from exc
+
+    def _read_with(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A read outside any write transaction (autocommit), busy-retried, errors mapped."""
+        try:
+            return self._retrying(lambda: fn(self._conn))
+        except sqlite3.Error as exc:
+            raise StoreError(f"store read failed: {exc}") from exc
+
+    def _read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        return self._read_with(lambda conn: conn.execute(sql, params).fetchall())
