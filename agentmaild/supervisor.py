@@ -220,13 +220,16 @@ class Supervisor:
         entry.loop = loop
         log.info("supervisor.loop_started", agent=agent.name, channel=agent.channel)
         try:
-            await loop.run()
+            # Entered here, in the loop's own task: a channel may own tasks (stdin's reader)
+            # for exactly as long as its loop runs.
+            async with channel:
+                await loop.run()
         finally:
             for key in _COUNTERS:
                 entry.totals[key] += getattr(loop, key)
             entry.loop = None
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_S):
-                await channel.aclose()
+                await channel.aclose()  # idempotent; bounded even if __aexit__ was cut short
         if not loop.stopping:
             raise RuntimeError("delivery loop returned without being stopped")
 

@@ -34,7 +34,7 @@ from agentmaild.channels.spawn import (
     user_line,
 )
 from agentmaild.config import Config
-from agentmaild.errors import AgentmaildError, AgentUnavailable, DeliveryFailed
+from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs import ChildExit
 
@@ -219,7 +219,7 @@ class ClaudeSpawnChannel(SpawnChannel):
     async def _deliver(self, batch: Batch, text: str) -> None:
         holder = self._held_by()
         if holder is not None:
-            raise AgentUnavailable(f"session {self.session.id} is held by live pid {holder}")
+            raise AgentBusy(f"session {self.session.id} is held by live pid {holder}")
         launch = self._claude_launch(batch, await self.session.args())
         events = ClaudeEvents()
         bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)

@@ -24,7 +24,7 @@ from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
-from agentmaild.errors import AgentUnavailable, DeliveryFailed
+from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.logfiles import RotatingLog, log_path
 from agentmaild.models import Agent, Batch
 from agentmaild.procs import Child, ChildExit, ChildStartError, Line, open_child
@@ -149,7 +149,7 @@ class SpawnChannel(Channel):
         if self._closed:
             raise AgentUnavailable("spawn channel is closed")
         if self._in_turn:
-            raise AgentUnavailable("the previous turn is still running")
+            raise AgentBusy("the previous turn is still running")
         self._in_turn = True
         try:
             await self._deliver(batch, text)

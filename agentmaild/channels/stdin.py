@@ -21,13 +21,14 @@ always ends in ``aclose()`` (close stdin, wait ``kill_grace_s``, then TERM/KILL 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import anyio
+import anyio.abc
 import structlog
 from structlog.typing import FilteringBoundLogger
 
@@ -43,7 +44,7 @@ from agentmaild.channels.claude import (
 )
 from agentmaild.channels.spawn import _check_executable, _stall_timeout, render_argv, user_line
 from agentmaild.config import Config
-from agentmaild.errors import AgentUnavailable, DeliveryFailed
+from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.logfiles import RotatingLog, log_path
 from agentmaild.models import Agent, Batch
 from agentmaild.procs import Child, ChildStartError, Line, open_child
@@ -116,7 +117,9 @@ class StdinChannel(Channel):
         self.session = ClaudeSession(agent.session_id, saver) if self._claude else None
         self._env = agent_env(agent, db=self.store_path, delivery_id=DELIVERY_MARKER)
         self._proc: _Process | None = None
-        self._host: asyncio.Task[None] | None = None
+        # The process's host task runs in this task group, open while the channel is entered
+        # (`async with channel:`, as the supervisor does), so no task outlives the channel.
+        self._tg: anyio.abc.TaskGroup | None = None
         self._turn: _Turn | None = None
         self._writing = False
         self._closed = False
@@ -137,7 +140,7 @@ class StdinChannel(Channel):
         if self._closed:
             raise AgentUnavailable("stdin channel is closed")
         if self._in_turn():
-            raise AgentUnavailable("a turn is still running")
+            raise AgentBusy("a turn is still running")
         self._writing = True
         try:
             proc = await self._ensure_process()
@@ -156,9 +159,28 @@ class StdinChannel(Channel):
             raise DeliveryFailed(turn.error)
         self._failures = 0
 
+    async def __aenter__(self) -> StdinChannel:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.aclose()  # ends the host task: the task group then exits at once
+        finally:
+            tg, self._tg = self._tg, None
+            if tg is not None:
+                await tg.__aexit__(exc_type, exc, tb)
+
     async def aclose(self) -> None:
         self._closed = True
-        proc, host = self._proc, self._host
+        proc = self._proc
         with anyio.CancelScope(shield=True):
             if proc is not None and not proc.finished.is_set():
                 if proc.child is not None:
@@ -167,8 +189,6 @@ class StdinChannel(Channel):
                     await proc.finished.wait()
                 proc.scope.cancel()  # open_child's exit: TERM, grace, KILL the group, reap
                 await proc.finished.wait()
-            if host is not None:
-                await host
         if self._turn is not None:
             self._turn.settle("the channel was closed")
 
@@ -194,7 +214,7 @@ class StdinChannel(Channel):
             await anyio.sleep(delay)
         holder = self._held_by()
         if holder is not None:
-            raise AgentUnavailable(f"session {self._session_id()} is held by live pid {holder}")
+            raise AgentBusy(f"session {self._session_id()} is held by live pid {holder}")
         argv = await self._argv()
         cwd = self.agent.cwd
         if cwd is not None and not await anyio.Path(cwd).is_dir():
@@ -203,7 +223,9 @@ class StdinChannel(Channel):
         proc = _Process()
         self._proc = proc
         self._starts += 1
-        self._host = asyncio.get_running_loop().create_task(self._run(proc, argv, cwd))
+        if self._tg is None:
+            raise RuntimeError("StdinChannel runs its agent inside `async with channel:`")
+        self._tg.start_soon(self._run, proc, argv, cwd, name=f"stdin:{self.agent.name}")
         await proc.started.wait()
         if proc.start_error is not None:
             raise AgentUnavailable(proc.start_error)

@@ -20,7 +20,7 @@ from agentmaild.channels.claude import ClaudeSpawnChannel, session_holder
 from agentmaild.channels.factory import make_channel
 from agentmaild.channels.stdin import StdinChannel
 from agentmaild.config import Config, SpawnConfig, StdinConfig
-from agentmaild.errors import AgentUnavailable, DeliveryFailed
+from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.procs import ChildExit
 from agentmaild.store.sqlite import SqliteMailStore
@@ -265,7 +265,7 @@ async def test_spawn_busy_while_another_live_process_holds_the_session(rig: Rig)
         assert session_holder(rig.home, agent.session_id or "") == other.pid
         async with spawn(rig, agent) as channel:
             assert await channel.is_busy()
-            with pytest.raises(AgentUnavailable, match=f"held by live pid {other.pid}"):
+            with pytest.raises(AgentBusy, match=f"held by live pid {other.pid}"):
                 await channel.deliver(batch(), "t")
             os.kill(other.pid, signal.SIGKILL)  # leaves a stale sessions/<pid>.json behind
             other.wait()
@@ -350,7 +350,7 @@ async def test_stdin_busy_until_the_turn_completes(rig: Rig) -> None:
             await wait_for(lambda: rig.records("line"))
             assert await channel.is_busy()
             assert not returned.is_set()
-            with pytest.raises(AgentUnavailable, match="still running"):
+            with pytest.raises(AgentBusy, match="still running"):
                 await channel.deliver(batch("dlv-2"), "t")
             gate.touch()
             with anyio.fail_after(BOUND):
@@ -447,14 +447,14 @@ async def test_stdin_survives_odd_output(rig: Rig, mode: str) -> None:
 async def test_stdin_ack_on_write_returns_before_the_turn_ends(rig: Rig) -> None:
     gate = rig.tmp / "gate"
     agent = rig.agent("stdin", settings={"ack_on": "write"})
-    channel = stdin(rig, agent)
     rig.next_turn(f"gate:{gate}")
-    with anyio.fail_after(BOUND):
-        await channel.deliver(batch(), "t")
-    await wait_for(lambda: rig.records("line"))
-    assert not await channel.is_busy()
-    with anyio.fail_after(BOUND):
-        await channel.aclose()  # the gated turn never ends: EOF, grace, then TERM
+    async with stdin(rig, agent) as channel:
+        with anyio.fail_after(BOUND):
+            await channel.deliver(batch(), "t")
+        await wait_for(lambda: rig.records("line"))
+        assert not await channel.is_busy()
+        with anyio.fail_after(BOUND):
+            await channel.aclose()  # the gated turn never ends: EOF, grace, then TERM
     assert not alive(rig.records("start")[0]["pid"])
 
 
@@ -476,7 +476,7 @@ async def test_stdin_busy_while_another_live_process_holds_the_session(rig: Rig)
         assert session_holder(rig.home, agent.session_id or "") == other.pid
         async with stdin(rig, agent) as channel:
             assert await channel.is_busy()
-            with pytest.raises(AgentUnavailable, match="held by live pid"):
+            with pytest.raises(AgentBusy, match="held by live pid"):
                 await channel.deliver(batch(), "t")
             other.stdin.close()  # the holder ends cleanly: its file goes
             other.wait()

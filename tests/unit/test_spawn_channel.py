@@ -18,7 +18,7 @@ from agentmaild.channels.spawn import SpawnChannel, render_argv
 from agentmaild.channels.stdin import StdinChannel
 from agentmaild.channels.tmux import TmuxChannel
 from agentmaild.config import Config, SpawnConfig
-from agentmaild.errors import AgentUnavailable, DeliveryFailed
+from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch, Message
 from tests.support.waiting import alive
 from tests.support.waiting import wait_until as wait_for
@@ -205,7 +205,7 @@ async def test_cancelled_delivery_kills_and_reaps_the_child(tmp_path: Path, stor
             pids = json.loads(pid_file.read_text())
             assert await channel.is_busy()
             assert channel.describe()["pid"] == pids["pid"]
-            with pytest.raises(AgentUnavailable, match="still running"):
+            with pytest.raises(AgentBusy, match="still running"):
                 await channel.deliver(batch("dlv-2"), "y")  # never two turns at once
             tg.cancel_scope.cancel()
     assert not alive(pids["pid"])
