@@ -17,11 +17,17 @@ ID_RE = re.compile(r"^(msg|dlv|bc)-[a-z0-9]{6,40}$")
 
 
 def _b36(n: int, width: int) -> str:
-    out = []
-    for _ in range(width):
+    """The last ``width`` base36 digits of ``n``, zero-padded."""
+    n %= 36**width
+    out = ""
+    while n:
         n, r = divmod(n, 36)
-        out.append(_ALPHABET[r])
-    return "".join(reversed(out))
+        out = _ALPHABET[r] + out
+    return out.rjust(width, "0")
+
+
+_prefix_ms = -1
+_prefix = ""
 
 
 def new_id(prefix: str) -> str:
@@ -29,7 +35,7 @@ def new_id(prefix: str) -> str:
 
     Sortable by creation time within a process and unique across processes; only [a-z0-9].
     """
-    global _last_ms, _seq
+    global _last_ms, _seq, _prefix_ms, _prefix
     with _lock:
         ms = int(time.time() * 1000)
         if ms <= _last_ms:
@@ -38,8 +44,11 @@ def new_id(prefix: str) -> str:
         else:
             _last_ms, _seq = ms, 0
         seq = _seq
-    rand = int.from_bytes(os.urandom(4), "big")
-    return f"{prefix}-{_b36(ms, 9)}{_b36(seq, 3)}{_b36(rand, 6)}"
+        if ms != _prefix_ms:  # the time part changes once a millisecond: computed once
+            _prefix_ms, _prefix = ms, _b36(ms, 9)
+        stamp = _prefix
+    rand = "".join(_ALPHABET[b % 36] for b in os.urandom(6))
+    return f"{prefix}-{stamp}{_b36(seq, 3)}{rand}"
 
 
 def iso_now(now: float | None = None) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentmaild.errors import NotFound, RecipientRefused, ValidationError
+from agentmaild.errors import NotFound, ValidationError
 from agentmaild.ids import check_message_id, check_name, iso_now, new_id
 from agentmaild.models import (
     KNOWN_CAPABILITIES,
@@ -116,22 +116,6 @@ class Mailer:
             )
         return names, True
 
-    def _check_recipient(self, name: str) -> None:
-        if name in IMPLICIT_RECIPIENTS:
-            return
-        agent = self.store.get_agent(name)
-        if agent is None:
-            if self.limits.refuse_unknown_recipients:
-                raise RecipientRefused(
-                    f"unknown recipient {name!r}: register it with `agentmaild agents add` "
-                    "or check `agentmaild agents list`"
-                )
-            return
-        if agent.state in REFUSED_STATES:
-            raise RecipientRefused(
-                f"recipient {name} is {agent.state}: it will never read this mail"
-            )
-
     # -- validation -------------------------------------------------------------------------
     def _validate(
         self, subject: str, body: str, msg_type: str, priority: str, payload: str | None
@@ -189,8 +173,9 @@ class Mailer:
                     broadcast_id=earlier.messages[0].broadcast_id if earlier.messages else None,
                 )
         recipients, is_group = self.expand(to, sender)
-        if not is_group:  # group members were filtered by state in expand()
-            self._check_recipient(recipients[0])
+        # One recipient is checked inside the insert's transaction (group members were
+        # filtered by state in expand()); the operator needs no registration.
+        checked = () if is_group or to in IMPLICIT_RECIPIENTS else (to,)
         now = time.time()
         stamp = iso_now(now)
         broadcast_id = new_id("bc") if is_group else None
@@ -222,6 +207,8 @@ class Mailer:
                 rate_limit_max=self.limits.rate_limit_max,
                 rate_limit_window_s=self.limits.rate_limit_window_s,
                 idempotency=idem,
+                check_recipients=checked,
+                refuse_unknown=self.limits.refuse_unknown_recipients,
             )
         )
         bc = result.messages[0].broadcast_id if result.messages else broadcast_id

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentmaild.models import Agent, AgentCounts, Batch, DeadLetter, Message
+from agentmaild.errors import RecipientRefused
+from agentmaild.models import REFUSED_STATES, Agent, AgentCounts, Batch, DeadLetter, Message
 
 # Agent fields `update_agent` may change (name and created_at are fixed).
 AGENT_MUTABLE_FIELDS = frozenset(
@@ -39,6 +40,25 @@ class InsertRequest:
     rate_limit_max: int = 0  # 0: off
     rate_limit_window_s: float = 60.0
     idempotency: tuple[str, str, str] | None = None  # (sender, key, content hash)
+    # Recipients whose registration is checked in the same transaction as the insert.
+    check_recipients: tuple[str, ...] = ()
+    refuse_unknown: bool = True
+
+
+def recipient_refusal(
+    name: str, state: str | None, refuse_unknown: bool
+) -> RecipientRefused | None:
+    """Why ``name`` (in ``state``, None when unregistered) may not receive mail, if it may not."""
+    if state is None:
+        if not refuse_unknown:
+            return None
+        return RecipientRefused(
+            f"unknown recipient {name!r}: register it with `agentmaild agents add` "
+            "or check `agentmaild agents list`"
+        )
+    if state in REFUSED_STATES:
+        return RecipientRefused(f"recipient {name} is {state}: it will never read this mail")
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,7 @@ from typing import Any
 from agentmaild.errors import Conflict, InboxFull, RateLimited, StoreError
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store.base import InsertRequest, InsertResult
+from agentmaild.store.base import InsertRequest, InsertResult, recipient_refusal
 from agentmaild.store.memory_state import MemoryState, RateLog, atomic, chrono, order
 
 
@@ -35,6 +35,13 @@ class MemoryMessages(MemoryState):
             if earlier is not None:
                 return earlier
         # Checks first, writes after: a refused insert leaves nothing behind (a rollback).
+        for name in request.check_recipients:
+            agent = self._agents.get(name)
+            refusal = recipient_refusal(
+                name, agent.state if agent else None, request.refuse_unknown
+            )
+            if refusal is not None:
+                raise refusal
         self._check_unread_cap(request)
         rate_log = self._check_rate(request)
         self._write_insert(request, rate_log)

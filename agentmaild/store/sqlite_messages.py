@@ -11,7 +11,7 @@ from agentmaild.errors import Conflict, InboxFull, RateLimited
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import pull
-from agentmaild.store.base import InsertRequest, InsertResult
+from agentmaild.store.base import InsertRequest, InsertResult, recipient_refusal
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_rows import message_from_row, message_params
 from agentmaild.store.sqlite_tx import SqliteTransactions
@@ -40,10 +40,17 @@ def _insert(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
         earlier = _find_idempotent(conn, *req.idempotency)
         if earlier is not None:
             return earlier
+    for name in req.check_recipients:
+        row = conn.execute(Q["agent_state"], (name,)).fetchone()
+        refusal = recipient_refusal(name, row[0] if row else None, req.refuse_unknown)
+        if refusal is not None:
+            raise refusal
     _check_unread_cap(conn, req)
     _check_rate(conn, req)
     for m in req.messages:
         conn.execute(Q["insert_message"], message_params(m))
+    if not (req.nudges or req.idempotency):
+        return InsertResult(messages=req.messages)
     stamp = iso_now(req.now)
     for agent, message_id, reason in req.nudges:
         conn.execute(Q["nudge_put"], (agent, message_id, reason, stamp))

@@ -68,6 +68,9 @@ DELETE FROM am_nudges WHERE agent = ? AND message_id = ?;
 -- name: agent_get
 SELECT * FROM am_agents WHERE name = ?;
 
+-- name: agent_state
+SELECT state FROM am_agents WHERE name = ?;
+
 -- name: agent_list
 SELECT * FROM am_agents ORDER BY name;
 
