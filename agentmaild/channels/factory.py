@@ -18,7 +18,7 @@ def make_channel(agent: Agent, config: Config, store_path: Path) -> Channel:
     """The channel that delivers to ``agent``.
 
     Raises ``ValueError`` for ``pull`` agents (they get no delivery loop) and ``AgentUnavailable``
-    for a channel that cannot be built (not implemented yet, unknown, or misconfigured).
+    for a channel that cannot be built (unknown or misconfigured).
     """
     kind = agent.channel
     if kind == ChannelKind.PULL:
