@@ -8,7 +8,6 @@ sequences printed.
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,6 @@ from tests.support.claude_env import (
     BUSY_FOOTER,
     StreamJsonProcess,
     TmuxServer,
-    claude_available,
     claude_binary,
     claude_env,
     composer_idle,
@@ -36,7 +34,6 @@ from tests.support.claude_env import (
 
 pytestmark = [
     pytest.mark.claude,
-    pytest.mark.skipif(not claude_available(), reason="needs npm (or AGENTMAILD_CLAUDE_BIN)"),
     pytest.mark.timeout(90),
 ]
 
@@ -379,7 +376,6 @@ def test_print_transient_errors_are_retried(claude_bin: str, stub: AnthropicStub
 
 
 @pytest.mark.tmux
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_tui_in_tmux_paste_submit_busy_idle(claude_bin: str, stub: AnthropicStub, ws: Workspace):
     with TmuxServer(ws.env) as tmux:
         target = tmux.new_session("agent", [claude_bin], cwd=ws.project)

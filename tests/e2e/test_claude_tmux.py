@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +31,6 @@ from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.anthropic_stub import AnthropicStub
 from tests.support.claude_env import (
     TmuxServer,
-    claude_available,
     claude_binary,
     claude_env,
     composer_idle,
@@ -43,8 +41,6 @@ from tests.support.claude_env import (
 pytestmark = [
     pytest.mark.claude,
     pytest.mark.tmux,
-    pytest.mark.skipif(not claude_available(), reason="needs npm (or AGENTMAILD_CLAUDE_BIN)"),
-    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
     pytest.mark.timeout(120),
 ]
 

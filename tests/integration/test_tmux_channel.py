@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -35,7 +34,6 @@ from tests.support.claude_env import TmuxServer
 
 pytestmark = [
     pytest.mark.tmux,
-    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
     pytest.mark.timeout(60),
 ]
 

@@ -4,7 +4,6 @@ stuck loop (a healthy agent in the same daemon keeps receiving throughout)."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -131,11 +130,6 @@ def _retry_after_the_fix(
 
 # -- a tmux pane that vanished --------------------------------------------------------------
 
-tmux_available = pytest.mark.skipif(
-    shutil.which("tmux") is None
-    or not (Path(__file__).parents[2] / "agentmaild" / "channels" / "tmux.py").exists(),
-    reason="needs tmux and the tmux channel",
-)
 
 
 def _vanished_pane_agent(store: SqliteMailStore, tmp_path: Path) -> None:
@@ -149,7 +143,6 @@ def _vanished_pane_agent(store: SqliteMailStore, tmp_path: Path) -> None:
 
 
 @pytest.mark.tmux
-@tmux_available
 def test_vanished_pane_retries_without_loss_or_stuck_loop(
     db: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
@@ -173,7 +166,6 @@ def test_vanished_pane_retries_without_loss_or_stuck_loop(
 
 
 @pytest.mark.tmux
-@tmux_available
 def test_vanished_pane_mail_becomes_a_dead_letter_with_an_ndr(
     db: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:

@@ -14,7 +14,6 @@ import os
 import queue
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -67,11 +66,6 @@ def claude_binary() -> str:
         raise RuntimeError(f"install-claude.sh printed {path!r}, which is not executable")
     _binary = path
     return _binary
-
-
-def claude_available() -> bool:
-    """True when the CLI is installed or can be (npm present): for ``pytest.mark.skipif``."""
-    return bool(os.environ.get("AGENTMAILD_CLAUDE_BIN")) or shutil.which("npm") is not None
 
 
 def isolated_home(
