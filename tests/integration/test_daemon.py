@@ -11,7 +11,6 @@ import random
 import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -20,12 +19,11 @@ from typing import Any
 
 import pytest
 
-from agentmaild.control.client import poke, request
-from agentmaild.control.protocol import socket_path_for
-from agentmaild.errors import DaemonNotRunning
+from agentmaild.control.client import poke
 from agentmaild.mail import Mailer
 from agentmaild.models import PRIORITY_RANK, Agent
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.daemon import DaemonProc, daemon_factory
 from tests.support.waiting import read_jsonl as records
 from tests.support.waiting import wait_for
 
@@ -44,77 +42,6 @@ def agent_cmd(script: str, *args: str) -> tuple[str, ...]:
     return (sys.executable, str(AGENTS / script), *args)
 
 
-class Daemon:
-    def __init__(self, db: Path, tmp: Path, env: dict[str, str] | None = None) -> None:
-        self.db = db
-        self.sock = socket_path_for(db)
-        self.log = tmp / f"daemon-{time.monotonic_ns()}.log"
-        inherited = {
-            k: v for k, v in os.environ.items() if k not in ("AGENTMAIL_DB", "AGENTMAILD_CONFIG")
-        }
-        self.env = {
-            **inherited,
-            **FAST,
-            **(env or {}),
-            "XDG_CONFIG_HOME": str(tmp / "xdg"),
-            "AGENTMAILD_LOG_FORMAT": "json",
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def cli(self, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "agentmaild", *args, "--db", str(self.db)],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    def start(self) -> Daemon:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "agentmaild", "serve", "--db", str(self.db)],
-                env=self.env,
-                stdout=log,
-                stderr=log,
-            )
-        wait_for(self.ready, 15, "the daemon to answer ping")
-        return self
-
-    def ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"daemon exited {self.proc.returncode}: {self.log.read_text()}")
-        try:
-            return bool(request(self.sock, "ping", timeout=1.0)["pong"])
-        except (DaemonNotRunning, OSError):
-            return False
-
-    def ctl(self, cmd: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        return request(self.sock, cmd, args, timeout=10.0)
-
-    def status_row(self, agent: str) -> dict[str, Any]:
-        rows = {r["agent"]: r for r in self.ctl("status")["agents"]}
-        return rows[agent]
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log.read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("event") == name:
-                out.append(event)
-        return out
-
-
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "store" / "mail.db"
@@ -129,19 +56,9 @@ def store(db: Path) -> Iterator[SqliteMailStore]:
 
 
 @pytest.fixture
-def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
-    started: list[Daemon] = []
-
-    def make(env: dict[str, str] | None = None, start: bool = True) -> Daemon:
-        d = Daemon(db, tmp_path, env)
-        started.append(d)
-        return d.start() if start else d
-
-    yield make
-    for d in started:
-        if d.proc is not None and d.proc.poll() is None:
-            d.proc.kill()
-            d.proc.wait(10)
+def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
+    with daemon_factory(db, tmp_path, defaults=FAST, text=True) as make:
+        yield make
 
 
 def add_spawn(store: SqliteMailStore, name: str, command: tuple[str, ...], **kw: Any) -> None:
@@ -153,7 +70,7 @@ def unread(store: SqliteMailStore, agent: str) -> int:
 
 
 def test_200_messages_to_5_agents_delivered_in_priority_order(
-    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     mailer = Mailer(store)
     rng = random.Random(7)
@@ -179,7 +96,7 @@ def test_200_messages_to_5_agents_delivered_in_priority_order(
 
 
 def test_fail_twice_then_succeed_shows_retries_and_backoff(
-    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     counter = tmp_path / "flaky.count"
     add_spawn(store, "flaky", agent_cmd("flaky_agent.py", str(counter), "2"))
@@ -204,7 +121,7 @@ def test_fail_twice_then_succeed_shows_retries_and_backoff(
 
 
 def test_always_failing_agent_dead_letters_ndr_and_retry(
-    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     rec = tmp_path / "dead.jsonl"
     add_spawn(store, "doomed", agent_cmd("record_agent.py", str(rec), "--exit", "1"))
@@ -228,7 +145,7 @@ def test_always_failing_agent_dead_letters_ndr_and_retry(
 
 
 def test_sigkill_mid_delivery_then_restart_loses_nothing(
-    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     rec, gate = tmp_path / "kill.jsonl", tmp_path / "gate"
     add_spawn(store, "victim", agent_cmd("gated_agent.py", str(rec), str(gate)), parent="bob")
@@ -249,10 +166,10 @@ def test_sigkill_mid_delivery_then_restart_loses_nothing(
     assert "REDELIVERY" in runs[-1]["text"]
     interrupted = [m for m in store.inbox("bob") if m.from_agent == "agentmaild"]
     assert len(interrupted) == 1 and "victim" in interrupted[0].body
-    assert second.events("daemon.recovered")[0]["requeued"] == 1
+    assert second.events("daemon.recovered")[-1]["requeued"] == 1  # the log is shared: the last
 
 
-def test_second_serve_is_refused_naming_the_pid(daemons: Callable[..., Daemon]) -> None:
+def test_second_serve_is_refused_naming_the_pid(daemons: Callable[..., DaemonProc]) -> None:
     first = daemons()
     assert first.proc is not None
     result = first.cli("serve")
@@ -280,7 +197,7 @@ def _raw(sock: Path, payload: bytes, timeout: float = 10) -> bytes:
 
 
 def test_garbage_on_the_socket_gets_errors_and_daemon_keeps_serving(
-    daemons: Callable[..., Daemon],
+    daemons: Callable[..., DaemonProc],
 ) -> None:
     d = daemons()
     slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -304,7 +221,7 @@ def test_garbage_on_the_socket_gets_errors_and_daemon_keeps_serving(
 
 
 def test_sigterm_drains_in_flight_delivery_and_exits_0(
-    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     rec, gate = tmp_path / "drain.jsonl", tmp_path / "gate"
     add_spawn(store, "slow", agent_cmd("gated_agent.py", str(rec), str(gate)))
@@ -323,7 +240,7 @@ def test_sigterm_drains_in_flight_delivery_and_exits_0(
 
 
 def test_agent_added_while_running_is_picked_up_after_a_poke(
-    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     d = daemons({"AGENTMAILD_DAEMON_POLL_INTERVAL_S": "30"})
     rec = tmp_path / "late.jsonl"
@@ -339,7 +256,7 @@ def test_agent_added_while_running_is_picked_up_after_a_poke(
 
 
 def test_second_sigterm_forces_and_releases(
-    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     rec, gate = tmp_path / "force.jsonl", tmp_path / "never"
     add_spawn(store, "stuck", agent_cmd("gated_agent.py", str(rec), str(gate)))
@@ -359,7 +276,7 @@ def test_second_sigterm_forces_and_releases(
 
 
 def test_status_without_daemon_shows_store_counts(
-    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     add_spawn(store, "idle", agent_cmd("record_agent.py", str(tmp_path / "x.jsonl")))
     Mailer(store).send(sender="bob", to="idle", subject="s", body="x")
@@ -373,7 +290,7 @@ def test_status_without_daemon_shows_store_counts(
 
 
 def test_pause_resume_drain_and_metrics(
-    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., Daemon]
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     rec = tmp_path / "p.jsonl"
     add_spawn(store, "pausy", agent_cmd("record_agent.py", str(rec)))

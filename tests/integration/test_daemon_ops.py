@@ -14,7 +14,8 @@ import pytest
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.integration.test_daemon import Daemon
+from tests.integration.test_daemon import FAST
+from tests.support.daemon import DaemonProc, daemon_factory
 from tests.support.waiting import wait_for
 
 
@@ -24,21 +25,12 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
-    started: list[Daemon] = []
-
-    def make(env: dict[str, str] | None = None) -> Daemon:
-        started.append(Daemon(db, tmp_path, env))
-        return started[-1].start()
-
-    yield make
-    for d in started:
-        if d.proc is not None and d.proc.poll() is None:
-            d.proc.kill()
-            d.proc.wait(10)
+def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
+    with daemon_factory(db, tmp_path, defaults=FAST, text=True) as make:
+        yield make
 
 
-def test_sighup_reloads_the_config_file(daemons: Callable[..., Daemon], tmp_path: Path) -> None:
+def test_sighup_reloads_the_config_file(daemons: Callable[..., DaemonProc], tmp_path: Path) -> None:
     config = tmp_path / "agentmaild.toml"
     config.write_text('[log]\nlevel = "info"\n')
     d = daemons({"AGENTMAILD_CONFIG": str(config)})
@@ -60,7 +52,7 @@ def test_sighup_reloads_the_config_file(daemons: Callable[..., Daemon], tmp_path
 
 
 def test_sighup_with_a_broken_config_keeps_serving(
-    daemons: Callable[..., Daemon], tmp_path: Path
+    daemons: Callable[..., DaemonProc], tmp_path: Path
 ) -> None:
     config = tmp_path / "agentmaild.toml"
     config.write_text("[daemon]\npoll_interval_s = 1.0\n")
@@ -73,7 +65,7 @@ def test_sighup_with_a_broken_config_keeps_serving(
     assert d.ctl("ping")["pong"]
 
 
-def test_status_watch_refreshes_until_interrupted(daemons: Callable[..., Daemon]) -> None:
+def test_status_watch_refreshes_until_interrupted(daemons: Callable[..., DaemonProc]) -> None:
     d = daemons()
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentmaild", "status", "--watch", "--db", str(d.db)],
@@ -103,7 +95,7 @@ def test_status_watch_refreshes_until_interrupted(daemons: Callable[..., Daemon]
 
 
 def test_daemon_checkpoints_keep_the_wal_bounded(
-    daemons: Callable[..., Daemon],
+    daemons: Callable[..., DaemonProc],
     db: Path,
 ) -> None:
     store = SqliteMailStore(db)

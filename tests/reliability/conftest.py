@@ -6,11 +6,7 @@ only the *moments* of injected faults (a SIGKILL) are random, and their seed is 
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from agentmaild.control.client import request
-from agentmaild.control.protocol import socket_path_for
-from agentmaild.errors import ControlError
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.daemon import DaemonProc as DaemonProc  # re-exported for the tests
+from tests.support.daemon import base_env as support_env
+from tests.support.daemon import daemon_factory
 from tests.support.waiting import read_jsonl as read_jsonl  # re-exported for the tests
 from tests.support.waiting import wait_for as wait_for
 
@@ -58,94 +54,7 @@ def add_spawn(store: SqliteMailStore, name: str, command: tuple[str, ...], **kw:
 
 
 def base_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {
-        **os.environ,
-        **FAST,
-        **(extra or {}),
-        "XDG_CONFIG_HOME": str(tmp / "xdg"),
-        "AGENTMAILD_LOG_FORMAT": "json",
-    }
-    for key in ("AGENTMAIL_DB", "AGENTMAILD_CONFIG", "AGENTMAIL_AGENT"):
-        env.pop(key, None)
-    return env
-
-
-class DaemonProc:
-    """One `agentmaild serve` subprocess; its JSON log is appended to ``log``."""
-
-    def __init__(self, db: Path, tmp: Path, env: dict[str, str] | None = None) -> None:
-        self.db = db
-        self.sock = socket_path_for(db)
-        self.log = tmp / "daemon.log"
-        self.env = base_env(tmp, env)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def cli(
-        self, *args: str, stdin: bytes | None = None, timeout: float = 30
-    ) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            [sys.executable, "-m", "agentmaild", *args, "--db", str(self.db)],
-            env=self.env,
-            capture_output=True,
-            input=stdin,
-            timeout=timeout,
-        )
-
-    def start(self) -> DaemonProc:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "agentmaild", "serve", "--db", str(self.db)],
-                env=self.env,
-                stdout=log,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-            )
-        wait_for(self.ready, 20, "the daemon to answer ping")
-        return self
-
-    def ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"daemon exited {self.proc.returncode}: {self.tail()}")
-        try:
-            return bool(request(self.sock, "ping", timeout=1.0)["pong"])
-        except (ControlError, OSError):
-            return False
-
-    def ctl(self, cmd: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        return request(self.sock, cmd, args, timeout=10.0)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self, timeout: float = 20) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        out = []
-        if not self.log.exists():
-            return out
-        for line in self.log.read_text(errors="replace").splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("event") == name:
-                out.append(event)
-        return out
-
-    def tail(self, n: int = 40) -> str:
-        if not self.log.exists():
-            return ""
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+    return support_env(tmp, extra, FAST)
 
 
 @pytest.fixture
@@ -155,19 +64,6 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
-    """``daemons(env=None, start=True)``; every daemon left running is SIGKILLed at teardown."""
-    started: list[DaemonProc] = []
-
-    def make(
-        env: dict[str, str] | None = None, start: bool = True, path: Path | None = None
-    ) -> DaemonProc:
-        d = DaemonProc(path or db, tmp_path, env)
-        started.append(d)
-        return d.start() if start else d
-
-    yield make
-    for d in started:
-        if d.alive():
-            assert d.proc is not None
-            d.proc.kill()
-            d.proc.wait(10)
+    """``daemons(env=None, start=True, path=None)``; left-running daemons are SIGKILLed after."""
+    with daemon_factory(db, tmp_path, defaults=FAST) as make:
+        yield make
