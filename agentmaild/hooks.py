@@ -273,8 +273,6 @@ class _Hook:
         )
 
     def _record_seen(self, delivery_ids: list[str]) -> None:
-        import sqlite3
-
         from agentmaild.ids import iso_now
 
         conn, now = self._db(), time.time()
@@ -284,14 +282,7 @@ class _Hook:
             "INSERT OR IGNORE INTO am_prompt_seen (delivery_id, agent, session_id, at)"
             " VALUES (?, ?, ?, ?)"
         )
-        try:
-            conn.executemany(sql, rows)
-        except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):
-                raise
-            # A store created before this table existed (its user_version did not move).
-            conn.execute(_seen_table_sql())
-            conn.executemany(sql, rows)
+        conn.executemany(sql, rows)  # the table exists from schema version 2 on
         conn.execute("DELETE FROM am_prompt_seen WHERE at < ?", (iso_now(now - SEEN_KEEP_S),))
 
     def _has_unread(self) -> bool:
@@ -332,17 +323,8 @@ _HANDLERS: dict[str, Callable[[_Hook], int]] = {
 
 def delivery_seen(conn: sqlite3.Connection, delivery_id: str) -> bool:
     """True once a UserPromptSubmit hook has seen ``delivery_id``'s batch header in a prompt."""
-    import sqlite3
-
-    try:
-        row = conn.execute(
-            "SELECT 1 FROM am_prompt_seen WHERE delivery_id = ?", (delivery_id,)
-        ).fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return False  # no hook has recorded anything in this store yet
-        raise
-    return row is not None
+    sql = "SELECT 1 FROM am_prompt_seen WHERE delivery_id = ?"
+    return conn.execute(sql, (delivery_id,)).fetchone() is not None
 
 
 def _output_limit() -> int:
@@ -389,12 +371,6 @@ def _env_float(name: str, default: float) -> float:
     except ValueError:
         return default
     return value if value >= 0 and value == value else default
-
-
-def _seen_table_sql() -> str:
-    from agentmaild.store.queries import schema_statements
-
-    return next(s for s in schema_statements() if "am_prompt_seen" in s.split("(", 1)[0])
 
 
 def _poke(db_path: str, agent: str) -> None:

@@ -87,6 +87,7 @@ class Supervisor:
         self._config = config
         self._factory = factory
         self._gate = gate
+        self._registry_version: int | None = None  # as of the last sync()
         self._clock = clock
         self._entries: dict[str, _Entry] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -127,7 +128,7 @@ class Supervisor:
 
     async def _tick(self) -> None:
         changed = True if self._gate is None else await self._gate.changed()
-        if changed:
+        if changed and await self._registry_moved():
             await self.sync()
         if not (changed or self._sweep_due):
             return
@@ -154,10 +155,19 @@ class Supervisor:
         ]
         return max(_MIN_TICK_S, min([self._config.daemon.poll_interval_s, *overrides]))
 
+    async def _registry_moved(self) -> bool:
+        """Whether an agent's registration changed since the last sync (mail moving does not)."""
+        if self._gate is None:
+            return True
+        return await self._gate.registry_version() != self._registry_version
+
     async def sync(self) -> None:
         """Diff the registry against the running loops: start, restart or stop loops."""
         if self._tg is None or self._stopping:
             return
+        if self._gate is not None:
+            # Read before the registry: a change landing in between shows up as a new version.
+            self._registry_version = await self._gate.registry_version()
         agents = await self._store.list_agents()
         wanted = {a.name: a for a in agents if a.channel != ChannelKind.PULL}
         for name, entry in list(self._entries.items()):

@@ -51,8 +51,12 @@ class AsyncMailStore:
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
     ) -> Batch | None:
         return await self.run_sync(
-            self.sync.claim, agent, max_messages=max_messages, max_chars=max_chars,
-            lease_s=lease_s, now=now,
+            self.sync.claim,
+            agent,
+            max_messages=max_messages,
+            max_chars=max_chars,
+            lease_s=lease_s,
+            now=now,
         )
 
     async def ack_delivery(self, delivery_id: str, *, now: float) -> int:
@@ -62,7 +66,11 @@ class AsyncMailStore:
         self, delivery_id: str, *, error: str, max_attempts: int, now: float, count: int = 1
     ) -> Released:
         return await self.run_sync(
-            self.sync.release, delivery_id, error=error, max_attempts=max_attempts, now=now,
+            self.sync.release,
+            delivery_id,
+            error=error,
+            max_attempts=max_attempts,
+            now=now,
             count=count,
         )
 
@@ -122,6 +130,11 @@ class PollGate:
         version = int(rows[0][0])
         seen, self._version = self._version, version
         return seen != version
+
+    async def registry_version(self) -> int:
+        """Bumped by every change to an agent's registration (triggers on ``am_agents``)."""
+        rows = await self._fetch(Q["registry_version"])
+        return int(rows[0][0]) if rows else 0
 
     async def pending_agents(self) -> set[str]:
         """Agents with mail the daemon could claim now: one query for all of them."""

@@ -12,7 +12,10 @@ import sqlite3
 from agentmaild.store.queries import schema_statements
 from agentmaild.vocab import MESSAGE_TYPES
 
-SCHEMA_VERSION = 1
+# 1: Overstory's table + agentmaild's columns and tables; 2: adds am_prompt_seen and the registry
+# version (am_registry and its triggers). Every upgrade step below is idempotent, so one function
+# takes any older file (or Overstory's) to the current version.
+SCHEMA_VERSION = 2
 
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.
@@ -38,7 +41,7 @@ def migrate(conn: sqlite3.Connection) -> None:
     try:
         # Another process may have migrated while we waited for the write lock.
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-            _upgrade_to_1(conn)
+            _upgrade(conn)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -64,7 +67,7 @@ def needs_rebuild(sql: str) -> bool:
     return any(f"'{t}'" not in sql for t in MESSAGE_TYPES)
 
 
-def _upgrade_to_1(conn: sqlite3.Connection) -> None:
+def _upgrade(conn: sqlite3.Connection) -> None:
     existing = _table_sql(conn)
     if existing is not None and needs_rebuild(existing):
         _rebuild_messages(conn)

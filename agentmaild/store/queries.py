@@ -33,7 +33,19 @@ Q = _parse(_read("queries.sql"))
 
 def schema_statements() -> list[str]:
     """The schema script split into statements (executescript would commit our transaction)."""
-    text = _read("schema.sql")
-    # No string literal in the schema holds "--", so every "--" starts a comment.
-    body = "\n".join(line.split("--", 1)[0] for line in text.splitlines())
-    return [s.strip() for s in body.split(";") if s.strip()]
+    import sqlite3
+
+    statements: list[str] = []
+    current = ""
+    for line in _read("schema.sql").splitlines(keepends=True):
+        current += line
+        # A trigger body holds ";" too: a statement ends where SQLite says it is complete.
+        if sqlite3.complete_statement(current):
+            # Comment lines go: callers look statements up by how they begin.
+            code = "".join(
+                x for x in current.splitlines(keepends=True) if not x.lstrip().startswith("--")
+            )
+            if code.strip():
+                statements.append(code.strip())
+            current = ""
+    return statements

@@ -73,9 +73,9 @@ def _fill(mailer: Mailer, bodies: tuple[str, ...] = (BIG,)) -> tuple[list[str], 
 
 def _fill_last_frames(store: SqliteMailStore) -> None:
     """One-page commits until not even one more WAL frame fits."""
-    for _ in range(1000):
+    for i in range(1000):
         try:
-            store.update_agent("sink", {"state": "idle"})
+            store.update_agent("sink", {"parent": f"filler-{i}"})
         except StoreError:
             return
     raise AssertionError("the WAL never filled up")

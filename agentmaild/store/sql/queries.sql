@@ -71,6 +71,9 @@ SELECT * FROM am_agents WHERE name = ?;
 -- name: agent_state
 SELECT state FROM am_agents WHERE name = ?;
 
+-- name: registry_version
+SELECT version FROM am_registry WHERE id = 1;
+
 -- name: agent_list
 SELECT * FROM am_agents ORDER BY name;
 

@@ -86,3 +86,19 @@ CREATE TABLE IF NOT EXISTS am_prompt_seen (
   session_id TEXT,
   at TEXT NOT NULL
 );
+
+-- The registry's version: bumped by any change to an agent's registration (not by the turn
+-- state the hooks record), so the daemon re-reads the registry only when it changed.
+CREATE TABLE IF NOT EXISTS am_registry (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  version INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO am_registry (id, version) VALUES (1, 0);
+CREATE TRIGGER IF NOT EXISTS am_registry_on_insert AFTER INSERT ON am_agents
+BEGIN UPDATE am_registry SET version = version + 1 WHERE id = 1; END;
+CREATE TRIGGER IF NOT EXISTS am_registry_on_delete AFTER DELETE ON am_agents
+BEGIN UPDATE am_registry SET version = version + 1 WHERE id = 1; END;
+CREATE TRIGGER IF NOT EXISTS am_registry_on_update
+AFTER UPDATE OF capability, parent, state, channel, command, cwd, tmux_target, tmux_socket,
+                preset, poll_interval_s, settings ON am_agents
+BEGIN UPDATE am_registry SET version = version + 1 WHERE id = 1; END;
