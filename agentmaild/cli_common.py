@@ -15,7 +15,7 @@ import typer
 from agentmaild.errors import AgentmaildError
 from agentmaild.ids import check_name
 from agentmaild.location import resolve_db
-from agentmaild.mail import OPERATOR, Limits, Mailer
+from agentmaild.mail import OPERATOR, Mailer
 from agentmaild.store.sqlite import SqliteMailStore
 
 P = ParamSpec("P")
@@ -90,7 +90,7 @@ def open_store(db: str | None) -> Iterator[SqliteMailStore]:
 def mailer(store: SqliteMailStore) -> Mailer:
     from agentmaild.config import load_config
 
-    return Mailer(store, Limits.from_config(load_config().limits))
+    return Mailer(store, load_config().limits)
 
 
 def sender_of(flag: str | None) -> str:

@@ -29,7 +29,7 @@ from agentmaild.control.server import ControlServer
 from agentmaild.errors import AgentmaildError, ControlError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.log import configure_logging
-from agentmaild.mail import DAEMON_SENDER, OPERATOR, Limits, Mailer
+from agentmaild.mail import DAEMON_SENDER, OPERATOR, Mailer
 from agentmaild.models import Agent, ChannelKind, Message
 from agentmaild.store.aio import AsyncMailStore, PollGate
 from agentmaild.store.base import InsertRequest
@@ -154,7 +154,7 @@ class Daemon:
         self.started = time.monotonic()
         self.started_at = iso_now()
         self.socket = config.daemon.socket or socket_path_for(db)
-        mailer = Mailer(store.sync, Limits.from_config(config.limits))
+        mailer = Mailer(store.sync, config.limits)
         self.supervisor = Supervisor(store, mailer, config, self._make_channel, gate=gate)
         self.forced = False
         self._shutdown = anyio.Event()

@@ -7,8 +7,8 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from agentmaild.config import LimitsConfig
 from agentmaild.errors import NotFound, ValidationError
 from agentmaild.ids import check_message_id, check_name, iso_now, new_id
 from agentmaild.models import (
@@ -22,9 +22,6 @@ from agentmaild.payloads import validate_payload
 from agentmaild.store.base import InsertRequest, MailStore
 from agentmaild.vocab import MESSAGE_TYPES
 
-if TYPE_CHECKING:
-    from agentmaild.config import LimitsConfig
-
 OPERATOR = "operator"
 DAEMON_SENDER = "agentmaild"
 # Always-valid recipients that need no registration: the human at the keyboard.
@@ -32,21 +29,8 @@ IMPLICIT_RECIPIENTS = frozenset({OPERATOR})
 NUDGE_TYPES = frozenset({"worker_done", "merge_ready", "error", "escalation", "merge_failed"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Limits:
-    """The subset of ``[limits]`` the rules need (defaults are the SPEC's)."""
-
-    subject_max_chars: int = 256
-    body_max_bytes: int = 65536
-    payload_max_bytes: int = 16384
-    unread_max: int = 10000
-    rate_limit_max: int = 0
-    rate_limit_window_s: float = 60.0
-    refuse_unknown_recipients: bool = True
-
-    @classmethod
-    def from_config(cls, cfg: LimitsConfig) -> Limits:
-        return cls(**{f: getattr(cfg, f) for f in cls.__slots__})
+# The rules take the ``[limits]`` section as it is (defaults are the SPEC's).
+Limits = LimitsConfig
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
