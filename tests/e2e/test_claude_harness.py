@@ -29,8 +29,8 @@ from tests.support.claude_env import (
     run_print,
     session_file,
     user_line,
-    wait_until,
 )
+from tests.support.waiting import wait_for as wait_until
 
 pytestmark = [
     pytest.mark.claude,

@@ -35,8 +35,8 @@ from tests.support.claude_env import (
     claude_env,
     composer_idle,
     isolated_home,
-    wait_until,
 )
+from tests.support.waiting import wait_for as wait_until
 
 pytestmark = [
     pytest.mark.claude,

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from agentmaild.models import Agent, Batch, Message
 from agentmaild.render import render_batch
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.claude_env import TmuxServer
+from tests.support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.tmux,
@@ -42,17 +43,6 @@ AGENTMAILD = Path(sys.executable).parent / "agentmaild"
 AGENT = "pane-agent"
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
 def jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -61,8 +51,17 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
 
 def install_hooks(db: Path, project: Path) -> None:
     """agentmaild's own installer when it is there, else the settings it would write."""
-    argv = [str(AGENTMAILD), "--db", str(db), "hooks", "install", "--agent", AGENT,
-            "--dir", str(project)]
+    argv = [
+        str(AGENTMAILD),
+        "--db",
+        str(db),
+        "hooks",
+        "install",
+        "--agent",
+        AGENT,
+        "--dir",
+        str(project),
+    ]
     if AGENTMAILD.exists() and subprocess.run(argv, capture_output=True).returncode == 0:
         return
     try:  # the command is not wired in yet: its Python API
@@ -72,11 +71,22 @@ def install_hooks(db: Path, project: Path) -> None:
         return
     except ImportError:
         pass
-    events = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt-submit",
-              "Stop": "stop"}
+    events = {
+        "SessionStart": "session-start",
+        "UserPromptSubmit": "user-prompt-submit",
+        "Stop": "stop",
+    }
     hooks = {
-        event: [{"hooks": [{"type": "command", "command":
-                            f"{AGENTMAILD} hook {name} --agent {AGENT} --db {db}"}]}]
+        event: [
+            {
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": f"{AGENTMAILD} hook {name} --agent {AGENT} --db {db}",
+                    }
+                ]
+            }
+        ]
         for event, name in events.items()
     }
     (project / ".claude").mkdir(exist_ok=True)
@@ -100,17 +110,24 @@ class Pane:
     channels: list[TmuxChannel] = field(default_factory=list)
 
     def start(self, **env: str) -> None:
-        full = dict(self.tmux.env, HOME=str(self.home), FAKE_TUI_RECORD=str(self.record),
-                    FAKE_TUI_INPUT_LOG=str(self.inputs), FAKE_TUI_CONTROL=str(self.control),
-                    **env)
+        full = dict(
+            self.tmux.env,
+            HOME=str(self.home),
+            FAKE_TUI_RECORD=str(self.record),
+            FAKE_TUI_INPUT_LOG=str(self.inputs),
+            FAKE_TUI_CONTROL=str(self.control),
+            **env,
+        )
         self.tmux.env = full
-        self.target = self.tmux.new_session("agent", [sys.executable, str(FAKE_TUI)],
-                                            cwd=self.project, width=100, height=30)
+        self.target = self.tmux.new_session(
+            "agent", [sys.executable, str(FAKE_TUI)], cwd=self.project, width=100, height=30
+        )
         self.wait_idle()
 
     def agent(self, **settings: Any) -> Agent:
         return self.store.update_agent(
-            AGENT, {"tmux_target": self.target, "settings": {"home": str(self.home), **settings}})
+            AGENT, {"tmux_target": self.target, "settings": {"home": str(self.home), **settings}}
+        )
 
     def channel(self, settings: dict[str, Any] | None = None, **tmux: float) -> TmuxChannel:
         config = Config(tmux=TmuxConfig(**{"verify_timeout_s": 3.0, **tmux}))
@@ -126,8 +143,10 @@ class Pane:
         return None if composer is None else composer.text
 
     def wait_idle(self) -> None:
-        wait_for(lambda: self.composer_text() == "" and "esc to interrupt" not in self.screen(),
-                 what="idle composer")
+        wait_for(
+            lambda: self.composer_text() == "" and "esc to interrupt" not in self.screen(),
+            what="idle composer",
+        )
 
     def flag(self, name: str, on: bool = True) -> None:
         path = self.control / name
@@ -169,11 +188,27 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
     control.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "AGENTMAIL"))}
     tmux = TmuxServer(env)
-    store.add_agent(Agent(name=AGENT, capability="builder", channel="tmux",
-                          tmux_target="agent:0.0", tmux_socket=tmux.name))
+    store.add_agent(
+        Agent(
+            name=AGENT,
+            capability="builder",
+            channel="tmux",
+            tmux_target="agent:0.0",
+            tmux_socket=tmux.name,
+        )
+    )
     install_hooks(db, project)
-    p = Pane(tmp_path, tmux, store, db, project, home, control, tmp_path / "record.jsonl",
-             tmp_path / "inputs.jsonl")
+    p = Pane(
+        tmp_path,
+        tmux,
+        store,
+        db,
+        project,
+        home,
+        control,
+        tmp_path / "record.jsonl",
+        tmp_path / "inputs.jsonl",
+    )
     try:
         yield p
     finally:
@@ -183,8 +218,14 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
 
 def make_batch(body: str = "hello", *, subject: str = "greetings") -> tuple[Batch, str]:
     delivery_id = f"dlv-{uuid.uuid4().hex[:20]}"
-    message = Message(id=f"msg-{uuid.uuid4().hex[:20]}", from_agent="lead", to_agent=AGENT,
-                      subject=subject, body=body, created_at=iso_now())
+    message = Message(
+        id=f"msg-{uuid.uuid4().hex[:20]}",
+        from_agent="lead",
+        to_agent=AGENT,
+        subject=subject,
+        body=body,
+        created_at=iso_now(),
+    )
     batch = Batch(delivery_id=delivery_id, agent=AGENT, messages=(message,))
     return batch, render_batch(batch.messages, agent=AGENT, delivery_id=delivery_id)
 
@@ -209,7 +250,9 @@ async def test_idle_pane_gets_the_batch_verified_by_the_hook(pane: Pane) -> None
     with anyio.fail_after(10):
         await channel.deliver(batch, text)
     assert channel.describe()["last_submission"] == {
-        "delivery_id": batch.delivery_id, "verified_by": "hook"}
+        "delivery_id": batch.delivery_id,
+        "verified_by": "hook",
+    }
     assert pane.seen(batch.delivery_id)
     assert pane.prompts(1) == [text.rstrip("\n")]
     assert len(pane.pastes()) == 1
@@ -232,8 +275,9 @@ async def test_a_submitted_delivery_is_not_pasted_again(pane: Pane) -> None:
     batch, text = make_batch()
     await channel.deliver(batch, text)
     pane.wait_idle()
-    redelivery = Batch(delivery_id=batch.delivery_id, agent=AGENT, messages=batch.messages,
-                       attempt=2)
+    redelivery = Batch(
+        delivery_id=batch.delivery_id, agent=AGENT, messages=batch.messages, attempt=2
+    )
     await channel.deliver(redelivery, text)
     assert len(pane.pastes()) == 1
     assert channel.describe()["last_submission"]["verified_by"] == "earlier"  # type: ignore[index]
@@ -286,8 +330,12 @@ async def test_open_dialog_is_busy_and_untouched(pane: Pane) -> None:
 async def test_each_busy_signal_alone_makes_the_pane_busy(pane: Pane, signal: str) -> None:
     pane.start()
     channel = pane.channel()
-    expected = {"composer-text": "pane:composer-not-empty", "copy-mode": "pane:in-mode",
-                "hook-busy": "hook:busy", "session-busy": "session:busy"}[signal]
+    expected = {
+        "composer-text": "pane:composer-not-empty",
+        "copy-mode": "pane:in-mode",
+        "hook-busy": "hook:busy",
+        "session-busy": "session:busy",
+    }[signal]
     if signal == "composer-text":
         pane.tmux.send_keys(pane.target, "-l", "half a sentence")
         wait_for(lambda: pane.composer_text() == "half a sentence", what="typed text")
@@ -315,7 +363,8 @@ async def test_stale_or_superseded_hook_state_is_distrusted(pane: Pane) -> None:
     folder.mkdir(parents=True)
     later = int(time.time() * 1000) + 1000
     (folder / f"{pid}.json").write_text(
-        json.dumps({"pid": pid, "status": "idle", "statusUpdatedAt": later}))
+        json.dumps({"pid": pid, "status": "idle", "statusUpdatedAt": later})
+    )
     assert await pane.channel().is_busy() is False
 
 
@@ -384,10 +433,12 @@ async def test_two_deliveries_to_one_pane_are_serialised(pane: Pane) -> None:
 
 async def test_hostile_text_arrives_verbatim(pane: Pane) -> None:
     marker = pane.tmp / "pwned"
-    body = (f"C-c Enter Escape ; kill-server ; send-keys C-c\n$(touch {marker}) `touch {marker}`"
-            "\n#{pane_pid} #(touch /tmp/x) ~ \\ 'single' \"double\" \ttab \u00a0nbsp \u276f glyph"
-            "\n\u2500\u2500\u2500 not a rule \u2500\u2500\u2500 esc to interrupt"
-            "\nend of paste:\x1b[201~\r\x03 still text")
+    body = (
+        f"C-c Enter Escape ; kill-server ; send-keys C-c\n$(touch {marker}) `touch {marker}`"
+        "\n#{pane_pid} #(touch /tmp/x) ~ \\ 'single' \"double\" \ttab \u00a0nbsp \u276f glyph"
+        "\n\u2500\u2500\u2500 not a rule \u2500\u2500\u2500 esc to interrupt"
+        "\nend of paste:\x1b[201~\r\x03 still text"
+    )
     pane.start()
     channel = pane.channel()
     batch, text = make_batch(body, subject="C-c; $(reboot)")
@@ -399,8 +450,9 @@ async def test_hostile_text_arrives_verbatim(pane: Pane) -> None:
 
 
 def test_factory_routes_tmux() -> None:
-    agent = Agent(name="a", capability="builder", channel="tmux", tmux_target="s:0.0",
-                  tmux_socket="sock")
+    agent = Agent(
+        name="a", capability="builder", channel="tmux", tmux_target="s:0.0", tmux_socket="sock"
+    )
     channel = make_channel(agent, Config(), Path("/tmp/none.db"))
     assert isinstance(channel, TmuxChannel)
     assert channel.describe()["target"] == "s:0.0"

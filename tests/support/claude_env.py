@@ -421,24 +421,6 @@ def hook_records(record_dir: Path, event: str | None = None) -> list[dict[str, A
     return [json.loads(p.read_text()) for p in files]
 
 
-def wait_until(
-    predicate: Callable[[], T | None],
-    timeout: float,
-    *,
-    interval: float = 0.05,
-    what: str = "condition",
-) -> T:
-    """Poll an observable (a file, a pane) until ``predicate`` returns a truthy value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what} not reached within {timeout}s")
-        time.sleep(interval)
-
-
 # ---- tmux ---------------------------------------------------------------------------------------
 
 PROMPT_CHAR = "\u276f"  # the composer prompt glyph; the empty composer shows it + NBSP
