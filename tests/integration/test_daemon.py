@@ -23,7 +23,7 @@ from agentmaild.control.client import poke
 from agentmaild.mail import Mailer
 from agentmaild.models import PRIORITY_RANK, Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.support.daemon import DaemonProc, daemon_factory
+from tests.support.daemon import DaemonProc, daemon_factory, raw_exchange
 from tests.support.waiting import read_jsonl as records
 from tests.support.waiting import wait_for
 
@@ -179,23 +179,6 @@ def test_second_serve_is_refused_naming_the_pid(daemons: Callable[..., DaemonPro
     assert first.ready()
 
 
-def _raw(sock: Path, payload: bytes, timeout: float = 10) -> bytes:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(str(sock))
-        try:
-            s.sendall(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the daemon may close before reading all of a huge line
-        chunks = []
-        try:
-            while chunk := s.recv(65536):
-                chunks.append(chunk)
-        except ConnectionResetError:
-            pass
-        return b"".join(chunks)
-
-
 def test_garbage_on_the_socket_gets_errors_and_daemon_keeps_serving(
     daemons: Callable[..., DaemonProc],
 ) -> None:
@@ -204,13 +187,14 @@ def test_garbage_on_the_socket_gets_errors_and_daemon_keeps_serving(
     slow.connect(str(d.sock))
     slow.sendall(b'{"v": 1, "cmd"')  # ...and never finishes the line
     try:
-        reply = json.loads(_raw(d.sock, b"not json at all\n"))
+        reply = json.loads(raw_exchange(d.sock, b"not json at all\n"))
         assert reply["ok"] is False and reply["error"]["code"] == "protocol"
-        huge = _raw(d.sock, b"x" * (10 * 1024 * 1024) + b"\n")
+        huge = raw_exchange(d.sock, b"x" * (10 * 1024 * 1024) + b"\n")
         assert huge == b"" or json.loads(huge)["error"]["code"] == "protocol"
-        reply = json.loads(_raw(d.sock, b'{"v": 1, "cmd": "frobnicate", "args": {}}\n'))
+        reply = json.loads(raw_exchange(d.sock, b'{"v": 1, "cmd": "frobnicate", "args": {}}\n'))
         assert reply["error"]["code"] == "unknown_command"
-        reply = json.loads(_raw(d.sock, b'{"v": 1, "cmd": "pause", "args": {"agent": 5}}\n'))
+        bad_arg = b'{"v": 1, "cmd": "pause", "args": {"agent": 5}}\n'
+        reply = json.loads(raw_exchange(d.sock, bad_arg))
         assert reply["error"]["code"] == "invalid"
         assert d.ctl("ping")["pong"] is True  # served while the slow client still hangs on
         slow.settimeout(10)

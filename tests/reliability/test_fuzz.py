@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from agentmaild.control.protocol import COMMANDS, MAX_REQUEST_BYTES
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.reliability.conftest import DaemonProc, base_env, integrity
+from tests.support.daemon import raw_exchange
 
 FUZZ = settings(
     max_examples=120, deadline=None,
@@ -81,23 +81,6 @@ REQUESTS = st.one_of(
 )
 
 
-def _exchange(sock: Path, payload: bytes) -> bytes:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(15)
-        s.connect(str(sock))
-        try:
-            s.sendall(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the daemon may close before reading all of an oversized line
-        chunks = []
-        try:
-            while chunk := s.recv(65536):
-                chunks.append(chunk)
-        except ConnectionResetError:
-            pass
-    return b"".join(chunks)
-
-
 def _store_with_agents(db: Path) -> None:
     store = SqliteMailStore(db)
     store.add_agent(Agent(name="bob", capability="lead"))
@@ -126,7 +109,7 @@ def test_control_socket_survives_garbage(
     @example(payload=b'{"v": 1, "cmd": "wake", "args": {"agents": ["\\u0000", "\\u001b"]}}\n')
     @example(payload=b'{"v": 1, "cmd": "ping", "args": {}, "v": NaN}\n')
     def one(payload: bytes) -> None:
-        reply = _exchange(d.sock, payload)
+        reply = raw_exchange(d.sock, payload)
         if reply:
             assert reply.endswith(b"\n") and reply.count(b"\n") == 1, reply[:200]
             obj = json.loads(reply)

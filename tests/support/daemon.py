@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -146,3 +147,21 @@ def daemon_factory(
         for d in started:
             if d.alive():
                 d.kill()
+
+
+def raw_exchange(sock: Path, payload: bytes, timeout: float = 15) -> bytes:
+    """Send raw bytes on the control socket; everything the daemon answers before closing."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(sock))
+        try:
+            s.sendall(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon may close before reading all of an oversized line
+        chunks = []
+        try:
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        except ConnectionResetError:
+            pass
+    return b"".join(chunks)
