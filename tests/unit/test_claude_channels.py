@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -247,8 +249,9 @@ async def test_spawn_survives_odd_output(rig: Rig, mode: str) -> None:
     assert log.stat().st_size <= config().spawn.log_max_bytes
 
 
-async def test_spawn_busy_while_another_live_process_holds_the_session(rig: Rig) -> None:
-    agent = rig.agent(session_id="11111111-2222-3333-4444-555555555555")
+@asynccontextmanager
+async def foreign_holder(rig: Rig, agent: Agent) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """Another live process (the stand-in CLI) holding the agent's Claude session."""
     env = {**os.environ, **agent.settings["env"]}
     other = subprocess.Popen(  # noqa: ASYNC220 - a foreign holder, outside any scope of ours
         [sys.executable, str(FAKE), *STREAM_FLAGS, "--session-id", agent.session_id or ""],
@@ -263,6 +266,16 @@ async def test_spawn_busy_while_another_live_process_holds_the_session(rig: Rig)
         transcript = rig.home / ".fake-claude" / f"{agent.session_id}.jsonl"
         await wait_for(transcript.exists)
         assert session_holder(rig.home, agent.session_id or "") == other.pid
+        yield other
+    finally:
+        if other.poll() is None:
+            other.kill()
+        other.wait()
+
+
+async def test_spawn_busy_while_another_live_process_holds_the_session(rig: Rig) -> None:
+    agent = rig.agent(session_id="11111111-2222-3333-4444-555555555555")
+    async with foreign_holder(rig, agent) as other:
         async with spawn(rig, agent) as channel:
             assert await channel.is_busy()
             with pytest.raises(AgentBusy, match=f"held by live pid {other.pid}"):
@@ -272,12 +285,8 @@ async def test_spawn_busy_while_another_live_process_holds_the_session(rig: Rig)
             assert (rig.home / ".claude" / "sessions" / f"{other.pid}.json").exists()
             assert not await channel.is_busy()
             await channel.deliver(batch(), "t")  # the orphan's session exists: resumed
-    finally:
-        if other.poll() is None:
-            other.kill()
-        other.wait()
-    (start,) = rig.records("start")[1:]
-    assert start["argv"][-2:] == ["--resume", agent.session_id]
+        (start,) = rig.records("start")[1:]
+        assert start["argv"][-2:] == ["--resume", agent.session_id]
 
 
 async def test_spawn_missing_conversation_falls_back_to_session_id(rig: Rig) -> None:
@@ -460,20 +469,7 @@ async def test_stdin_ack_on_write_returns_before_the_turn_ends(rig: Rig) -> None
 
 async def test_stdin_busy_while_another_live_process_holds_the_session(rig: Rig) -> None:
     agent = rig.agent("stdin", session_id="11111111-2222-3333-4444-555555555555")
-    env = {**os.environ, **agent.settings["env"]}
-    other = subprocess.Popen(  # noqa: ASYNC220 - a foreign holder, outside any scope of ours
-        [sys.executable, str(FAKE), *STREAM_FLAGS, "--session-id", agent.session_id or ""],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        env=env,
-    )
-    try:
-        assert other.stdin is not None
-        other.stdin.write(b'{"type":"user","uuid":"u0","message":{"content":[{"text":"x"}]}}\n')
-        other.stdin.flush()
-        transcript = rig.home / ".fake-claude" / f"{agent.session_id}.jsonl"
-        await wait_for(transcript.exists)
-        assert session_holder(rig.home, agent.session_id or "") == other.pid
+    async with foreign_holder(rig, agent) as other:
         async with stdin(rig, agent) as channel:
             assert await channel.is_busy()
             with pytest.raises(AgentBusy, match="held by live pid"):
@@ -482,10 +478,6 @@ async def test_stdin_busy_while_another_live_process_holds_the_session(rig: Rig)
             other.wait()
             assert not await channel.is_busy()
             await channel.deliver(batch(), "t")
-    finally:
-        if other.poll() is None:
-            other.kill()
-        other.wait()
 
 
 async def test_stdin_missing_executable_is_unavailable(rig: Rig) -> None:
