@@ -22,7 +22,7 @@ def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["hook"] and len(argv) > 1 and not argv[1].startswith("-"):
         if "-h" not in argv and "--help" not in argv:
-            from agentmaild import hooks
+            from agentmaild.hooks import run as hooks
 
             _exit_now(hooks.run_hook(argv[1], argv[2:]))
     if argv[:1] == ["check"] and "--inject" in argv:
@@ -30,6 +30,6 @@ def main() -> None:
 
         if fast.parse_check(argv[1:]) is not None:
             _exit_now(fast.run_check(argv[1:]))
-    from agentmaild.cli import run
+    from agentmaild.cli.app import run
 
     run()

@@ -147,7 +147,9 @@ def _harness_main(db: str) -> None:
     import anyio
 
     from agentmaild.config import load_config
-    from agentmaild.daemon import Daemon, hold_lock, recover
+    from agentmaild.daemon.lock import hold_lock
+    from agentmaild.daemon.recovery import recover
+    from agentmaild.daemon.serve import Daemon
     from agentmaild.log import configure_logging
     from agentmaild.store.aio import PollGate
     from agentmaild.store.sqlite import SqliteMailStore

@@ -1,1 +1,9 @@
-"""Channels: how a batch of mail reaches an agent's session (tmux, spawn, stdin; pull has none)."""
+"""Channels: how a batch of mail reaches an agent's session (tmux, spawn, stdin; pull has none).
+
+Owns: ``base`` (the ``Channel`` ABC: ``is_busy``, ``deliver``, ``aclose``), ``factory`` (a
+channel for an agent), ``spawn`` (one process per batch), ``stdin`` + ``stdin_turns`` (one
+long-lived process and its turn tracking), ``claude`` (the Claude Code preset: argv, sessions,
+environment), ``tmux*`` (pasting into a pane and reading its screen), ``testing`` (FakeChannel).
+May import: ``procs``, ``models``, ``errors``, ``config``, ``render``, ``store`` (to save a
+session id). Never imports ``delivery``, ``daemon``, ``control`` or ``cli``.
+"""

@@ -36,7 +36,7 @@ from agentmaild.channels.spawn import (
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
-from agentmaild.procs import ChildExit
+from agentmaild.procs.child import ChildExit
 
 CLAUDE_EXECUTABLE = "claude"
 STREAM_JSON_FLAGS = (

@@ -25,9 +25,10 @@ from structlog.typing import FilteringBoundLogger
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
-from agentmaild.logfiles import RotatingLog, log_path
 from agentmaild.models import Agent, Batch
-from agentmaild.procs import Child, ChildExit, ChildStartError, Line, open_child
+from agentmaild.procs.child import Child, ChildExit, ChildStartError, open_child
+from agentmaild.procs.lines import Line
+from agentmaild.procs.logfiles import RotatingLog, log_path
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 

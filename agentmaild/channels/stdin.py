@@ -21,11 +21,9 @@ always ends in ``aclose()`` (close stdin, wait ``kill_grace_s``, then TERM/KILL 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -43,35 +41,19 @@ from agentmaild.channels.claude import (
     store_session_saver,
 )
 from agentmaild.channels.spawn import _check_executable, _stall_timeout, render_argv, user_line
+from agentmaild.channels.stdin_turns import Turn, parse_event, track
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
-from agentmaild.logfiles import RotatingLog, log_path
 from agentmaild.models import Agent, Batch
-from agentmaild.procs import Child, ChildStartError, Line, open_child
+from agentmaild.procs.child import Child, ChildStartError, open_child
+from agentmaild.procs.lines import Line
+from agentmaild.procs.logfiles import RotatingLog, log_path
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
 ACK_ON = ("turn", "write")
 # Tells agentmaild's hooks inside the process that the daemon feeds it: they stay quiet.
 DELIVERY_MARKER = "stdin"
-_REASON_MAX = 200
-
-
-@dataclass(slots=True)
-class _Turn:
-    uuid: str
-    done: anyio.Event = field(default_factory=anyio.Event)
-    replayed: bool = False
-    lifecycle: bool = False
-    started: bool = False
-    result_error: bool | None = None
-    summary: str = ""
-    error: str | None = None
-
-    def settle(self, error: str | None) -> None:
-        if not self.done.is_set():
-            self.error = error
-            self.done.set()
 
 
 @dataclass(slots=True)
@@ -120,7 +102,7 @@ class StdinChannel(Channel):
         # The process's host task runs in this task group, open while the channel is entered
         # (`async with channel:`, as the supervisor does), so no task outlives the channel.
         self._tg: anyio.abc.TaskGroup | None = None
-        self._turn: _Turn | None = None
+        self._turn: Turn | None = None
         self._writing = False
         self._closed = False
         self._failures = 0  # unexpected exits since the last good turn
@@ -144,7 +126,7 @@ class StdinChannel(Channel):
         self._writing = True
         try:
             proc = await self._ensure_process()
-            turn = _Turn(line_uuid(batch))
+            turn = Turn(line_uuid(batch))
             await self._write(proc, turn, user_line(text, turn.uuid))
         finally:
             self._writing = False
@@ -287,7 +269,7 @@ class StdinChannel(Channel):
                 "stdin.exited", returncode=done, failures=self._failures, restart_in_s=delay
             )
 
-    async def _write(self, proc: _Process, turn: _Turn, line: bytes) -> None:
+    async def _write(self, proc: _Process, turn: Turn, line: bytes) -> None:
         child = proc.child
         assert child is not None
         if self._ack_on == "turn":
@@ -312,7 +294,7 @@ class StdinChannel(Channel):
     # -- events ---------------------------------------------------------------------------
     def _on_line(self, proc: _Process, line: Line) -> None:
         proc.lines += 1
-        event = _parse(line)
+        event = parse_event(line)
         if event is None:
             return
         kind = event.get("type")
@@ -322,32 +304,9 @@ class StdinChannel(Channel):
             proc.error_before_init = True
         turn = self._turn
         if turn is not None and not turn.done.is_set():
-            self._track(turn, event)
+            track(turn, event)
             if turn.done.is_set() and proc.child is not None:
                 proc.child.set_stall_timeout(None)  # idle between turns is not a stall
-
-    def _track(self, turn: _Turn, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "command_lifecycle" and event.get("command_uuid") == turn.uuid:
-            turn.lifecycle = True
-            state = event.get("state")
-            if state == "started":
-                turn.started = True
-            elif state == "completed" and not turn.started:
-                # Claude skips a uuid it already holds: "completed" with no turn run.
-                turn.settle("the CLI skipped the line (uuid already in its session)")
-            elif state == "completed":
-                failed = turn.result_error is True
-                turn.settle(f"result is_error: {turn.summary}" if failed else None)
-            elif state == "cancelled":
-                turn.settle(f"turn cancelled: {turn.summary or 'no result'}")
-        elif kind == "user" and event.get("uuid") == turn.uuid:
-            turn.replayed = True
-        elif kind == "result" and (turn.replayed or turn.lifecycle):
-            turn.result_error = event.get("is_error") is not False
-            turn.summary = str(event.get("result") or event.get("subtype") or "")[:_REASON_MAX]
-            if not turn.lifecycle:
-                turn.settle(f"result is_error: {turn.summary}" if turn.result_error else None)
 
     def _in_turn(self) -> bool:
         return self._writing or (self._turn is not None and not self._turn.done.is_set())
@@ -360,16 +319,6 @@ class StdinChannel(Channel):
         if session_id is None or not home:
             return None
         return session_holder(home, session_id)
-
-
-def _parse(line: Line) -> dict[str, Any] | None:
-    if line.truncated or not line.data.strip():
-        return None
-    try:
-        event = json.loads(line.data)
-    except (ValueError, RecursionError):
-        return None
-    return event if isinstance(event, dict) else None
 
 
 def _ack_on(agent: Agent, default: str) -> str:

@@ -48,7 +48,7 @@ from agentmaild.channels.tmux_signals import (
 )
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
-from agentmaild.hooks import delivery_seen
+from agentmaild.hooks.run import delivery_seen
 from agentmaild.models import Agent, Batch
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)

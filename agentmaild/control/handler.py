@@ -4,14 +4,50 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentmaild import __version__
 from agentmaild.errors import NotFound, ValidationError
 from agentmaild.models import Agent
 
 if TYPE_CHECKING:
-    from agentmaild.daemon import Daemon
+    from agentmaild.config import Config
+    from agentmaild.store.aio import AsyncMailStore
+
+
+class SupervisorPort(Protocol):
+    """The delivery supervisor as the control commands see it."""
+
+    def snapshot(self) -> dict[str, dict[str, Any]]: ...
+    def wake(self, agents: Iterable[str] | None = None) -> list[str]: ...
+    def pause(self, agent: str | None = None) -> list[str]: ...
+    def resume(self, agent: str | None = None) -> list[str]: ...
+    async def drain(self, timeout_s: float) -> dict[str, Any]: ...
+
+
+class DaemonPort(Protocol):
+    """What the control commands need of the running daemon: the handler never imports it."""
+
+    @property
+    def started(self) -> float: ...
+    @property
+    def started_at(self) -> str: ...
+    @property
+    def db(self) -> Path: ...
+    @property
+    def socket(self) -> Path: ...
+    @property
+    def config(self) -> Config: ...
+    @property
+    def store(self) -> AsyncMailStore: ...
+    @property
+    def supervisor(self) -> SupervisorPort: ...
+    @property
+    def stopping(self) -> bool: ...
+    def request_shutdown(self) -> None: ...
+    async def reload(self) -> dict[str, Any]: ...
 
 
 def _opt_str(args: dict[str, Any], key: str) -> str | None:
@@ -24,7 +60,7 @@ def _opt_str(args: dict[str, Any], key: str) -> str | None:
 class ControlHandler:
     """``handle(cmd, args)`` for ControlServer; errors are AgentmaildError subclasses."""
 
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: DaemonPort) -> None:
         self._d = daemon
 
     async def handle(self, cmd: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from agentmaild.channels.tmux import parse_screen
 from agentmaild.control.client import poke, request
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.errors import DaemonNotRunning
-from agentmaild.hooks import POLL_REASON
+from agentmaild.hooks.run import POLL_REASON
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
@@ -106,7 +106,7 @@ def install_hooks(db: Path, env: dict[str, str], project: Path) -> None:
     argv = [sys.executable, "-m", "agentmaild", "--db", str(db), "hooks", "install",
             "--agent", AGENT, "--dir", str(project)]
     if subprocess.run(argv, env=env, capture_output=True, check=False).returncode != 0:
-        from agentmaild.hooks import install_hooks as install
+        from agentmaild.hooks.run import install_hooks as install
 
         install(project, AGENT, db, str(Path(sys.executable).parent / "agentmaild"))
     assert "hook user-prompt-submit" in (project / ".claude" / "settings.local.json").read_text()

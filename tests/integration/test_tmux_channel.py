@@ -65,7 +65,7 @@ def install_hooks(db: Path, project: Path) -> None:
     if AGENTMAILD.exists() and subprocess.run(argv, capture_output=True).returncode == 0:
         return
     try:  # the command is not wired in yet: its Python API
-        from agentmaild.hooks_install import install_hooks as install
+        from agentmaild.hooks.install import install_hooks as install
 
         install(project, AGENT, db, str(AGENTMAILD))
         return

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from agentmaild.cli import app
+from agentmaild.cli.app import app
 from agentmaild.control.protocol import COMMANDS, MAX_REQUEST_BYTES
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore

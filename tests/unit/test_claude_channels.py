@@ -24,7 +24,7 @@ from agentmaild.channels.stdin import StdinChannel
 from agentmaild.config import Config, SpawnConfig, StdinConfig
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch, Message
-from agentmaild.procs import ChildExit
+from agentmaild.procs.child import ChildExit
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.waiting import alive
 from tests.support.waiting import wait_until as wait_for

@@ -211,8 +211,19 @@ def test_bad_env_values_name_the_key_and_the_variable(
     assert f"(from {name})" in str(caught.value)
 
 
-def test_unknown_agentmaild_env_vars_are_ignored() -> None:
-    env = {"AGENTMAILD_DAEMON_POLL_INTERVAL": "oops", "AGENTMAILD_SOMETHING_ELSE": "1"}
+def test_a_misspelt_agentmaild_env_var_is_an_error_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(env={"AGENTMAILD_DAEMON_POLL_INTERVAL": "0.5"})
+    assert str(caught.value) == (
+        "AGENTMAILD_DAEMON_POLL_INTERVAL: unknown agentmaild environment variable; "
+        "did you mean 'AGENTMAILD_DAEMON_POLL_INTERVAL_S'?"
+    )
+    with pytest.raises(ConfigError, match="AGENTMAILD_SOMETHING_ELSE: unknown"):
+        load_config(env={"AGENTMAILD_SOMETHING_ELSE": "1"})
+
+
+def test_non_config_agentmaild_env_vars_are_allowed() -> None:
+    env = {"AGENTMAILD_RELIABILITY_SEED": "7", "AGENTMAILD_CLAUDE_BIN": "/x/claude"}
     assert load_config(env=env) == Config.defaults()
 
 

@@ -11,8 +11,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentmaild.channels.testing import FakeChannel
-from agentmaild.delivery import DeliveryLoop
-from agentmaild.delivery_types import LoopSettings, StepResult
+from agentmaild.delivery.loop import DeliveryLoop
+from agentmaild.delivery.types import LoopSettings, StepResult
 from agentmaild.errors import AgentUnavailable
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, Batch

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentmaild.hooks_guard import is_mail_poll
+from agentmaild.hooks.guard import is_mail_poll
 
 EXES = st.sampled_from(
     ["agentmaild", "/work/main/.venv/bin/agentmaild", "python -m agentmaild", "./agentmaild"]

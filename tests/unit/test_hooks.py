@@ -20,8 +20,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agentmaild import cli_hooks, hooks, hooks_install
+from agentmaild.cli import hooks as cli_hooks
 from agentmaild.errors import ConfigError
+from agentmaild.hooks import install as hooks_install
+from agentmaild.hooks import run as hooks
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.render import render_batch

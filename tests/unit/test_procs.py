@@ -12,8 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentmaild.logfiles import RotatingLog, log_path
-from agentmaild.procs import ChildStartError, Line, _LineSplitter, open_child
+from agentmaild.procs.child import ChildStartError, open_child
+from agentmaild.procs.lines import Line, LineSplitter
+from agentmaild.procs.logfiles import RotatingLog, log_path
 from tests.support.waiting import alive
 from tests.support.waiting import wait_until as wait_for
 
@@ -273,7 +274,7 @@ async def test_huge_line_is_capped_and_memory_stays_bounded(tmp_path: Path) -> N
 @pytest.mark.parametrize("chunk_size", [1, 3, 7, 64, 10_000])
 def test_line_splitter_across_chunk_boundaries(chunk_size: int) -> None:
     stream = b"short\n" + b"y" * 25 + b"\nexact-ten!\n\nlast"
-    splitter = _LineSplitter(10)
+    splitter = LineSplitter(10)
     lines: list[Line] = []
     for i in range(0, len(stream), chunk_size):
         lines += splitter.feed(stream[i : i + chunk_size])

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from agentmaild.errors import ConfigError
-from agentmaild.service import (
+from agentmaild.daemon.service import (
     LAUNCHD_LABEL,
     install_service,
     render_launchd_plist,
     render_systemd_unit,
 )
+from agentmaild.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 # The repository's examples are these renders; set AGENTMAILD_REGENERATE_EXAMPLES=1 to rewrite.

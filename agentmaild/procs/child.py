@@ -11,7 +11,6 @@ reaps the leader, so no child outlives its scope.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -25,26 +24,16 @@ import structlog
 from anyio.abc import ByteReceiveStream, Process
 from structlog.typing import FilteringBoundLogger
 
-from agentmaild.logfiles import RotatingLog
+from agentmaild.procs.groups import group_alive, signal_group
+from agentmaild.procs.lines import LINE_MAX_BYTES, Line, LineSplitter
+from agentmaild.procs.logfiles import RotatingLog
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
-LINE_MAX_BYTES = 4 * 1024 * 1024
+
 _READ_CHUNK = 65536
 _GROUP_POLL_S = 0.02
 _DRAIN_MIN_S = 2.0  # after the group is gone, EOF is near; bound it for pipes held elsewhere
-
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One line of child output, without its newline. ``truncated``: the rest was dropped."""
-
-    data: bytes
-    truncated: bool = False
-
-    @property
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
 
 
 LineCallback = Callable[[Line], None]
@@ -77,81 +66,6 @@ class ChildStartError(Exception):
     def __init__(self, message: str, errno: int | None = None) -> None:
         super().__init__(message)
         self.errno = errno
-
-
-class _LineSplitter:
-    """Splits a byte stream into lines, holding at most ``limit`` bytes of one line."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._buf = bytearray()
-        self._dropping = False  # the current line was already emitted truncated
-
-    def feed(self, chunk: bytes) -> list[Line]:
-        out: list[Line] = []
-        start = 0
-        while (nl := chunk.find(b"\n", start)) >= 0:
-            self._take(chunk[start:nl], out)
-            if not self._dropping:
-                out.append(Line(bytes(self._buf)))
-            self._buf.clear()
-            self._dropping = False
-            start = nl + 1
-        self._take(chunk[start:], out)
-        return out
-
-    def flush(self) -> list[Line]:
-        if self._dropping or not self._buf:
-            return []
-        line = Line(bytes(self._buf))
-        self._buf.clear()
-        return [line]
-
-    def _take(self, piece: bytes, out: list[Line]) -> None:
-        if self._dropping or not piece:
-            return
-        room = self._limit - len(self._buf)
-        if len(piece) <= room:
-            self._buf += piece
-            return
-        self._buf += piece[:room]
-        out.append(Line(bytes(self._buf), truncated=True))
-        self._buf.clear()
-        self._dropping = True
-
-
-def _group_alive(pgid: int) -> bool:
-    """True while any live (non-zombie) process is in the group.
-
-    ``killpg(pgid, 0)`` alone also counts zombies that a non-reaping PID 1 (containers) never
-    collects, so on Linux the members found in /proc are checked for state Z/X.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    return any(_live_member(entry, pgid) for entry in proc.iterdir() if entry.name.isdigit())
-
-
-def _live_member(entry: Path, pgid: int) -> bool:
-    try:
-        stat = (entry / "stat").read_text()
-    except OSError:
-        return False
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X")
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class Child:
@@ -234,19 +148,19 @@ class Child:
         return self._exit()
 
     async def _stop_group(self) -> None:
-        if self._process.returncode is not None and not _group_alive(self.pid):
+        if self._process.returncode is not None and not group_alive(self.pid):
             return
         self._log.info("proc.terminating", signal="SIGTERM")
-        _signal_group(self.pid, signal.SIGTERM)
+        signal_group(self.pid, signal.SIGTERM)
         with anyio.move_on_after(self.kill_grace_s):
             await self._process.wait()
             # Stragglers are not our children, so nothing can be awaited for them: poll, bounded.
-            while _group_alive(self.pid):  # noqa: ASYNC110 - no event exists for a group emptying
+            while group_alive(self.pid):  # noqa: ASYNC110 - no event exists for a group emptying
                 await anyio.sleep(_GROUP_POLL_S)
-        if self._process.returncode is None or _group_alive(self.pid):
+        if self._process.returncode is None or group_alive(self.pid):
             self.killed = True
             self._log.warning("proc.killing", signal="SIGKILL")
-            _signal_group(self.pid, signal.SIGKILL)
+            signal_group(self.pid, signal.SIGKILL)
         await self._process.wait()
 
     def _exit(self) -> ChildExit:
@@ -262,7 +176,7 @@ class Child:
     async def _drain(
         self,
         stream: ByteReceiveStream,
-        splitter: _LineSplitter,
+        splitter: LineSplitter,
         on_line: Callable[[Line], None],
     ) -> None:
         try:
@@ -346,13 +260,13 @@ async def open_child(
             tg.start_soon(
                 child._drain,
                 process.stdout,
-                _LineSplitter(line_max_bytes),
+                LineSplitter(line_max_bytes),
                 _tee(on_stdout, log_file, b""),
             )
             tg.start_soon(
                 child._drain,
                 process.stderr,
-                _LineSplitter(line_max_bytes),
+                LineSplitter(line_max_bytes),
                 _tee(on_stderr, log_file, b"[stderr] "),
             )
             tg.start_soon(child._watchdog)

@@ -15,9 +15,10 @@ from typing import Annotated
 
 import typer
 
-from agentmaild import hooks, hooks_install
-from agentmaild.cli_common import STATE, DbOpt, JsonOpt, command, out
+from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, out
 from agentmaild.errors import ValidationError
+from agentmaild.hooks import install as hooks_install
+from agentmaild.hooks import run as hooks
 
 DirOpt = Annotated[
     Path | None,

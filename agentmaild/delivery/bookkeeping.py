@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentmaild.delivery_types import Clock
+from agentmaild.delivery.types import Clock
 from agentmaild.errors import AgentmaildError, NotFound, StoreError
 from agentmaild.mail import DAEMON_SENDER, Mailer
 from agentmaild.models import Batch

@@ -5,13 +5,20 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO, Protocol
 
 import structlog
 from structlog.typing import FilteringBoundLogger
 
-if TYPE_CHECKING:
-    from agentmaild.procs import Line
+
+class LoggedLine(Protocol):
+    """What a log needs of a line of output (``procs.lines.Line`` is one)."""
+
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def truncated(self) -> bool: ...
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -48,7 +55,7 @@ class RotatingLog:
             self._broken = True
             log.warning("proc.log_failed", path=str(self.path), error=exc.strerror)
 
-    def write_line(self, line: Line, prefix: bytes = b"") -> None:
+    def write_line(self, line: LoggedLine, prefix: bytes = b"") -> None:
         self.write(prefix + line.data + (b" [truncated]\n" if line.truncated else b"\n"))
 
     def close(self) -> None:

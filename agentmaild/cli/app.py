@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from agentmaild import __version__
-from agentmaild.cli_common import (
+from agentmaild.cli.common import (
     STATE,
     DbOpt,
     FromOpt,
@@ -167,16 +167,15 @@ def limits_reset(
     )
 
 
-from agentmaild import cli_agents, cli_hooks, cli_read, cli_service  # noqa: E402
+from agentmaild.cli import agents as cli_agents  # noqa: E402
+from agentmaild.cli import daemon as cli_daemon  # noqa: E402
+from agentmaild.cli import hooks as cli_hooks  # noqa: E402
+from agentmaild.cli import read as cli_read  # noqa: E402
+from agentmaild.cli import service as cli_service  # noqa: E402
 
 cli_read.register(app)
 cli_agents.register(agents_app)
-try:
-    from agentmaild import cli_daemon
-except ImportError:  # pragma: no cover - during bring-up only
-    cli_daemon = None  # type: ignore[assignment]
-if cli_daemon is not None:
-    cli_daemon.register(app)
+cli_daemon.register(app)
 cli_service.register(app)
 cli_hooks.register(app)
 

@@ -20,8 +20,8 @@ import structlog
 
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
-from agentmaild.delivery import DeliveryLoop
-from agentmaild.delivery_types import Clock, LoopSettings
+from agentmaild.delivery.loop import DeliveryLoop
+from agentmaild.delivery.types import Clock, LoopSettings
 from agentmaild.errors import AgentmaildError, AgentUnavailable, NotFound
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, ChannelKind

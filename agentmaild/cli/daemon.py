@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from agentmaild.cli_common import DbOpt, JsonOpt, command, db_path, open_store, out
+from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, open_store, out
 from agentmaild.errors import DaemonNotRunning, NotFound, ValidationError
 
 ConfigOpt = Annotated[
@@ -44,7 +44,7 @@ def _request(db: Path, cmd: str, args: dict[str, Any] | None = None, timeout: fl
 def serve(db: DbOpt = None, config: ConfigOpt = None) -> None:
     """Run the delivery daemon for the store (one per store) until SIGTERM/SIGINT."""
     from agentmaild.config import load_config
-    from agentmaild.daemon import serve as run_daemon
+    from agentmaild.daemon.serve import serve as run_daemon
 
     cfg = load_config(Path(config).expanduser() if config else None)
     use_config_db = not db and not os.environ.get("AGENTMAIL_DB") and cfg.store.db is not None

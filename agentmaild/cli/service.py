@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from agentmaild.cli_common import DbOpt, JsonOpt, command, db_path, out
+from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, out
 from agentmaild.errors import ValidationError
 
 
@@ -41,7 +41,7 @@ def service_install(
     from pathlib import Path
 
     from agentmaild.config import load_config
-    from agentmaild.service import install_service
+    from agentmaild.daemon.service import install_service
 
     kind = _kind(systemd, launchd)
     cfg_path = Path(config).expanduser() if config else None

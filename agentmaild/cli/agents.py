@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from agentmaild import cli_common as cli
-from agentmaild.cli_common import DbOpt, JsonOpt, command, open_store, out
+from agentmaild.cli import common as cli
+from agentmaild.cli.common import DbOpt, JsonOpt, command, open_store, out
 from agentmaild.errors import NotFound, ValidationError
 from agentmaild.ids import check_name
 from agentmaild.models import STATE_TRANSITIONS, Agent, ChannelKind

@@ -16,8 +16,8 @@ import anyio
 import anyio.lowlevel
 import structlog
 
-from agentmaild.delivery_bookkeeping import Bookkeeper
-from agentmaild.delivery_types import Clock, LoopSettings, Outcome, StepResult
+from agentmaild.delivery.bookkeeping import Bookkeeper
+from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.ids import iso_now
 from agentmaild.mail import Mailer

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from agentmaild.cli_common import STATE, DbOpt, JsonOpt, command, emit_error, open_store, out
+from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, emit_error, open_store, out
 from agentmaild.errors import ValidationError
 from agentmaild.ids import check_message_id, check_name, iso_now
 from agentmaild.mail import Mailer

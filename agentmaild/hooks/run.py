@@ -43,6 +43,14 @@ import sys
 import time
 
 from agentmaild import inject
+from agentmaild.hooks.io import (
+    env_float,
+    notification_waits,
+    output_limit,
+    parse_opts,
+    poke_daemon,
+    read_stdin,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,10 +69,7 @@ EVENTS = {
     "session-end": "SessionEnd",
 }
 _BY_NAME = {k.replace("-", ""): v for k, v in EVENTS.items()}
-WAITING_NOTIFICATIONS = frozenset({"permission_prompt", "elicitation_dialog"})
 POLL_REASON = "mail is delivered to you; end your turn instead of polling"
-OUTPUT_MAX_CHARS = 10_000
-STDIN_MAX_BYTES = 1 << 20
 DEFAULT_DEBOUNCE_S = 30.0
 SEEN_KEEP_S = 7 * 86400.0
 # Patterns stay strings, compiled (and cached by re) on first use: every compile at import
@@ -75,7 +80,7 @@ HEADER_RE = r"(?m)^[ \t]*\[agentmail\] [^\n]*?\(delivery (dlv-[a-z0-9]{6,40})\)"
 
 
 def _is_mail_poll(command: str) -> bool:
-    from agentmaild.hooks_guard import is_mail_poll
+    from agentmaild.hooks.guard import is_mail_poll
 
     return is_mail_poll(command)
 
@@ -103,7 +108,7 @@ class _Hook:
     def __init__(self, event: str, argv: Sequence[str]) -> None:
         self.event = event
         self.name = canonical_event(event)
-        opts = _parse_opts(argv)
+        opts = parse_opts(argv)
         self.agent = opts.get("agent") or os.environ.get("AGENTMAIL_AGENT") or ""
         self.db_flag = opts.get("db")
         self.db_path: str | None = None
@@ -113,7 +118,7 @@ class _Hook:
         self.conn: sqlite3.Connection | None = None
 
     def run(self) -> int:
-        self.raw = _read_stdin()
+        self.raw = read_stdin()
         if self.name is None:
             _log_line(None, "hook.unknown_event", self, None)
             return 0
@@ -151,7 +156,7 @@ class _Hook:
 
     def _wants_store(self) -> bool:
         if self.name == "Notification":
-            return _notification_waits(self.data)
+            return notification_waits(self.data)
         return True
 
     def _str(self, key: str) -> str:
@@ -196,10 +201,10 @@ class _Hook:
         row = conn.execute(sql, (self.agent,)).fetchone()
         if row is not None and row[0] == "waiting":
             self._in_write(lambda: self._set_state("busy", only_from="waiting"))
-        from agentmaild import hooks_state
+        from agentmaild.hooks import state as hooks_state
 
         marker = hooks_state.marker_path(self.db_path or "", self.agent, "mid-turn")
-        debounce_s = _env_float("AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S", DEFAULT_DEBOUNCE_S)
+        debounce_s = env_float("AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S", DEFAULT_DEBOUNCE_S)
         if hooks_state.touched_within(marker, debounce_s) or not self._has_unread():
             return 0
         touch = hooks_state.touch(marker)
@@ -212,10 +217,10 @@ class _Hook:
 
     def _stop_with_mail(self) -> bool:
         """Deliver by ``decision: block``, at most STOP_BLOCK_MAX times in a row (0: never)."""
-        limit = int(_env_float("AGENTMAILD_HOOKS_STOP_BLOCK_MAX", 0))
+        limit = int(env_float("AGENTMAILD_HOOKS_STOP_BLOCK_MAX", 0))
         if limit <= 0 or self.quiet or not self._has_unread():
             return False
-        from agentmaild import hooks_state
+        from agentmaild.hooks import state as hooks_state
 
         marker = hooks_state.marker_path(self.db_path or "", self.agent, "stop-blocks")
         active = self.data.get("stop_hook_active") is True
@@ -256,7 +261,7 @@ class _Hook:
             conn.execute("ROLLBACK")
             raise
         if poke and not self.quiet:
-            _poke(self.db_path or "", self.agent)
+            poke_daemon(self.db_path or "", self.agent)
         return 0
 
     def _set_state(self, state: str, *, only_from: str | None = None) -> None:
@@ -297,7 +302,7 @@ class _Hook:
             return False
         from agentmaild.store import pull
 
-        conn, limit = self._db(), _output_limit()
+        conn, limit = self._db(), output_limit()
         rows = pull.take_unread_rows(conn, self.agent, limit - 2500)
         if not rows:
             return False
@@ -327,68 +332,9 @@ def delivery_seen(conn: sqlite3.Connection, delivery_id: str) -> bool:
     return conn.execute(sql, (delivery_id,)).fetchone() is not None
 
 
-def _output_limit() -> int:
-    value = int(_env_float("AGENTMAILD_HOOKS_OUTPUT_MAX_CHARS", OUTPUT_MAX_CHARS))
-    return min(max(value, 3000), OUTPUT_MAX_CHARS)
-
-
-# -- small helpers --------------------------------------------------------------------------
-def _parse_opts(argv: Sequence[str]) -> dict[str, str]:
-    opts: dict[str, str] = {}
-    it = iter(argv)
-    for arg in it:
-        key, sep, value = arg.partition("=")
-        if key in ("--agent", "--db"):
-            if not sep:
-                value = next(it, "")
-            opts[key[2:]] = value
-    return opts
-
-
-def _read_stdin() -> bytes:
-    stream = sys.stdin
-    if stream is None or stream.isatty():
-        return b""
-    data: bytes = stream.buffer.read(STDIN_MAX_BYTES + 1)
-    if len(data) <= STDIN_MAX_BYTES:
-        return data
-    while stream.buffer.read(1 << 16):  # drain, so Claude never writes into a closed pipe
-        pass
-    return b""  # too large to be a payload we need; treated like an empty one
-
-
-def _notification_waits(data: dict[str, Any]) -> bool:
-    kind = data.get("notification_type")
-    if isinstance(kind, str) and kind:
-        return kind in WAITING_NOTIFICATIONS
-    message = data.get("message")  # versions before notification_type: match the text
-    return isinstance(message, str) and "permission" in message.lower()
-
-
-def _env_float(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value >= 0 and value == value else default
-
-
-def _poke(db_path: str, agent: str) -> None:
-    """Wake a running daemon so the agent's loop sees the new turn state at once (best effort)."""
-    beside = os.path.join(os.path.dirname(os.path.abspath(db_path)), "agentmaild.sock")
-    if not os.path.exists(beside) and len(beside) < 100:
-        return  # a short path would have put the socket beside the store: no daemon runs
-    from pathlib import Path
-
-    from agentmaild.control.client import poke
-    from agentmaild.control.protocol import socket_path_for
-
-    poke(socket_path_for(Path(db_path)), [agent])
-
-
 def _log_line(db_path: str | None, what: str, hook: _Hook, exc: BaseException | None) -> None:
     """One line in ``hooks.log`` (see ``hooks_state.log_line``); never raises."""
-    from agentmaild.hooks_state import log_line
+    from agentmaild.hooks.state import log_line
 
     db = db_path or hook.db_path or hook.db_flag
     log_line(db, what, event=hook.event, agent=hook.agent, exc=exc)

@@ -1,0 +1,99 @@
+"""The daemon's WAL checkpointer: PASSIVE on an interval, TRUNCATE once the WAL grows large.
+
+It runs on a connection of its own and turns off the store connection's auto-checkpoint, so
+neither the daemon's commits nor the senders' ever pay for a checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from agentmaild.config import DaemonConfig
+from agentmaild.store.aio import AsyncMailStore
+from agentmaild.store.sqlite import SqliteMailStore, connect
+
+log = structlog.get_logger(__name__)
+
+_CHECKPOINT_TICK_S = 1.0
+_CHECKPOINT_RETRY_S = 0.05
+_TRUNCATE_BUSY_TIMEOUT_MS = 100
+
+
+class Checkpointer:
+    """``run()`` until ``stop`` is set; the daemon section is read afresh each tick (SIGHUP)."""
+
+    def __init__(
+        self,
+        db: Path,
+        store: AsyncMailStore,
+        settings: Callable[[], DaemonConfig],
+        stop: anyio.Event,
+    ) -> None:
+        self.db = db
+        self.store = store
+        self._settings = settings
+        self._shutdown = stop
+
+    async def run(self) -> None:
+        """PASSIVE checkpoints on a connection of our own, TRUNCATE once the WAL grows large."""
+        limiter = anyio.CapacityLimiter(1)
+        conn = await anyio.to_thread.run_sync(connect, self.db, limiter=limiter)
+        await self.store.run_sync(self._disable_autocheckpoint)
+        wal = self.db.with_name(self.db.name + "-wal")
+        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        last = time.monotonic()
+        retry_soon = False
+        try:
+            while not self._shutdown.is_set():
+                daemon = self._settings()
+                tick = min(_CHECKPOINT_TICK_S, daemon.checkpoint_interval_s)
+                # A large WAL whose TRUNCATE lost the race to a writer is retried at once-ish:
+                # under sustained load the WAL would otherwise grow for another whole tick.
+                with anyio.move_on_after(_CHECKPOINT_RETRY_S if retry_soon else tick):
+                    await self._shutdown.wait()
+                size = _file_size(wal)
+                large = size > daemon.wal_checkpoint_pages * page_size
+                if not (large or time.monotonic() - last >= daemon.checkpoint_interval_s):
+                    continue
+                last = time.monotonic()
+                mode = "TRUNCATE" if large else "PASSIVE"
+                busy = await anyio.to_thread.run_sync(_checkpoint, conn, mode, limiter=limiter)
+                retry_soon = busy and large
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(conn.close, limiter=limiter)
+
+    def _disable_autocheckpoint(self) -> None:
+        """Our task checkpoints, so the daemon's own commits never pay for it."""
+        sync = self.store.sync
+        if isinstance(sync, SqliteMailStore):
+            sync.connection.execute("PRAGMA wal_autocheckpoint = 0")
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _checkpoint(conn: Any, mode: str) -> bool:
+    """Run one checkpoint; True when it could not finish (readers or a writer were in the way)."""
+    if mode == "TRUNCATE":
+        # Waiting long here would stall writers behind us; a busy TRUNCATE just retries later.
+        conn.execute(f"PRAGMA busy_timeout = {_TRUNCATE_BUSY_TIMEOUT_MS}")
+    try:
+        busy, frames, done = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+    except Exception as exc:  # sqlite3.Error: a checkpoint is an optimisation, never fatal
+        log.warning("daemon.checkpoint_failed", mode=mode, error=str(exc))
+        return True
+    finally:
+        conn.execute("PRAGMA busy_timeout = 5000")
+    log.debug("daemon.checkpointed", mode=mode, busy=busy, frames=frames, checkpointed=done)
+    return bool(busy)

@@ -1,0 +1,65 @@
+"""Crash recovery at start: re-queue a dead daemon's claims and report the interrupted agents."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+
+from agentmaild.ids import iso_now, new_id
+from agentmaild.mail import DAEMON_SENDER, OPERATOR
+from agentmaild.models import Agent, ChannelKind, Message
+from agentmaild.store.aio import AsyncMailStore
+from agentmaild.store.base import InsertRequest
+
+log = structlog.get_logger(__name__)
+
+# Agents whose process the daemon owned: a "busy" turn state left behind died with it.
+_OWNED_CHANNELS = frozenset({ChannelKind.SPAWN, ChannelKind.STDIN})
+
+
+async def recover(store: AsyncMailStore) -> dict[str, Any]:
+    """Before any loop runs: re-queue every claim (its daemon is gone), reset owned busy agents,
+    and tell each interrupted agent's parent (else the operator) in one mail."""
+    # We hold the lock, so every claim belongs to a dead daemon, however long its lease.
+    reaped = await store.reap_expired(now=time.time(), everything=True)
+    agents = {a.name: a for a in await store.list_agents()}
+    reset = [
+        a.name for a in agents.values() if a.turn_state == "busy" and a.channel in _OWNED_CHANNELS
+    ]
+    for name in reset:
+        await store.update_agent(name, {"turn_state": None})
+    interrupted: dict[str, list[str]] = {}
+    for delivery_id, agent in reaped:
+        interrupted.setdefault(agent, []).append(f"delivery {delivery_id} re-queued")
+    for name in reset:
+        interrupted.setdefault(name, []).append("turn state was busy; reset")
+    if interrupted:
+        await store.run_sync(_report_interrupted, store.sync, agents, interrupted)
+    log.info("daemon.recovered", requeued=len(reaped), reset_busy=len(reset),
+             interrupted=sorted(interrupted))
+    return {"requeued": reaped, "reset": reset}
+
+
+def _report_interrupted(
+    sync_store: Any, agents: dict[str, Agent], interrupted: dict[str, list[str]]
+) -> None:
+    by_parent: dict[str, list[str]] = {}
+    for name, what in sorted(interrupted.items()):
+        agent = agents.get(name)
+        parent = agent.parent if agent is not None and agent.parent else OPERATOR
+        by_parent.setdefault(parent, []).extend(f"- {name}: {item}" for item in what)
+    now = time.time()
+    for parent, lines in by_parent.items():
+        count = len({line.split(":", 1)[0] for line in lines})
+        report = Message(
+            id=new_id("msg"), from_agent=DAEMON_SENDER, to_agent=parent,
+            subject=f"agentmaild restarted: {count} agent(s) were interrupted",
+            body="The previous agentmaild stopped without shutting down cleanly. Interrupted:\n"
+            + "\n".join(lines)
+            + "\nRe-queued batches are redelivered with their original delivery ids.",
+            type="status", priority="high", created_at=iso_now(now),
+        )
+        sync_store.insert(InsertRequest(messages=(report,), now=now,
+                                        nudges=((parent, report.id, "high status"),)))

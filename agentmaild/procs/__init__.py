@@ -1,0 +1,7 @@
+"""Child processes: agent CLIs run in a scope, with their output split into lines and logged.
+
+Owns: ``lines`` (the bounded line splitter and ``Line``), ``child`` (``open_child``: argv lists,
+a new session, output drained concurrently, TERM → grace → KILL of the whole group, always reaped),
+``logfiles`` (rotated per-agent log files).
+May import: the standard library, anyio and structlog only; channels build on it.
+"""
