@@ -102,3 +102,33 @@ CREATE TRIGGER IF NOT EXISTS am_registry_on_update
 AFTER UPDATE OF capability, parent, state, channel, command, cwd, tmux_target, tmux_socket,
                 preset, poll_interval_s, settings ON am_agents
 BEGIN UPDATE am_registry SET version = version + 1 WHERE id = 1; END;
+
+-- Schema 3. One row per finished delivery attempt (the `deliveries` command's history); bounded
+-- by [store] attempts_keep_days and purged with `purge`. message_ids is a JSON list.
+CREATE TABLE IF NOT EXISTS am_attempts (
+  id INTEGER PRIMARY KEY,
+  delivery_id TEXT NOT NULL,
+  agent TEXT NOT NULL,
+  message_ids TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  outcome TEXT NOT NULL,        -- acked | failed | unavailable | dead | released
+  error TEXT,
+  duration_s REAL,
+  at REAL NOT NULL              -- unix seconds, when the attempt ended
+);
+CREATE INDEX IF NOT EXISTS am_idx_attempts_agent ON am_attempts(agent, at);
+CREATE INDEX IF NOT EXISTS am_idx_attempts_delivery ON am_attempts(delivery_id);
+
+-- Schema 3. Agent process groups a daemon started (spawn turns, stdin processes), so the next
+-- daemon can stop a dead predecessor's survivors before redelivering. A row is identified by
+-- pid and the process's start time (never trust a bare, possibly reused pid).
+CREATE TABLE IF NOT EXISTS am_agent_procs (
+  pid INTEGER NOT NULL,
+  start_time TEXT NOT NULL,     -- /proc/<pid>/stat starttime (clock ticks since boot) or ps lstart
+  pgid INTEGER NOT NULL,
+  agent TEXT NOT NULL,
+  delivery_id TEXT,
+  daemon_pid INTEGER NOT NULL,
+  started_at REAL NOT NULL,
+  PRIMARY KEY (pid, start_time)
+);
