@@ -75,11 +75,12 @@ class DeliveryLoop:
         self._stopping = False
         self._deliver_scope: anyio.CancelScope | None = None
         self._aborted = False
+        self._abort_reason: str | None = None
         self._confirmed = False
         self.paused = False
         self.state = "starting"
         self.in_flight: Batch | None = None
-        self.failures = 0  # consecutive failed attempts on this loop
+        self.failures = 0  # failed attempts of the batch in hand (its store count)
         self.backoff_until = 0.0  # on ``clock``
         self.delivered_total = 0
         self.failed_total = 0
@@ -99,8 +100,13 @@ class DeliveryLoop:
         self._stopping = True
         self._wake.set()
 
-    def abort(self) -> None:
-        """Stop and cancel the delivery in flight; it is released (not acked, not a failure)."""
+    def abort(self, reason: str | None = None) -> None:
+        """Stop and cancel the delivery in flight; it is released (not acked, not a failure).
+
+        With a ``reason`` (the agent was removed) the delivery is abandoned: one about to start
+        is cancelled too, and the release is logged as ``delivery.abandoned``.
+        """
+        self._abort_reason = reason or self._abort_reason
         self.stop()
         if self._deliver_scope is not None:
             self._aborted = True
@@ -178,7 +184,9 @@ class DeliveryLoop:
         scope = anyio.CancelScope()
         if self.settings.deliver_timeout_s is not None:
             scope.deadline = anyio.current_time() + self.settings.deliver_timeout_s
-        self._deliver_scope, self._aborted = scope, False
+        self._deliver_scope, self._aborted = scope, self._abort_reason is not None
+        if self._aborted:
+            scope.cancel()  # abandoned between the claim and now: nothing is typed
         outcome = Outcome(StepResult.DELIVERED)
         try:
             async with anyio.create_task_group() as tg:
@@ -190,7 +198,7 @@ class DeliveryLoop:
             self._deliver_scope = None
         if scope.cancelled_caught and not self._confirmed:
             if self._aborted:
-                return Outcome(StepResult.CANCELLED, "cancelled")
+                return Outcome(StepResult.CANCELLED, self._abort_reason or "cancelled")
             return Outcome(
                 StepResult.TIMEOUT, f"no confirmation within {self.settings.deliver_timeout_s:g}s"
             )
@@ -243,7 +251,10 @@ class DeliveryLoop:
         self._remember(batch, result, error)
         if result is StepResult.CANCELLED:
             await self._release(batch, error, count=0)
-            self._line(batch, started, "delivery.cancelled", "info", error=error)
+            if self._abort_reason is not None:
+                self._line(batch, started, "delivery.abandoned", "info", reason=error)
+            else:
+                self._line(batch, started, "delivery.cancelled", "info", error=error)
             return result
         if result is StepResult.BUSY:
             # It turned busy after is_busy(): nothing was typed; wait for the next wake-up.
@@ -252,12 +263,14 @@ class DeliveryLoop:
             return result
         # Unavailable (pane gone, executable missing) counts too: a recipient that never comes
         # back must end in dead letters and a non-delivery report, not in retries forever.
-        counted = 1
-        released = await self._release(batch, error, count=counted)
-        self.failures += 1
+        released = await self._release(batch, error, count=1)
+        # The batch's own failure count (reset by ``retry``) sets the backoff, so a retried dead
+        # letter, or the next batch after one, starts again from ``backoff_initial_s``.
+        self.failures = released.failures if released is not None else self.failures + 1
         self.failed_total += 1
         if released is not None and released.state == "dead":
             self.dead_total += 1
+            self.failures, self.backoff_until = 0, 0.0
             self._line(
                 batch, started, "delivery.dead", "error", error=error, failures=released.failures
             )

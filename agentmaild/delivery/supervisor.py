@@ -63,10 +63,19 @@ class _Entry:
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTERS, 0))
     kick: anyio.Event = field(default_factory=anyio.Event)
 
-    def halt(self) -> None:
+    def halt(self, abandon: str | None = None) -> None:
+        """Stop the loop; with ``abandon`` (a reason) cancel its delivery in flight too."""
         if self.loop is not None:
-            self.loop.stop()
+            if abandon is None:
+                self.loop.stop()
+            else:
+                self.loop.abort(abandon)
         self.kick.set()
+
+
+def _in_flight_of(entry: _Entry) -> str | None:
+    loop = entry.loop
+    return loop.in_flight.delivery_id if loop is not None and loop.in_flight else None
 
 
 class Supervisor:
@@ -173,9 +182,12 @@ class Supervisor:
         for name, entry in list(self._entries.items()):
             agent = wanted.get(name)
             if agent is None:
-                log.info("supervisor.agent_removed", agent=name)
+                # Its turn is cut short and the batch given back uncounted: the channel's close
+                # then stops the process group (TERM, grace, KILL) instead of a stall timeout.
+                in_flight = _in_flight_of(entry)
+                log.info("supervisor.agent_removed", agent=name, in_flight_delivery=in_flight)
                 entry.retired = True
-                entry.halt()
+                entry.halt(abandon="agent removed")
                 del self._entries[name]
             elif _channel_key(agent) != _channel_key(entry.agent):
                 log.info("supervisor.agent_changed", agent=name)

@@ -1,0 +1,146 @@
+"""The first hour of running the daemon: a retried dead letter starts afresh, a removed agent's turn
+is stopped at once, and a long busy spell is explained in `status` and the log.
+
+Real `agentmaild serve` subprocesses and real stand-in agents; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentmaild.control.client import poke
+from agentmaild.mail import Mailer
+from agentmaild.models import Agent
+from agentmaild.store.sqlite import SqliteMailStore
+from tests.integration.test_daemon import FAST, agent_cmd
+from tests.support.daemon import DaemonProc, daemon_factory
+from tests.support.waiting import alive, wait_for
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "store" / "mail.db"
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[SqliteMailStore]:
+    s = SqliteMailStore(db)
+    s.add_agent(Agent(name="bob", capability="lead"))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
+    with daemon_factory(db, tmp_path, defaults=FAST, text=True) as make:
+        yield make
+
+
+@pytest.fixture
+def groups() -> Iterator[list[int]]:
+    """Process groups a test started through the daemon; SIGKILLed at the end, whatever happened."""
+    started: list[int] = []
+    yield started
+    for pgid in started:
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def _at(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["timestamp"]).timestamp()
+
+
+# -- retry of a dead letter -------------------------------------------------------------------
+def test_retried_dead_letter_starts_its_backoff_afresh_under_the_same_id(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    rec = tmp_path / "doomed.jsonl"
+    store.add_agent(
+        Agent(
+            name="doomed",
+            capability="builder",
+            channel="spawn",
+            command=agent_cmd("record_agent.py", str(rec), "--exit", "1"),
+        )
+    )
+    d = daemons(
+        {
+            "AGENTMAILD_DAEMON_MAX_ATTEMPTS": "5",
+            "AGENTMAILD_DAEMON_BACKOFF_INITIAL_S": "0.2",
+            "AGENTMAILD_DAEMON_BACKOFF_MAX_S": "30",
+        }
+    )
+    Mailer(store).send(sender="bob", to="doomed", subject="lost?", body="x")
+    poke(d.sock, ["doomed"])
+    [dead] = wait_for(lambda: store.dead_letters("doomed"), 20, "the first dead letter")
+    first_round = [e["backoff_s"] for e in d.events("delivery.failed")]
+    assert first_round == [0.2, 0.4, 0.8, 1.6]
+
+    asked = time.time()
+    result = d.cli("retry", "--agent", "doomed", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["requeued"] == [dead.delivery_id]
+    retried = wait_for(
+        lambda: len(d.events("delivery.failed")) >= 6 and d.events("delivery.failed")[4:6],
+        10,
+        "two failed attempts after the retry",
+    )
+    # Before the fix the loop went on from failure 5: 6.4 s, then 12.8 s, ...
+    assert [e["backoff_s"] for e in retried] == [0.2, 0.4]
+    assert {e["delivery_id"] for e in retried} == {dead.delivery_id}
+    assert _at(retried[0]) - asked < 3.0  # the first redelivery: at once (CLI start-up aside)
+    assert _at(retried[1]) - _at(retried[0]) < 0.2 + 1.0  # the first backoff, plus a step
+    [again] = wait_for(lambda: store.dead_letters("doomed"), 20, "the second dead letter")
+    assert again.delivery_id == dead.delivery_id
+
+
+# -- removing an agent mid-turn ---------------------------------------------------------------
+@pytest.mark.parametrize("channel", ["stdin", "spawn"])
+def test_removing_an_agent_mid_turn_stops_its_process_and_gives_the_batch_back(
+    channel: str,
+    store: SqliteMailStore,
+    tmp_path: Path,
+    daemons: Callable[..., DaemonProc],
+    groups: list[int],
+) -> None:
+    pid_file = tmp_path / "hang.pid"
+    store.add_agent(
+        Agent(
+            name="hang",
+            capability="builder",
+            channel=channel,
+            command=agent_cmd("hang_agent.py", str(pid_file), "--grandchild"),
+        )
+    )
+    d = daemons({"AGENTMAILD_CHANNELS_SPAWN_KILL_GRACE_S": "0.5"})  # stall timeouts stay 600 s
+    mid = Mailer(store).send(sender="bob", to="hang", subject="long job", body="x").ids[0]
+    poke(d.sock, ["hang"])
+    wait_for(pid_file.exists, 15, "the agent to read its batch")
+    pids = json.loads(pid_file.read_text())
+    groups.append(pids["pid"])  # its own session: the pid is the group
+    assert store.counts()["hang"].in_flight == 1
+
+    result = d.cli("agents", "remove", "hang")
+    assert result.returncode == 0, result.stderr
+    wait_for(
+        lambda: not alive(pids["pid"]) and not alive(pids["grandchild"]),
+        10,
+        "the removed agent's process group to be gone",
+    )
+    wait_for(lambda: d.events("delivery.abandoned"), 10, "the abandoned delivery's log line")
+    [abandoned] = d.events("delivery.abandoned")
+    assert abandoned["agent"] == "hang" and abandoned["reason"] == "agent removed"
+    counts = store.counts()["hang"]
+    assert counts.in_flight == 0 and counts.dead_letters == 0
+    assert store.get_message(mid).read is False  # type: ignore[union-attr]
+    assert not d.events("delivery.failed") and not d.events("delivery.dead")
