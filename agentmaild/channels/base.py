@@ -31,6 +31,10 @@ class Channel(abc.ABC):
     async def aclose(self) -> None:  # most channels own nothing to close
         return None
 
+    def busy_reason(self) -> str | None:
+        """Why the last ``is_busy()`` said busy, in a few words for `status` (``hook:busy``)."""
+        return None
+
     def describe(self) -> dict[str, object]:
         """Channel-specific figures for `status` (e.g. unavailable reason, session id)."""
         return {}

@@ -207,9 +207,17 @@ class ClaudeSpawnChannel(SpawnChannel):
         saver = save_session or store_session_saver(self.store_path, agent.name)
         self.session = ClaudeSession(agent.session_id, saver)
         self._home = agent_env(agent, db=self.store_path, delivery_id="").get("HOME", "")
+        self._holder: int | None = None  # who held the session at the last is_busy()
 
     async def is_busy(self) -> bool:
-        return self._in_turn or self._held_by() is not None
+        holder = None if self._in_turn else self._held_by()
+        self._holder = holder
+        return self._in_turn or holder is not None
+
+    def busy_reason(self) -> str | None:
+        if self._in_turn:
+            return "in turn"
+        return f"session held by pid {self._holder}" if self._holder is not None else None
 
     def _held_by(self) -> int | None:
         if self.session.id is None or not self._home:

@@ -146,6 +146,9 @@ class SpawnChannel(Channel):
     async def is_busy(self) -> bool:
         return self._in_turn
 
+    def busy_reason(self) -> str | None:
+        return "in turn" if self._in_turn else None
+
     async def deliver(self, batch: Batch, text: str) -> None:
         if self._closed:
             raise AgentUnavailable("spawn channel is closed")

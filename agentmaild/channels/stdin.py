@@ -109,14 +109,22 @@ class StdinChannel(Channel):
         self._restart_at = 0.0
         self._starts = 0
         self._last_reason: str | None = None
+        self._holder: int | None = None  # who held the session at the last is_busy()
         self._log = log.bind(agent=agent.name, channel=self.kind)
 
     # -- the Channel API ------------------------------------------------------------------
     async def is_busy(self) -> bool:
+        self._holder = None
         if self._in_turn():
             return True
         running = self._proc is not None and self._proc.running
-        return not running and self._held_by() is not None
+        self._holder = None if running else self._held_by()
+        return self._holder is not None
+
+    def busy_reason(self) -> str | None:
+        if self._in_turn():
+            return "in turn"
+        return f"session held by pid {self._holder}" if self._holder is not None else None
 
     async def deliver(self, batch: Batch, text: str) -> None:
         if self._closed:

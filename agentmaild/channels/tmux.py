@@ -123,6 +123,10 @@ class TmuxChannel(Channel):
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(conn.close, limiter=self._db_limiter)
 
+    def busy_reason(self) -> str | None:
+        reasons = self._signals.get("busy_reasons")
+        return ", ".join(reasons) if reasons else None
+
     def describe(self) -> dict[str, object]:
         return {
             "target": self.target,

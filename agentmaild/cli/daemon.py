@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -102,7 +103,30 @@ _COLUMNS = (
     "FAILURES",
     "BACKOFF",
     "DEAD",
+    "REASON",
 )
+_REASON_MAX_CHARS = 48
+
+
+def _short(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s}s" if s < 60 else f"{s // 60}m" if s < 3600 else f"{s // 3600}h{s // 60 % 60:02d}m"
+
+
+def _reason(r: dict[str, Any]) -> str:
+    """Why no mail goes in: ``in turn 4m``, ``stuck 12m: pane:no-composer``, ``backoff 12s``."""
+    reason, busy_for = r.get("busy_reason"), r.get("busy_for_s")
+    if not reason:
+        return "-"
+    if reason == "backoff":
+        text = f"backoff {math.ceil(r.get('backoff_s') or 0)}s"
+    elif busy_for is None:
+        text = reason
+    elif r.get("stuck"):
+        text = f"stuck {_short(busy_for)}: {reason}"
+    else:
+        text = f"{reason} {_short(busy_for)}"
+    return text if len(text) <= _REASON_MAX_CHARS else text[: _REASON_MAX_CHARS - 1] + "\u2026"
 
 
 def _row(r: dict[str, Any]) -> tuple[str, ...]:
@@ -121,6 +145,7 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
         str(r.get("failures", "-")),
         f"{backoff:.1f}s" if backoff else "-",
         str(r["dead_letters"]),
+        _reason(r),
     )
 
 

@@ -103,6 +103,7 @@ class DaemonConfig(_Section):
     shutdown_grace_s: float = 10.0
     checkpoint_interval_s: float = 30.0
     wal_checkpoint_pages: int = 1000
+    busy_warn_after_s: float = 600.0
     socket: Path | None = None  # None: beside the store (or under $XDG_RUNTIME_DIR)
 
     _bounds: ClassVar[Mapping[str, _Bound]] = {
@@ -117,6 +118,7 @@ class DaemonConfig(_Section):
         "shutdown_grace_s": _NON_NEGATIVE,
         "checkpoint_interval_s": _POSITIVE,
         "wal_checkpoint_pages": _NON_NEGATIVE,
+        "busy_warn_after_s": _POSITIVE,
     }
     _ordered: ClassVar[tuple[tuple[str, str], ...]] = (("backoff_initial_s", "backoff_max_s"),)
 

@@ -17,6 +17,7 @@ import anyio.lowlevel
 import structlog
 
 from agentmaild.delivery.bookkeeping import Bookkeeper
+from agentmaild.delivery.busy import BusySpell, why_not
 from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.ids import iso_now
@@ -87,6 +88,7 @@ class DeliveryLoop:
         self.dead_total = 0
         self.last_delivery: dict[str, Any] | None = None
         self.last_error: str | None = None
+        self._spell = BusySpell()
         # Set whenever no delivery is in flight; drain() waits on it.
         self.quiet = anyio.Event()
         self.quiet.set()
@@ -127,13 +129,17 @@ class DeliveryLoop:
     async def step(self) -> StepResult:
         if self.paused or self._stopping:
             self.state = "paused" if self.paused else "stopping"
+            self._spell.clear()
             return StepResult.PAUSED
         if self._clock() < self.backoff_until:
             self.state = "backoff"
+            self._spell.clear()
             return StepResult.BACKOFF
         if await self.channel.is_busy():
             self.state = "busy"
+            self._spell.busy(self.channel.busy_reason() or "busy", self._clock())
             return StepResult.BUSY
+        self._spell.clear()
         s = self.settings
         batch = await self._store.claim(
             self.agent.name,
@@ -159,6 +165,7 @@ class DeliveryLoop:
         )
         started = self._clock()
         self.state, self.in_flight = "delivering", batch
+        self._spell.busy("in turn", started, fresh=True)
         self._confirmed, self.quiet = False, anyio.Event()
         try:
             try:
@@ -177,6 +184,7 @@ class DeliveryLoop:
                 result = await self._settle(batch, outcome, started)
         finally:
             self.in_flight = None
+            self._spell.clear()
             self.quiet.set()
         return result
 
@@ -357,11 +365,32 @@ class DeliveryLoop:
         self._wake = anyio.Event()
 
     # -- figures ----------------------------------------------------------------------------
+    def check_busy(self) -> None:
+        """Log ``delivery.busy_long`` once per busy spell that outlasts ``busy_warn_after_s``."""
+        now, spell = self._clock(), self._spell
+        if spell.overdue(now, self.settings.busy_warn_after_s):
+            self._log.warning(
+                "delivery.busy_long",
+                reason=spell.reason,
+                busy_for_s=round(spell.length(now) or 0.0, 1),
+                delivery_id=self.in_flight.delivery_id if self.in_flight else None,
+            )
+
     def snapshot(self) -> dict[str, Any]:
         backoff_s = max(0.0, self.backoff_until - self._clock())
+        busy_for_s = self._spell.length(self._clock())
         return {
             "state": self.state,
             "busy": self.state in ("busy", "delivering"),
+            "busy_reason": why_not(
+                self._spell,
+                paused=self.paused,
+                backoff_s=backoff_s,
+                last=self.last_delivery,
+                last_error=self.last_error,
+            ),
+            "busy_for_s": round(busy_for_s, 1) if busy_for_s is not None else None,
+            "stuck": busy_for_s is not None and busy_for_s >= self.settings.busy_warn_after_s,
             "paused": self.paused,
             "in_flight_delivery": self.in_flight.delivery_id if self.in_flight else None,
             "failures": self.failures,

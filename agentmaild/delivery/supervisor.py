@@ -78,6 +78,15 @@ def _in_flight_of(entry: _Entry) -> str | None:
     return loop.in_flight.delivery_id if loop is not None and loop.in_flight else None
 
 
+def _crash_reason(entry: _Entry) -> str | None:
+    """A loop that cannot run: its channel could not be built (unavailable) or it crashed."""
+    crash = entry.last_crash
+    if crash is None:
+        return None
+    kind, _, message = crash.partition(": ")
+    return f"unavailable: {message}" if kind == AgentUnavailable.__name__ else f"crashed: {crash}"
+
+
 class Supervisor:
     """Runs the loops; ``wake``/``pause``/``resume``/``stop``/``abort`` are sync, never block."""
 
@@ -134,6 +143,9 @@ class Supervisor:
                 await self._tick()
             except AgentmaildError as exc:  # the store is unwell; the next tick tries again
                 log.warning("supervisor.tick_failed", error=exc.message)
+            for entry in self._entries.values():
+                if entry.loop is not None:
+                    entry.loop.check_busy()
 
     async def _tick(self) -> None:
         changed = True if self._gate is None else await self._gate.changed()
@@ -369,6 +381,9 @@ class Supervisor:
                 else {
                     "state": "restarting" if entry.crashes else "starting",
                     "busy": False,
+                    "busy_reason": _crash_reason(entry),
+                    "busy_for_s": None,
+                    "stuck": False,
                 }
             )
             for key in _COUNTERS:

@@ -38,6 +38,7 @@ class LoopSettings:
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 300.0
     backoff_jitter: float = 0.2
+    busy_warn_after_s: float = 600.0  # a busy spell this long is "stuck" (status, one warning)
     deliver_timeout_s: float | None = None  # None: the channel's own stall handling decides
 
     @classmethod
@@ -51,6 +52,7 @@ class LoopSettings:
             backoff_initial_s=daemon.backoff_initial_s,
             backoff_max_s=daemon.backoff_max_s,
             backoff_jitter=daemon.backoff_jitter,
+            busy_warn_after_s=daemon.busy_warn_after_s,
         )
         if agent is None:
             return settings

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -144,3 +145,57 @@ def test_removing_an_agent_mid_turn_stops_its_process_and_gives_the_batch_back(
     assert counts.in_flight == 0 and counts.dead_letters == 0
     assert store.get_message(mid).read is False  # type: ignore[union-attr]
     assert not d.events("delivery.failed") and not d.events("delivery.dead")
+
+
+# -- why an agent is busy ---------------------------------------------------------------------
+def _table(text: str) -> dict[str, dict[str, str]]:
+    """`status` text as {agent: {column: cell}}; REASON is the last column, spaces and all."""
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("AGENT"))
+    header = lines[head]
+    names = header.split("  ")
+    names = [n.strip() for n in names if n.strip()]
+    starts = [header.index(n) for n in names]
+    rows = {}
+    for line in lines[head + 1 :]:
+        cells = [
+            line[a:b].strip() for a, b in zip(starts, [*starts[1:], len(line)], strict=True)
+        ]
+        rows[cells[0]] = dict(zip(names, cells, strict=True))
+    return rows
+
+
+def test_status_says_why_an_agent_is_busy_and_flags_a_long_turn_once(
+    store: SqliteMailStore,
+    tmp_path: Path,
+    daemons: Callable[..., DaemonProc],
+    groups: list[int],
+) -> None:
+    pid_file = tmp_path / "hang.pid"
+    for name, command in (
+        ("hang", agent_cmd("hang_agent.py", str(pid_file))),
+        ("napper", agent_cmd("record_agent.py", str(tmp_path / "napper.jsonl"))),
+    ):
+        store.add_agent(Agent(name=name, capability="builder", channel="stdin", command=command))
+    d = daemons({"AGENTMAILD_DAEMON_BUSY_WARN_AFTER_S": "0.5"})
+    assert d.ctl("pause", {"agent": "napper"})["paused"] == ["napper"]
+    Mailer(store).send(sender="bob", to="hang", subject="long job", body="x")
+    poke(d.sock, ["hang"])
+    wait_for(pid_file.exists, 15, "the agent to read its batch")
+    groups.append(json.loads(pid_file.read_text())["pid"])
+
+    row = wait_for(lambda: (r := d.status_row("hang"))["stuck"] and r, 10, "a stuck flag")
+    assert row["busy_reason"] == "in turn" and row["busy_for_s"] >= 0.5
+    assert d.status_row("napper")["busy_reason"] == "paused"
+    [warned] = wait_for(lambda: d.events("delivery.busy_long"), 5, "the busy_long warning")
+    assert warned["agent"] == "hang" and warned["reason"] == "in turn"
+    assert warned["busy_for_s"] >= 0.5 and warned["delivery_id"] == row["in_flight_delivery"]
+
+    human = d.cli("status")
+    assert human.returncode == 0, human.stderr
+    table = _table(human.stdout)
+    assert re.fullmatch(r"stuck \d+s: in turn", table["hang"]["REASON"])
+    assert table["napper"]["REASON"] == "paused"
+    # Several supervisor ticks (0.2 s apart) later, still one warning for this one spell.
+    wait_for(lambda: d.status_row("hang")["busy_for_s"] >= 2.5, 10, "a longer spell")
+    assert len(d.events("delivery.busy_long")) == 1

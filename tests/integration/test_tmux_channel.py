@@ -319,6 +319,7 @@ async def test_open_dialog_is_busy_and_untouched(pane: Pane) -> None:
     channel = pane.channel()
     assert await channel.is_busy() is True
     assert "pane:no-composer" in channel.describe()["signals"]["busy_reasons"]  # type: ignore[index]
+    assert "pane:no-composer" in (channel.busy_reason() or "")
     batch, text = make_batch()
     with pytest.raises(AgentBusy, match="busy"):
         await channel.deliver(batch, text)
@@ -350,6 +351,7 @@ async def test_each_busy_signal_alone_makes_the_pane_busy(pane: Pane, signal: st
         (folder / f"{pid}.json").write_text(json.dumps({"pid": pid, "status": "busy"}))
     assert await channel.is_busy() is True
     assert channel.describe()["signals"]["busy_reasons"] == [expected]  # type: ignore[index]
+    assert channel.busy_reason() == expected
 
 
 async def test_stale_or_superseded_hook_state_is_distrusted(pane: Pane) -> None:

@@ -278,3 +278,36 @@ async def test_run_waits_for_wake_and_stops(store: SqliteMailStore, mailer: Mail
             loop.stop()
     assert len(channel.delivered) == 1
     assert loop.state == "stopped"
+
+
+async def test_a_busy_spell_keeps_its_start_and_is_warned_about_once(
+    store: SqliteMailStore, mailer: Mailer
+) -> None:
+    send(mailer)
+    channel = FakeChannel(busy=True)
+    clock = Clock()
+    loop = make_loop(store, mailer, channel, clock, replace(SETTINGS, busy_warn_after_s=3.0))
+    assert await loop.step() is StepResult.BUSY
+    clock.now += 2.0
+    assert await loop.step() is StepResult.BUSY  # the same spell: its start stays
+    row = loop.snapshot()
+    assert (row["busy_reason"], row["busy_for_s"], row["stuck"]) == ("busy", 2.0, False)
+    with capture_logs() as logs:
+        loop.check_busy()
+        clock.now += 1.0
+        loop.check_busy()
+        clock.now += 5.0
+        loop.check_busy()
+    [warned] = [e for e in logs if e["event"] == "delivery.busy_long"]
+    assert warned["reason"] == "busy" and warned["busy_for_s"] == 3.0
+    assert loop.snapshot()["stuck"] is True
+    loop.pause()
+    assert await loop.step() is StepResult.PAUSED
+    row = loop.snapshot()
+    assert (row["busy_reason"], row["busy_for_s"], row["stuck"]) == ("paused", None, False)
+    loop.resume()
+    assert await loop.step() is StepResult.BUSY  # a new spell, warned about anew
+    clock.now += 3.0
+    with capture_logs() as logs:
+        loop.check_busy()
+    assert [e["event"] for e in logs] == ["delivery.busy_long"]
