@@ -239,9 +239,7 @@ def retry(
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Re-queue dead letters (all, one agent's, or one delivery), then wake the daemon."""
-    from agentmaild.control.client import poke
-
+    """Re-queue dead letters (all, one agent's, or one delivery); each starts afresh."""
     if agent and delivery:
         raise ValidationError("give --agent or --delivery, not both")
     if delivery is not None and not DELIVERY_ID_RE.fullmatch(delivery):
@@ -249,11 +247,15 @@ def retry(
             f"invalid delivery id {delivery[:80]!r}: expected dlv-<letters and digits>"
         )
     path = db_path(db)
-    with open_store(str(path)) as store:
-        ids = store.retry_dead(agent=agent, delivery_id=delivery)
+    args = {k: v for k, v in (("agent", agent), ("delivery", delivery)) if v is not None}
+    try:
+        # Through the daemon when it runs: it also drops the backoff of the agents' loops.
+        ids, woken = _request(path, "retry", args)["requeued"], True
+    except DaemonNotRunning:
+        with open_store(str(path)) as store:
+            ids, woken = store.retry_dead(agent=agent, delivery_id=delivery), False
     if delivery and not ids:
         raise NotFound(f"no dead delivery {delivery!r}")
-    woken = poke(_socket(path), [agent] if agent else None) if ids else False
     data = {"ok": True, "requeued": ids, "daemon_woken": woken}
 
     def human() -> None:

@@ -22,6 +22,7 @@ class SupervisorPort(Protocol):
 
     def snapshot(self) -> dict[str, dict[str, Any]]: ...
     def wake(self, agents: Iterable[str] | None = None) -> list[str]: ...
+    def retry(self, agents: Iterable[str]) -> list[str]: ...
     def pause(self, agent: str | None = None) -> list[str]: ...
     def resume(self, agent: str | None = None) -> list[str]: ...
     async def drain(self, timeout_s: float) -> dict[str, Any]: ...
@@ -116,11 +117,13 @@ class ControlHandler:
 
     async def _cmd_retry(self, args: dict[str, Any]) -> dict[str, Any]:
         agent, delivery = _opt_str(args, "agent"), _opt_str(args, "delivery")
+        owners = {d.delivery_id: d.agent for d in await self._d.store.dead_letters(agent)}
         ids = await self._d.store.retry_dead(agent=agent, delivery_id=delivery)
         if delivery is not None and not ids:
             raise NotFound(f"no dead delivery {delivery}")
-        self._d.supervisor.wake(None)
-        return {"requeued": ids}
+        # A retried batch starts afresh: its loop drops the backoff of earlier failures.
+        retried = self._d.supervisor.retry(sorted({owners[i] for i in ids if i in owners}))
+        return {"requeued": ids, "retried_agents": retried}
 
     async def _cmd_drain(self, args: dict[str, Any]) -> dict[str, Any]:
         timeout = args.get("timeout_s", self._d.config.daemon.shutdown_grace_s)

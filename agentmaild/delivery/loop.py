@@ -117,6 +117,11 @@ class DeliveryLoop:
     def pause(self) -> None:
         self.paused = True
 
+    def retry_now(self) -> None:
+        """Dead letters were re-queued by hand: drop the backoff and step again at once."""
+        self.failures, self.backoff_until = 0, 0.0
+        self._wake.set()
+
     def resume(self) -> None:
         self.paused = False
         self._wake.set()

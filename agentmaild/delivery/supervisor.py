@@ -289,6 +289,17 @@ class Supervisor:
                 self._poke.set()  # maybe an agent registered a moment ago
         return woken
 
+    def retry(self, agents: Iterable[str]) -> list[str]:
+        """Dead letters of ``agents`` were re-queued: their loops drop any backoff, step now."""
+        retried = []
+        for name in agents:
+            entry = self._entries.get(name)
+            if entry is not None and entry.loop is not None:
+                entry.loop.retry_now()
+                retried.append(name)
+        self.wake(None)  # also covers an agent whose loop is (re)starting
+        return sorted(retried)
+
     def pause(self, agent: str | None = None) -> list[str]:
         targets = self._targets(agent)
         if agent is None:

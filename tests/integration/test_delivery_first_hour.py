@@ -105,6 +105,53 @@ def test_retried_dead_letter_starts_its_backoff_afresh_under_the_same_id(
     assert again.delivery_id == dead.delivery_id
 
 
+def test_retry_cuts_short_the_backoff_of_the_agents_other_failing_batch(
+    store: SqliteMailStore, tmp_path: Path, db: Path
+) -> None:
+    """The loop is backing off after another batch failed: the retried one still goes at once."""
+    config = tmp_path / "agentmaild.toml"
+    knobs = "max_attempts = 2\nbackoff_jitter = 0\nbackoff_max_s = 60\n"
+    config.write_text(f"[daemon]\n{knobs}backoff_initial_s = 0.05\n")
+    store.add_agent(
+        Agent(
+            name="doomed",
+            capability="builder",
+            channel="spawn",
+            command=agent_cmd("record_agent.py", str(tmp_path / "doomed.jsonl"), "--exit", "1"),
+        )
+    )
+    quick = {k: v for k, v in FAST.items() if "BACKOFF" not in k}  # the file sets them
+    with daemon_factory(db, tmp_path, defaults=quick, text=True) as make:
+        d = make({"AGENTMAILD_CONFIG": str(config)})
+        mailer = Mailer(store)
+        mailer.send(sender="bob", to="doomed", subject="first", body="x")
+        poke(d.sock, ["doomed"])
+        [dead] = wait_for(lambda: store.dead_letters("doomed"), 15, "the first dead letter")
+        config.write_text(f"[daemon]\n{knobs}backoff_initial_s = 20\n")
+        assert d.proc is not None
+        d.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: d.events("daemon.reloaded"), 10, "the reload")
+        mailer.send(sender="bob", to="doomed", subject="second", body="x")
+        poke(d.sock, ["doomed"])
+        wait_for(
+            lambda: [e for e in d.events("delivery.failed") if e["backoff_s"] == 20],
+            10,
+            "the second batch to fail and back off 20 s",
+        )
+        def attempts_of_the_dead_one() -> list[dict[str, Any]]:
+            return [e for e in d.events("delivery.failed") if e["delivery_id"] == dead.delivery_id]
+
+        before = len(attempts_of_the_dead_one())
+        result = d.cli("retry", "--agent", "doomed", "--json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["requeued"] == [dead.delivery_id]
+        wait_for(
+            lambda: len(attempts_of_the_dead_one()) > before,
+            5,
+            "the retried batch's attempt, not 20 s of the other batch's backoff later",
+        )
+
+
 # -- removing an agent mid-turn ---------------------------------------------------------------
 @pytest.mark.parametrize("channel", ["stdin", "spawn"])
 def test_removing_an_agent_mid_turn_stops_its_process_and_gives_the_batch_back(
