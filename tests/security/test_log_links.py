@@ -148,18 +148,6 @@ def test_rotation_reopens_without_following_a_link_planted_meanwhile(
     assert [e["event"] for e in logs] == ["proc.log_refused"]
 
 
-def test_a_regular_log_still_appends_and_rotates(tmp_path: Path) -> None:
-    path = tmp_path / "logs" / "b1.log"
-    log = RotatingLog(path, max_bytes=40, keep=2)
-    for n in range(4):
-        log.write(f"line {n} ".encode() + b"." * 20 + b"\n")
-    log.close()
-    assert path.read_bytes().startswith(b"line 3")
-    assert (tmp_path / "logs" / "b1.log.1").read_bytes().startswith(b"line 2")
-    assert (tmp_path / "logs" / "b1.log.2").read_bytes().startswith(b"line 1")
-    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
-
-
 # --- the hook log ----------------------------------------------------------------------------
 
 

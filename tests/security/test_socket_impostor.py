@@ -71,6 +71,7 @@ TOTALS = {"messages": 0, "unread": 0}
 DAEMON = {"pid": 1, "uptime_s": 3.0, "version": "9"}
 ROW = {"agent": "b1", "channel": "pull", "state": "active", "unread": 0, "in_flight": 0}
 
+# Replies that break the protocol itself (not an object, ...) are tests/unit/test_control.py's.
 MALFORMED = {
     "no daemon": reply({"agents": [], "totals": TOTALS}),
     "daemon without uptime": reply({"daemon": {"pid": 1}, "agents": [], "totals": TOTALS}),
@@ -87,9 +88,6 @@ MALFORMED = {
         }
     ),
     "totals missing": reply({"daemon": DAEMON, "agents": []}),
-    "result not an object": reply([]),
-    "not json": "hello",
-    "error without error": json.dumps({"v": 1, "ok": False}),
 }
 
 
