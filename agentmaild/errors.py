@@ -10,6 +10,7 @@
     │   └── DeliveryFailed          delivery_failed  the channel tried and the agent did not confirm
     ├── ControlError                control
     │   ├── DaemonNotRunning        daemon_not_running
+    │   ├── DaemonNotAnswering      daemon_not_answering  no connection or reply in time
     │   └── ProtocolError           protocol      malformed or oversized control traffic
     └── MailError                   mail
         ├── ValidationError         invalid       bad input (names the field)
@@ -73,6 +74,10 @@ class ControlError(AgentmaildError):
 
 class DaemonNotRunning(ControlError):
     code = "daemon_not_running"
+
+
+class DaemonNotAnswering(ControlError):
+    code = "daemon_not_answering"
 
 
 class ProtocolError(ControlError):

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, open_store, out
-from agentmaild.errors import DaemonNotRunning, NotFound, ValidationError
+from agentmaild.errors import DaemonNotAnswering, DaemonNotRunning, NotFound, ValidationError
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", help="Config file (default: $AGENTMAILD_CONFIG, XDG).")
@@ -23,6 +23,7 @@ AgentOpt = Annotated[
 ]
 DeliveryOpt = Annotated[str | None, typer.Option("--delivery", help="Re-queue one dead delivery.")]
 _WATCH_INTERVAL_S = 1.0
+_STATUS_TIMEOUT_S = 1.0  # then the store's own counts are shown: status must never hang
 _CLEAR = "\x1b[H\x1b[2J"
 
 
@@ -76,11 +77,17 @@ def _offline_status(db: Path) -> dict[str, Any]:
 
 
 def _status(db: Path) -> dict[str, Any]:
+    from agentmaild.control.replies import check_status
+
+    running = True
     try:
-        result: dict[str, Any] = _request(db, "status")
+        result = check_status(_request(db, "status", timeout=_STATUS_TIMEOUT_S))
     except DaemonNotRunning:
+        result, running = _offline_status(db), False
+    except DaemonNotAnswering:  # stopped, wedged or flooded: something listens but says nothing
         result = _offline_status(db)
-    result["running"] = result["daemon"] is not None
+        result["note"] = f"did not answer within {_STATUS_TIMEOUT_S:g}s; counts read from the store"
+    result["running"] = running
     result["store"] = str(db)
     return result
 
@@ -152,7 +159,7 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
 def _print_status(status: dict[str, Any]) -> None:
     d = status["daemon"]
     if d is None:
-        typer.echo("daemon: not running")
+        typer.echo(f"daemon: {status.get('note') or 'not running'}")
     else:
         typer.echo(
             f"daemon: running (pid {d['pid']}, up {_duration(d['uptime_s'])}, "
@@ -223,6 +230,10 @@ def ctl(
     parsed = _parse_args(args or [])
     timeout = 5.0 + float(parsed.get("timeout_s", 0) if cmd == "drain" else 0)
     result = _request(db_path(db), cmd, parsed, timeout)
+    if cmd == "metrics":
+        from agentmaild.control.replies import check_text
+
+        check_text(result, cmd)
 
     def human() -> None:
         if cmd == "metrics":

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentmaild.control.peer import check_server, check_socket_file
 from agentmaild.control.protocol import MAX_RESPONSE_BYTES, decode_response, encode_request
-from agentmaild.errors import ControlError, DaemonNotRunning, ProtocolError
+from agentmaild.errors import ControlError, DaemonNotAnswering, DaemonNotRunning, ProtocolError
 
 POKE_CONNECT_TIMEOUT_S = 0.05
 POKE_TIMEOUT_S = 0.25
@@ -30,19 +31,25 @@ def request(
     """Send ``cmd`` to the daemon listening on ``path`` and return its ``result``.
 
     ``timeout`` bounds the whole exchange; ``connect_timeout`` (default ``timeout``) the connect.
-    Raises ``DaemonNotRunning`` when nothing listens there, ``ControlError`` for an error reply
-    (its ``code`` is the daemon's) or a timeout, and ``ProtocolError`` for a malformed exchange.
+    Nothing is sent unless the socket file and the listening process are both our uid's.
+    Raises ``DaemonNotRunning`` when nothing listens there, ``DaemonNotAnswering`` on a timeout,
+    ``ControlError`` for an error reply (its ``code`` is the daemon's) or a socket that is not ours,
+    and ``ProtocolError`` for a malformed exchange.
     """
     data = encode_request(cmd, args)
     deadline = time.monotonic() + timeout
+    where = os.fspath(path)
+    check_socket_file(where)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        _connect(sock, os.fspath(path), min(timeout, connect_timeout or timeout))
+        _connect(sock, where, min(timeout, connect_timeout or timeout))
+        check_server(sock, where)
         try:
             sock.settimeout(_remaining(deadline))
             sock.sendall(data)
             line = _read_line(sock, deadline)
         except TimeoutError as exc:
-            raise ControlError(f"the daemon did not answer {cmd!r} within {timeout}s") from exc
+            message = f"the daemon did not answer {cmd!r} within {timeout}s"
+            raise DaemonNotAnswering(message) from exc
         except OSError as exc:
             raise ControlError(f"control connection to {path} failed: {exc}") from exc
     return decode_response(line)
@@ -51,7 +58,8 @@ def request(
 def poke(path: Path | str, agents: list[str] | None = None) -> bool:
     """Best-effort ``wake`` (all agents when ``agents`` is None); True if the daemon took it.
 
-    Never raises: mail is already committed and the daemon polls anyway.
+    Never raises nor logs, not even for a socket that is not ours: mail is already committed and
+    the daemon polls anyway.
     """
     args: dict[str, Any] = {} if agents is None else {"agents": list(agents)}
     try:
@@ -68,7 +76,7 @@ def _connect(sock: socket.socket, path: str, timeout: float) -> None:
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
         raise DaemonNotRunning(f"no agentmaild is listening on {path}") from exc
     except TimeoutError as exc:
-        raise ControlError(f"connecting to {path} timed out after {timeout}s") from exc
+        raise DaemonNotAnswering(f"connecting to {path} timed out after {timeout}s") from exc
     except OSError as exc:
         raise ControlError(f"cannot connect to {path}: {exc}") from exc
 

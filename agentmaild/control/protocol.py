@@ -25,6 +25,8 @@ MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 """Longest reply line a client accepts (``status`` and ``metrics`` can be long)."""
 READ_TIMEOUT_S = 2.0
 """How long the daemon waits for a whole request line before closing the connection."""
+FIRST_BYTE_TIMEOUT_S = 0.2
+"""How long the daemon keeps a connection that has sent nothing yet (our client sends at once)."""
 
 COMMANDS: tuple[str, ...] = (
     "ping",

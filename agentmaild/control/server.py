@@ -1,12 +1,15 @@
-"""The daemon's control socket: one size- and time-limited JSON request per connection, same uid."""
+"""The daemon's control socket: one size- and time-limited JSON request per connection, same uid.
+
+A flood of connections from our own uid must not lock the CLI out: a connection that has sent no
+byte within ``first_byte_timeout_s`` is closed, and when every slot is taken the oldest connection
+still reading its request is evicted to make room, so accepting never waits behind idle peers. The
+socket file is checked every ``check_interval_s``; when it is removed or replaced the server binds
+it again.
+"""
 
 from __future__ import annotations
 
 import os
-import socket
-import stat
-import struct
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -15,21 +18,27 @@ from typing import Any
 import anyio
 import anyio.abc
 import structlog
-from anyio.streams.buffered import BufferedByteReceiveStream
 
+from agentmaild.control.peer import peer_credentials
 from agentmaild.control.protocol import (
     COMMANDS,
+    FIRST_BYTE_TIMEOUT_S,
     MAX_REQUEST_BYTES,
-    MAX_RESPONSE_BYTES,
     READ_TIMEOUT_S,
     Request,
     decode_request,
-    decode_response,
     encode_error,
-    encode_request,
     encode_response,
-    fallback_dir,
 )
+from agentmaild.control.socketfile import (
+    Identity,
+    clear_stale_socket,
+    identity,
+    prepare_directory,
+    remove_if_ours,
+    take_back,
+)
+from agentmaild.control.socketfile import ensure_private_dir as ensure_private_dir
 from agentmaild.errors import AgentmaildError, ControlError, ProtocolError
 
 log = structlog.get_logger(__name__)
@@ -39,10 +48,12 @@ Handler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 # Frequent, read-only or idempotent commands (`status --watch`, a poke per `send`) log at debug.
 _QUIET_COMMANDS = frozenset({"ping", "status", "agents", "metrics", "wake"})
-_UCRED = struct.Struct("=iII")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
-_SOL_LOCAL, _LOCAL_PEERCRED, _XUCRED_SIZE = 0, 0x001, 76  # macOS <sys/un.h>, struct xucred
 _ACCEPT_BACKOFF_S = 0.1
-_PROBE_TIMEOUT_S = 1.0
+_RECEIVE_BYTES = 65536
+
+
+class _Idle(Exception):
+    """The peer sent no byte in time, or closed without one: not worth a warning (floods do it)."""
 
 
 class ControlServer:
@@ -54,14 +65,22 @@ class ControlServer:
         handler: Handler,
         *,
         read_timeout_s: float = READ_TIMEOUT_S,
+        first_byte_timeout_s: float = FIRST_BYTE_TIMEOUT_S,
         write_timeout_s: float = READ_TIMEOUT_S,
         max_connections: int = 64,
+        check_interval_s: float = 1.0,
     ) -> None:
         self.path = path
         self._handler = handler
         self._read_timeout_s = read_timeout_s
+        self._first_byte_timeout_s = min(first_byte_timeout_s, read_timeout_s)
         self._write_timeout_s = write_timeout_s
+        self._check_interval_s = check_interval_s
         self._slots = anyio.Semaphore(max_connections)
+        # Connections still reading their request, oldest first: the ones eviction may close.
+        self._reading: dict[object, anyio.CancelScope] = {}
+        self._bound: Identity | None = None
+        self._left_alone: Identity | None = None
 
     async def serve(
         self, *, task_status: anyio.abc.TaskStatus[Path] = anyio.TASK_STATUS_IGNORED
@@ -71,36 +90,81 @@ class ControlServer:
         Raises ``ControlError`` before starting when another daemon answers on the path, the path
         is not a socket, or the socket cannot be bound.
         """
-        _prepare_directory(self.path.parent)
-        await _clear_stale_socket(self.path)
+        prepare_directory(self.path.parent)
+        await clear_stale_socket(self.path)
+        listener = await self._listen()
+        try:
+            # Connections live in this group, so a re-bind never cuts a request short.
+            async with anyio.create_task_group() as tg:
+                log.info("control.listening", path=str(self.path))
+                task_status.started(self.path)
+                while True:
+                    listener = await self._serve_until_rebound(listener, tg)
+        finally:
+            remove_if_ours(self.path, self._bound)
+
+    async def _listen(self) -> anyio.abc.SocketListener:
         try:
             # anyio binds, chmods, then listens: nobody can connect before the mode is 0600.
             listener = await anyio.create_unix_listener(self.path, mode=0o600)
         except OSError as exc:
             raise ControlError(f"cannot listen on {self.path}: {exc}") from exc
-        identity = _identity(self.path)
-        try:
-            async with listener, anyio.create_task_group() as tg:
-                log.info("control.listening", path=str(self.path))
-                task_status.started(self.path)
-                await self._accept_forever(listener, tg)
-        finally:
-            _remove_if_ours(self.path, identity)
+        self._bound = identity(self.path)
+        return listener
+
+    async def _serve_until_rebound(
+        self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup
+    ) -> anyio.abc.SocketListener:
+        async with listener, anyio.create_task_group() as accepting:
+            accepting.start_soon(self._accept_forever, listener, tg)
+            rebound = await self._watch()
+            accepting.cancel_scope.cancel()
+        return rebound
+
+    async def _watch(self) -> anyio.abc.SocketListener:
+        """Wait until our socket file is gone or replaced, clear the path, and bind it again."""
+        while True:
+            await anyio.sleep(self._check_interval_s)
+            current = identity(self.path)
+            if current is not None and current in (self._bound, self._left_alone):
+                continue
+            reason = await take_back(self.path)
+            if reason is None:
+                self._left_alone = current  # warned once; looked at again when it changes
+                continue
+            try:
+                listener = await self._listen()
+            except ControlError as exc:
+                log.warning("control.rebind_failed", path=str(self.path), error=exc.message)
+                continue
+            log.warning("control.socket_rebound", path=str(self.path), reason=reason)
+            return listener
 
     async def _accept_forever(
         self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup
     ) -> None:
         while True:
-            await self._slots.acquire()
             try:
                 stream = await listener.accept()
             except OSError as exc:
-                self._slots.release()
                 # EMFILE and friends: back off rather than spin; the daemon must keep running.
                 log.warning("control.accept_failed", error=str(exc))
                 await anyio.sleep(_ACCEPT_BACKOFF_S)
                 continue
+            try:
+                await self._make_room()
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+                raise
             tg.start_soon(self._serve_connection, stream)
+
+    async def _make_room(self) -> None:
+        """Take a slot; when none is free, evict the oldest connection still reading first."""
+        if self._slots.value == 0 and self._reading:
+            oldest = next(iter(self._reading))
+            self._reading.pop(oldest).cancel()
+        await self._slots.acquire()
 
     async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
         try:
@@ -114,22 +178,15 @@ class ControlServer:
     async def _converse(self, stream: anyio.abc.SocketStream) -> None:
         started = time.monotonic()
         try:
-            pid, uid = _peer_credentials(stream.extra(anyio.abc.SocketAttribute.raw_socket))
+            pid, uid = peer_credentials(stream.extra(anyio.abc.SocketAttribute.raw_socket))
         except OSError as exc:
             log.warning("control.rejected", reason="peer_unknown", error=str(exc))
             return
         if uid is not None and uid != os.getuid():
             log.warning("control.rejected", reason="peer_uid", peer_uid=uid, peer_pid=pid)
             return
-        try:
-            line = await self._read_line(stream)
-            request = decode_request(line)
-        except ProtocolError as exc:
-            log.warning("control.rejected", reason="protocol", error=exc.message, peer_pid=pid)
-            await self._send(stream, encode_error(exc.code, exc.message))
-            return
-        except (TimeoutError, anyio.BrokenResourceError) as exc:
-            log.warning("control.rejected", reason=type(exc).__name__, peer_pid=pid)
+        request = await self._receive_request(stream, pid)
+        if request is None:
             return
         reply, code = await self._dispatch(request)
         await self._send(stream, reply)
@@ -137,17 +194,59 @@ class ControlServer:
         duration_ms = round((time.monotonic() - started) * 1000, 2)
         emit("control.request", cmd=request.cmd, code=code, peer_pid=pid, duration_ms=duration_ms)
 
+    async def _receive_request(
+        self, stream: anyio.abc.SocketStream, pid: int | None
+    ) -> Request | None:
+        """The decoded request, or None once the connection is dealt with (and logged)."""
+        try:
+            line = await self._read_evictable(stream)
+            if line is None:
+                log.debug("control.evicted", peer_pid=pid)
+                return None
+            return decode_request(line)
+        except ProtocolError as exc:
+            log.warning("control.rejected", reason="protocol", error=exc.message, peer_pid=pid)
+            await self._send(stream, encode_error(exc.code, exc.message))
+        except _Idle:
+            log.debug("control.idle_closed", peer_pid=pid)
+        except (TimeoutError, anyio.BrokenResourceError) as exc:
+            log.warning("control.rejected", reason=type(exc).__name__, peer_pid=pid)
+        return None
+
+    async def _read_evictable(self, stream: anyio.abc.SocketStream) -> bytes | None:
+        """``_read_line``, or None when ``_make_room`` evicted this connection meanwhile."""
+        key = object()
+        with anyio.CancelScope() as scope:
+            self._reading[key] = scope
+            try:
+                return await self._read_line(stream)
+            finally:
+                self._reading.pop(key, None)
+        return None
+
     async def _read_line(self, stream: anyio.abc.SocketStream) -> bytes:
-        """The request line; bounded in time (``TimeoutError``) and size (``ProtocolError``)."""
-        buffered = BufferedByteReceiveStream(stream)
+        """The request line; bounded in time (``_Idle``, ``TimeoutError``) and size."""
+        line = bytearray()
         with anyio.fail_after(self._read_timeout_s):
             try:
-                # At most one receive() chunk past the limit is buffered, never the whole line.
-                return await buffered.receive_until(b"\n", MAX_REQUEST_BYTES + 1)
-            except anyio.DelimiterNotFound as exc:
-                raise ProtocolError(f"request too large (limit {MAX_REQUEST_BYTES} bytes)") from exc
-            except anyio.IncompleteRead as exc:
-                raise ProtocolError("connection closed before the end of the request line") from exc
+                with anyio.fail_after(self._first_byte_timeout_s):
+                    chunk = await stream.receive(_RECEIVE_BYTES)
+            except (TimeoutError, anyio.EndOfStream) as exc:
+                raise _Idle from exc
+            while (end := chunk.find(b"\n")) < 0:
+                line += chunk
+                # At most one receive() chunk past the limit is held, never the whole line.
+                if len(line) > MAX_REQUEST_BYTES:
+                    raise ProtocolError(f"request too large (limit {MAX_REQUEST_BYTES} bytes)")
+                try:
+                    chunk = await stream.receive(_RECEIVE_BYTES)
+                except anyio.EndOfStream as exc:
+                    message = "connection closed before the end of the request line"
+                    raise ProtocolError(message) from exc
+            line += chunk[:end]
+        if len(line) > MAX_REQUEST_BYTES:
+            raise ProtocolError(f"request too large (limit {MAX_REQUEST_BYTES} bytes)")
+        return bytes(line)
 
     async def _dispatch(self, request: Request) -> tuple[bytes, str | None]:
         """The reply line and its error code (None on success)."""
@@ -179,102 +278,3 @@ class ControlServer:
 
 def _internal_error(cmd: str) -> bytes:
     return encode_error("internal", f"internal error while handling {cmd!r}; see the daemon log")
-
-
-def _peer_credentials(sock: socket.socket) -> tuple[int | None, int | None]:
-    """(pid, uid) of the connected peer; None where the platform will not say."""
-    if sys.platform == "linux":
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-        pid, uid, _gid = _UCRED.unpack(raw)
-        return pid, uid
-    if sys.platform == "darwin":
-        # LOCAL_PEERCRED fills a struct xucred {u_int cr_version; uid_t cr_uid; ...}.
-        raw = sock.getsockopt(_SOL_LOCAL, _LOCAL_PEERCRED, _XUCRED_SIZE)
-        return None, int(struct.unpack_from("=II", raw)[1])
-    # Elsewhere the socket's 0600 mode is the only guard.
-    return None, None
-
-
-def _prepare_directory(directory: Path) -> None:
-    """The shared-/tmp fallback must be ours and private; other directories are the user's."""
-    if directory == fallback_dir():
-        ensure_private_dir(directory)
-
-
-def ensure_private_dir(directory: Path) -> None:
-    """Create ``directory`` 0700, or accept it only if we own it (tightening its mode)."""
-    try:
-        directory.mkdir(mode=0o700, exist_ok=True)
-        st = directory.lstat()
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
-            directory.chmod(0o700)
-    except OSError as exc:
-        raise ControlError(f"cannot prepare the socket directory {directory}: {exc}") from exc
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise ControlError(
-            f"{directory} is not a directory owned by uid {os.getuid()}; refusing to listen there"
-        )
-
-
-async def _clear_stale_socket(path: Path) -> None:
-    """Remove a dead daemon's socket file; refuse a live one or anything that is not a socket."""
-    if not _socket_exists(path):
-        return
-    try:
-        stream = await anyio.connect_unix(path)
-    except ConnectionRefusedError:
-        _remove_stale(path)
-        return
-    except OSError as exc:
-        raise ControlError(f"cannot probe the existing socket {path}: {exc}") from exc
-    async with stream:
-        pid = await _probe_pid(stream)
-    who = f" (pid {pid})" if pid is not None else ""
-    raise ControlError(f"another agentmaild{who} is already listening on {path}")
-
-
-def _socket_exists(path: Path) -> bool:
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return False
-    if not stat.S_ISSOCK(st.st_mode):
-        raise ControlError(f"{path} exists and is not a socket; refusing to replace it")
-    return True
-
-
-def _remove_stale(path: Path) -> None:
-    log.info("control.stale_removed", path=str(path))
-    path.unlink(missing_ok=True)
-
-
-async def _probe_pid(stream: anyio.abc.SocketStream) -> object:
-    """Best effort: the pid a live daemon reports for `ping`, to name it in the refusal."""
-    with anyio.move_on_after(_PROBE_TIMEOUT_S):
-        try:
-            await stream.send(encode_request("ping"))
-            line = await BufferedByteReceiveStream(stream).receive_until(b"\n", MAX_RESPONSE_BYTES)
-            return decode_response(line).get("pid")
-        except Exception:  # only decorates the refusal; any failure just leaves the pid out
-            return None
-    return None
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _remove_if_ours(path: Path, identity: tuple[int, int] | None) -> None:
-    """Unlink the socket unless a successor daemon has already replaced it."""
-    if identity is None or _identity(path) != identity:
-        return
-    try:
-        path.unlink()
-    except OSError as exc:
-        log.warning("control.unlink_failed", path=str(path), error=str(exc))
-    else:
-        log.info("control.stopped", path=str(path))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 
 TYPE_CHECKING = False
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 LOG_MAX_BYTES = 1 << 20
+_LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def marker_path(db_path: str, agent: str, kind: str) -> str:
@@ -72,17 +75,72 @@ def log_line(
         where = f" where={os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
     error = f" error={json.dumps(f'{type(exc).__name__}: {exc}')}" if exc is not None else ""
     line = f"{iso_now()} {what} event={event!r} agent={agent!r} pid={os.getpid()}{error}{where}\n"
+    refused = ""
     for directory in _log_dirs(db):
         try:
-            os.makedirs(directory, exist_ok=True)
-            path = os.path.join(directory, "hooks.log")
-            if os.path.exists(path) and os.path.getsize(path) > LOG_MAX_BYTES:
-                os.replace(path, path + ".1")
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(line)
+            fd = _open_log(directory)
+        except OSError:
+            continue
+        if fd is None:  # planted symlink, FIFO, foreign or hard-linked file: never written through
+            name = json.dumps(os.path.join(directory, "hooks.log"))
+            refused += f"{iso_now()} hook.log_refused path={name} pid={os.getpid()}\n"
+            continue
+        try:
+            os.write(fd, (refused + line).encode("utf-8", "replace"))
             return
         except OSError:
             continue
+        finally:
+            os.close(fd)
+
+
+def _open_log(directory: str) -> int | None:
+    """An append fd on ``<directory>/hooks.log`` (rotated past ``LOG_MAX_BYTES``); None: refused.
+
+    The directory and the file are opened without following symlinks, and the file is kept only
+    when it is a regular file of ours with one link.
+    """
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    try:
+        dir_fd = os.open(directory, _DIR_FLAGS)
+    except OSError:
+        if os.path.islink(directory):
+            return None
+        raise
+    try:
+        if os.fstat(dir_fd).st_uid != os.getuid():
+            return None
+        _rotate(dir_fd)
+        try:
+            fd = os.open("hooks.log", _LOG_FLAGS, 0o600, dir_fd=dir_fd)
+        except OSError:
+            if _exists("hooks.log", dir_fd):
+                return None  # a symlink (ELOOP) or a FIFO with no reader (ENXIO)
+            raise
+    finally:
+        os.close(dir_fd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_nlink != 1:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _rotate(dir_fd: int) -> None:
+    try:
+        st = os.lstat("hooks.log", dir_fd=dir_fd)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_size > LOG_MAX_BYTES:
+        os.replace("hooks.log", "hooks.log.1", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except OSError:
+        return False
+    return True
 
 
 def _log_dirs(db: str | None) -> list[str]:

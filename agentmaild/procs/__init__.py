@@ -2,6 +2,6 @@
 
 Owns: ``lines`` (the bounded line splitter and ``Line``), ``child`` (``open_child``: argv lists,
 a new session, output drained concurrently, TERM → grace → KILL of the whole group, always reaped),
-``logfiles`` (rotated per-agent log files).
+``logfiles`` (rotated per-agent log files, never opened through a planted link).
 May import: the standard library, anyio and structlog only; channels build on it.
 """
