@@ -34,29 +34,58 @@ def touched_within(path: str, seconds: float) -> bool:
         return False
 
 
+_MARKER_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_marker(path: str, extra: int = 0) -> int:
+    """Open a marker file of ours for writing, never through a planted link or a foreign file.
+
+    ``OSError`` on a symlink (ELOOP), a FIFO or device, a file of another uid, or a hard link:
+    the caller's write is then lost, which costs a debounce or a counter, never someone's file.
+    """
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, _MARKER_FLAGS | extra, 0o600)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
+        os.close(fd)
+        raise OSError(f"{path}: not a private regular file; left alone")
+    return fd
+
+
 def touch(path: str) -> Callable[[], None]:
     def touch() -> None:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "a"):
-            pass
-        os.utime(path)
+        fd = _open_marker(path)
+        try:
+            os.utime(fd)
+        finally:
+            os.close(fd)
 
     return touch
 
 
 def read_int(path: str) -> int:
     try:
-        with open(path, encoding="ascii") as f:
-            return int(f.read().strip() or 0)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return 0
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return 0
+        return int(os.read(fd, 32).decode("ascii").strip() or 0)
     except (OSError, ValueError):
         return 0
+    finally:
+        os.close(fd)
 
 
 def write_int(path: str, value: int) -> Callable[[], None]:
     def write() -> None:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="ascii") as f:
-            f.write(str(value))
+        fd = _open_marker(path)
+        try:
+            os.ftruncate(fd, 0)  # after the checks: O_TRUNC would cut a foreign file first
+            os.write(fd, str(value).encode("ascii"))
+        finally:
+            os.close(fd)
 
     return write
 
