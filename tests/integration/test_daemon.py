@@ -279,6 +279,7 @@ def test_pause_resume_drain_and_metrics(
     rec = tmp_path / "p.jsonl"
     add_spawn(store, "pausy", agent_cmd("record_agent.py", str(rec)))
     d = daemons()
+    wait_for(lambda: d.status_row("pausy")["loop"] is not None, 5, "the agent's loop")
     assert d.ctl("pause", {"agent": "pausy"}) == {"paused": ["pausy"]}
     mid = Mailer(store).send(sender="bob", to="pausy", subject="s", body="x").ids[0]
     poke(d.sock, ["pausy"])
