@@ -28,9 +28,9 @@ bench: $(STAMP)
 
 serve: $(STAMP)
 	@echo "agentmaild: serving $(DB); in another shell:"
-	@echo "  $(BIN)/agentmaild --db $(DB) agents add demo --capability builder --channel spawn --command 'tee -a /tmp/demo-inbox.jsonl'"
+	@echo "  $(BIN)/agentmaild --db $(DB) agents add demo --capability builder --channel spawn --command 'tee -a $(CURDIR)/demo-inbox.jsonl'"
 	@echo "  $(BIN)/agentmaild --db $(DB) send --to demo --subject hello --body 'first delivery'"
-	@echo "  cat /tmp/demo-inbox.jsonl; $(BIN)/agentmaild --db $(DB) status"
+	@echo "  cat $(CURDIR)/demo-inbox.jsonl; $(BIN)/agentmaild --db $(DB) status"
 	$(BIN)/agentmaild serve --db $(DB)
 
 lint: $(STAMP)

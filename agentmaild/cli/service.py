@@ -1,5 +1,5 @@
-"""The ``agentmaild service install`` command: write (or print) the systemd or launchd file that
-runs ``agentmaild serve`` for this store."""
+"""The ``agentmaild service install|uninstall`` commands: write (or print) the systemd or launchd
+file that runs ``agentmaild serve`` for this store, and remove it again."""
 
 from __future__ import annotations
 
@@ -71,8 +71,45 @@ def service_install(
     out(data, as_json, human)
 
 
+def service_uninstall(
+    systemd: Annotated[
+        bool, typer.Option("--systemd", help="The systemd user unit (Linux default).")
+    ] = False,
+    launchd: Annotated[
+        bool, typer.Option("--launchd", help="The launchd agent (macOS default).")
+    ] = False,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Show what would be removed; remove nothing.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove the service file `service install` wrote; print how to stop the running service."""
+    from agentmaild.daemon.service import uninstall_service
+
+    kind = _kind(systemd, launchd)
+    result = uninstall_service(kind, print_only)
+    data = {
+        "ok": True,
+        "kind": kind,
+        "paths": [str(p) for p in result.paths],
+        "removed": result.removed,
+        "next_steps": list(result.next_steps),
+    }
+
+    def human() -> None:
+        if not result.paths:
+            typer.echo(f"no agentmaild {kind} service installed")
+            return
+        verb = "removed" if result.removed else "would remove"
+        typer.echo("\n".join(f"{verb} {p}" for p in result.paths))
+        typer.echo("next:\n  " + "\n  ".join(result.next_steps))
+
+    out(data, as_json, human)
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``service`` group (``service install``) to the main CLI."""
+    """Add the ``service`` group (``install``, ``uninstall``) to the main CLI."""
     service_app = typer.Typer(help="Run agentmaild as a user service.", no_args_is_help=True)
     app.add_typer(service_app, name="service")
     service_app.command("install")(command(service_install))
+    service_app.command("uninstall")(command(service_uninstall))

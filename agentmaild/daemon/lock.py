@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agentmaild.errors import ControlError
+from agentmaild.store.sqlite import make_store_dir
 
 
 @contextmanager
@@ -16,7 +17,7 @@ def hold_lock(db: Path) -> Iterator[None]:
     """``<db>.lock``, flock'ed for the daemon's lifetime, with our pid inside."""
     path = db.with_name(db.name + ".lock")
     try:
-        db.parent.mkdir(parents=True, exist_ok=True)
+        make_store_dir(db.parent)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # non-inheritable: children never hold it
     except OSError as exc:
         raise ControlError(f"cannot open lock file {path}: {exc.strerror or exc}") from exc

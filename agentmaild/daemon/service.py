@@ -1,4 +1,4 @@
-"""Service files: render and install the systemd user unit and the launchd agent for ``serve``.
+"""Service files: render, install and uninstall the systemd user unit and the launchd agent.
 
 The repository's ``systemd/`` files are examples produced by these functions (a test keeps them
 equal), so the rendering here is the one source of truth.
@@ -188,7 +188,7 @@ def _systemd_files(
     )
     return (
         text,
-        home / ".config" / "systemd" / "user" / f"{SERVICE_NAME}.service",
+        _unit_path(home),
         (
             "systemctl --user daemon-reload",
             f"systemctl --user enable --now {SERVICE_NAME}",
@@ -215,12 +215,70 @@ def _launchd_files(
         shutdown_grace_s=grace_s,
         path_env=path_env,
     )
-    target = home / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist"
+    target = _plist_path(home)
     return text, target, (f"launchctl load -w {shlex.quote(str(target))}",)
+
+
+def _unit_path(home: Path) -> Path:
+    return home / ".config" / "systemd" / "user" / f"{SERVICE_NAME}.service"
+
+
+def _plist_path(home: Path) -> Path:
+    return home / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist"
 
 
 def _launchd_log(home: Path) -> Path:
     return home / "Library" / "Logs" / f"{SERVICE_NAME}.log"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceUninstall:
+    """What ``uninstall_service`` found (and, unless printing only, removed), and what to run."""
+
+    kind: ServiceKind
+    paths: tuple[Path, ...]
+    removed: bool
+    next_steps: tuple[str, ...]
+
+
+def uninstall_service(
+    kind: ServiceKind, print_only: bool, *, home: Path | None = None
+) -> ServiceUninstall:
+    """Remove the file ``install_service`` wrote (and systemd's enable link to it).
+
+    Nothing installed is not an error (``paths`` is empty). A file at our path that we did not
+    render is refused: it is someone else's. The service manager keeps running a removed service
+    until told otherwise, hence ``next_steps``; they work after the file is gone.
+    """
+    home = Path.home() if home is None else home
+    steps: tuple[str, ...]
+    if kind == "systemd":
+        target = _unit_path(home)
+        link = target.parent / "default.target.wants" / target.name  # what `enable` made
+        links = (link,) if link.is_symlink() and link.resolve() == target.resolve() else ()
+        steps = (f"systemctl --user stop {SERVICE_NAME}", "systemctl --user daemon-reload")
+    else:
+        target, links = _plist_path(home), ()
+        steps = (f"launchctl remove {LAUNCHD_LABEL}",)
+    if not target.is_file():
+        return ServiceUninstall(kind=kind, paths=(), removed=False, next_steps=())
+    if not _ours(kind, target):
+        raise ConfigError(f"{target} was not written by agentmaild service install; not removed")
+    paths = (target, *links)
+    if not print_only:
+        for path in paths:
+            path.unlink(missing_ok=True)
+    return ServiceUninstall(kind=kind, paths=paths, removed=not print_only, next_steps=steps)
+
+
+def _ours(kind: ServiceKind, path: Path) -> bool:
+    data = path.read_bytes()
+    if kind == "systemd":
+        return data.startswith(b"# agentmaild delivery daemon")
+    try:
+        return bool(plistlib.loads(data).get("Label") == LAUNCHD_LABEL)
+    except (plistlib.InvalidFileException, ValueError, AttributeError):
+        return False
 
 
 def default_executable() -> str:

@@ -18,7 +18,13 @@ from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
 from agentmaild.store.sqlite_messages import SqliteMessages
 
-__all__ = ["SENDER_AUTOCHECKPOINT_PAGES", "WAL_SIZE_LIMIT_BYTES", "SqliteMailStore", "connect"]
+__all__ = [
+    "SENDER_AUTOCHECKPOINT_PAGES",
+    "WAL_SIZE_LIMIT_BYTES",
+    "SqliteMailStore",
+    "connect",
+    "make_store_dir",
+]
 
 # Senders leave checkpoints to the daemon (which runs them every checkpoint_interval_s or when the
 # WAL passes wal_checkpoint_pages); they only checkpoint themselves past this many pages (~40 MB),
@@ -39,13 +45,23 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+def make_store_dir(directory: Path) -> None:
+    """Create the store's directory, with a ``.gitignore`` of ``*`` so git never sees the mail,
+    the lock, the socket or the logs. A directory that already exists is left as it is."""
+    try:
+        directory.mkdir(parents=True)
+    except FileExistsError:
+        return
+    (directory / ".gitignore").write_text("# agentmaild's store: mail, locks, logs\n*\n")
+
+
 class SqliteMailStore(SqliteMessages, SqliteAgents, SqliteDeliveries, MailStore):
     """The product store. One connection, used from one thread at a time."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_store_dir(self.path.parent)
             self._conn = connect(self.path)
             self._conn.row_factory = sqlite3.Row
             self._retrying(lambda: migrate(self._conn))

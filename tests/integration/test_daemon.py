@@ -279,6 +279,7 @@ def test_pause_resume_drain_and_metrics(
     rec = tmp_path / "p.jsonl"
     add_spawn(store, "pausy", agent_cmd("record_agent.py", str(rec)))
     d = daemons()
+    wait_for(lambda: d.status_row("pausy")["loop"] is not None, 5, "the agent's loop")
     assert d.ctl("pause", {"agent": "pausy"}) == {"paused": ["pausy"]}
     mid = Mailer(store).send(sender="bob", to="pausy", subject="s", body="x").ids[0]
     poke(d.sock, ["pausy"])
@@ -295,3 +296,19 @@ def test_pause_resume_drain_and_metrics(
     assert json.loads(bad.stdout)["error"]["code"] == "not_found"
     assert d.ctl("shutdown")["stopping"] is True
     assert d.proc is not None and d.proc.wait(15) == 0
+
+
+def test_resume_without_an_agent_undoes_a_drain(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    rec = tmp_path / "d.jsonl"
+    add_spawn(store, "drained", agent_cmd("record_agent.py", str(rec)))
+    d = daemons()
+    wait_for(lambda: d.status_row("drained")["loop"] is not None, 5, "the agent's loop")
+    assert d.ctl("drain", {"timeout_s": 1}) == {"drained": True, "in_flight": []}
+    mid = Mailer(store).send(sender="bob", to="drained", subject="s", body="x").ids[0]
+    poke(d.sock, ["drained"])
+    wait_for(lambda: d.status_row("drained")["loop"] == "paused", 5, "the drained loop to park")
+    assert not store.get_message(mid).read  # type: ignore[union-attr]
+    assert d.ctl("resume") == {"resumed": ["drained"]}
+    wait_for(lambda: store.get_message(mid).read, 5, "delivery after resume")  # type: ignore[union-attr]

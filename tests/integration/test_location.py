@@ -187,3 +187,30 @@ def test_worktree_and_main_checkout_share_one_store(repo: Repo) -> None:
     assert "again" in str(injected["text"])
     assert not (repo.wt / "sub" / "dir" / ".agentmail").exists()
     assert sorted(p.name for p in repo.root.rglob(".agentmail")) == [".agentmail"]
+
+
+# ---- the store directory keeps itself out of git -------------------------------------------
+
+
+def test_a_created_store_directory_ignores_itself(repo: Repo) -> None:
+    repo.agentmaild("agents", "add", "x1", "--capability", "builder", cwd=repo.wt)
+    store_dir = repo.main / ".agentmail"
+    assert (store_dir / "mail.db").is_file()
+    assert "*" in (store_dir / ".gitignore").read_text().splitlines()
+    assert repo.git("status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_the_daemon_lock_creates_the_directory_the_same_way(tmp_path: Path) -> None:
+    from agentmaild.daemon.lock import hold_lock
+
+    db = tmp_path / "fresh" / "mail.db"
+    with hold_lock(db):
+        assert (db.parent / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_an_existing_directory_gets_no_gitignore(repo: Repo) -> None:
+    mine = repo.main / "mine"
+    mine.mkdir()
+    repo.agentmaild("--db", str(mine / "mail.db"), "agents", "list", cwd=repo.main)
+    assert (mine / "mail.db").is_file()
+    assert not (mine / ".gitignore").exists()

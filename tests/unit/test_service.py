@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import plistlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from agentmaild.daemon.service import (
     install_service,
     render_launchd_plist,
     render_systemd_unit,
+    uninstall_service,
 )
 from agentmaild.errors import ConfigError
 
@@ -257,3 +260,96 @@ def test_install_makes_paths_absolute(tmp_path: Path, monkeypatch: pytest.Monkey
     )  # fmt: skip
     assert f"--db {tmp_path}/mail.db --config {tmp_path}/am.toml" in result.text
     assert f"WorkingDirectory={tmp_path}" in result.text
+
+
+# ---- uninstall -----------------------------------------------------------------------------
+
+
+def installed(kind: str, home: Path) -> Path:
+    result = install_service(
+        kind,  # type: ignore[arg-type]
+        False, db=None, config=None, workdir=home, exe="/x/agentmaild", home=home,
+    )  # fmt: skip
+    assert result.path is not None and result.path.is_file()
+    return result.path
+
+
+def test_uninstall_systemd_removes_the_unit_and_its_enable_link(tmp_path: Path) -> None:
+    unit = installed("systemd", tmp_path)
+    wants = unit.parent / "default.target.wants"
+    wants.mkdir()
+    (wants / unit.name).symlink_to(unit)  # what `systemctl --user enable` makes
+    (wants / "other.service").symlink_to(unit.parent / "other.service")
+    result = uninstall_service("systemd", False, home=tmp_path)
+    assert result.removed
+    assert result.paths == (unit, wants / unit.name)
+    assert not unit.exists() and not (wants / unit.name).is_symlink()
+    assert (wants / "other.service").is_symlink()  # not ours: left alone
+    assert result.next_steps == (
+        "systemctl --user stop agentmaild",
+        "systemctl --user daemon-reload",
+    )
+    again = uninstall_service("systemd", False, home=tmp_path)
+    assert (again.paths, again.removed, again.next_steps) == ((), False, ())
+
+
+def test_uninstall_launchd_removes_the_plist(tmp_path: Path) -> None:
+    plist = installed("launchd", tmp_path)
+    result = uninstall_service("launchd", False, home=tmp_path)
+    assert result.paths == (plist,) and not plist.exists()
+    assert result.next_steps == (f"launchctl remove {LAUNCHD_LABEL}",)
+
+
+def test_uninstall_print_only_removes_nothing(tmp_path: Path) -> None:
+    unit = installed("systemd", tmp_path)
+    result = uninstall_service("systemd", True, home=tmp_path)
+    assert result.paths == (unit,) and not result.removed
+    assert unit.is_file()
+
+
+@pytest.mark.parametrize("kind", ["systemd", "launchd"])
+def test_uninstall_refuses_a_file_it_did_not_write(tmp_path: Path, kind: str) -> None:
+    path = installed(kind, tmp_path)
+    path.write_text("[Service]\nExecStart=/usr/bin/something-else\n")
+    with pytest.raises(ConfigError, match="not written by agentmaild"):
+        uninstall_service(kind, False, home=tmp_path)  # type: ignore[arg-type]
+    assert path.read_text().startswith("[Service]")
+
+
+def service_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTMAIL", "XDG_"))}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+    return subprocess.run(
+        [sys.executable, "-m", "agentmaild", "service", *args],
+        cwd=home, env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+
+
+def test_service_uninstall_cli_undoes_install(tmp_path: Path) -> None:
+    unit = tmp_path / ".config/systemd/user/agentmaild.service"
+    assert service_cli(tmp_path, "install", "--systemd").returncode == 0
+    assert unit.is_file()
+    shown = service_cli(tmp_path, "uninstall", "--systemd", "--print")
+    assert shown.returncode == 0 and f"would remove {unit}" in shown.stdout
+    assert unit.is_file()
+    done = service_cli(tmp_path, "uninstall", "--systemd", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "ok": True, "kind": "systemd", "paths": [str(unit)], "removed": True,
+        "next_steps": ["systemctl --user stop agentmaild", "systemctl --user daemon-reload"],
+    }  # fmt: skip
+    assert not unit.exists()
+    none = service_cli(tmp_path, "uninstall", "--systemd")
+    assert (none.returncode, none.stdout) == (0, "no agentmaild systemd service installed\n")
+
+
+def test_service_uninstall_cli_refusal_is_one_error_line(tmp_path: Path) -> None:
+    unit = tmp_path / ".config/systemd/user/agentmaild.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text("[Service]\nExecStart=/bin/true\n")
+    proc = service_cli(tmp_path, "uninstall", "--systemd")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
+    assert unit.read_text() == "[Service]\nExecStart=/bin/true\n"
+    as_json = json.loads(service_cli(tmp_path, "uninstall", "--systemd", "--json").stdout)
+    assert as_json["ok"] is False and as_json["error"]["code"]
