@@ -37,6 +37,7 @@ from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import ChildExit
+from agentmaild.procs.journal import ProcJournal
 
 CLAUDE_EXECUTABLE = "claude"
 STREAM_JSON_FLAGS = (
@@ -201,15 +202,16 @@ class ClaudeSpawnChannel(SpawnChannel):
         store_path: Path,
         *,
         save_session: SessionSaver | None = None,
+        procs: ProcJournal | None = None,
     ) -> None:
-        super().__init__(agent, config, store_path)
+        super().__init__(agent, config, store_path, procs=procs)
         self._success = "result"
         saver = save_session or store_session_saver(self.store_path, agent.name)
         self.session = ClaudeSession(agent.session_id, saver)
         self._home = agent_env(agent, db=self.store_path, delivery_id="").get("HOME", "")
 
     async def is_busy(self) -> bool:
-        return self._in_turn or self._held_by() is not None
+        return await super().is_busy() or self._held_by() is not None
 
     def _held_by(self) -> int | None:
         if self.session.id is None or not self._home:

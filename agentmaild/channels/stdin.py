@@ -46,6 +46,7 @@ from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import Child, ChildStartError, open_child
+from agentmaild.procs.journal import ProcJournal
 from agentmaild.procs.lines import Line
 from agentmaild.procs.logfiles import RotatingLog, log_path
 
@@ -86,8 +87,10 @@ class StdinChannel(Channel):
         store_path: Path,
         *,
         save_session: SessionSaver | None = None,
+        procs: ProcJournal | None = None,
     ) -> None:
         self.agent = agent
+        self._procs = procs
         self.store_path = store_path.absolute()
         self.log_path = log_path(self.store_path, agent.name)
         self._spawn = config.spawn
@@ -116,7 +119,9 @@ class StdinChannel(Channel):
         if self._in_turn():
             return True
         running = self._proc is not None and self._proc.running
-        return not running and self._held_by() is not None
+        return not running and (
+            self._held_by() is not None or await self._earlier_process() is not None
+        )
 
     async def deliver(self, batch: Batch, text: str) -> None:
         if self._closed:
@@ -197,6 +202,9 @@ class StdinChannel(Channel):
         holder = self._held_by()
         if holder is not None:
             raise AgentBusy(f"session {self._session_id()} is held by live pid {holder}")
+        earlier = await self._earlier_process()
+        if earlier is not None:
+            raise AgentBusy(f"pid {earlier}, started by an earlier daemon, is still running")
         argv = await self._argv()
         cwd = self.agent.cwd
         if cwd is not None and not await anyio.Path(cwd).is_dir():
@@ -229,6 +237,7 @@ class StdinChannel(Channel):
                     on_stdout=lambda line: self._on_line(proc, line),
                     log_file=out,
                     logger=self._log,
+                    record=self._procs.scope(self.agent.name, None) if self._procs else None,
                 ) as child:
                     proc.child = child
                     self._log.info("stdin.started", pid=child.pid, start=self._starts)
@@ -313,6 +322,10 @@ class StdinChannel(Channel):
 
     def _session_id(self) -> str | None:
         return self.session.id if self.session is not None else None
+
+    async def _earlier_process(self) -> int | None:
+        """A process an earlier daemon started for this agent and that still runs."""
+        return await self._procs.held_by(self.agent.name) if self._procs is not None else None
 
     def _held_by(self) -> int | None:
         session_id, home = self._session_id(), self._env.get("HOME")
