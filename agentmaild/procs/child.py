@@ -158,7 +158,8 @@ class Child:
         return self._exit()
 
     async def _stop_group(self) -> None:
-        self.escapes.snapshot()  # before the group goes: ancestry and session still point here
+        if self._process.returncode is None:
+            self.escapes.snapshot()  # while ancestry and session still point at the leader
         if self._process.returncode is None or group_alive(self.pid):
             await self._stop_members()
         stopped, killed = await self.escapes.stop(self.kill_grace_s)

@@ -42,15 +42,20 @@ _POLL_S = 0.02
 _KILL_WAIT_S = 2.0  # after SIGKILL a process is gone within scheduling delay; bound it anyway
 
 
+class _Reaper:
+    enabled = False  # set once this process became a child subreaper
+
+
 def become_subreaper() -> bool:
     """Make this process a child subreaper (Linux ``prctl``); False where that is unavailable."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+        _Reaper.enabled = int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+    return _Reaper.enabled
 
 
 def new_token() -> str:
@@ -58,35 +63,54 @@ def new_token() -> str:
     return f"{os.getpid()}-{secrets.token_hex(6)}"
 
 
-def find_escaped(leader: int, token: str, *, tree: bool = True) -> dict[int, str]:
-    """Live processes that belong to the scope of ``leader`` but not to its process group.
+def find_escaped(
+    stats: list[ProcStat], leader: int, token: str, *, tree: bool = True
+) -> dict[int, str]:
+    """Live processes in ``stats`` that belong to ``leader``'s scope but not to its group.
 
-    Returns pid → start time. ``tree``: also by session and ancestry (only meaningful while the
-    leader's pid is still its own, i.e. before it was reaped); else by the marker alone.
+    Returns pid → start time. ``tree``: also by session and ancestry (only while the leader is
+    unreaped, so its pid is still its own); else by the marker alone. As a subreaper every
+    descendant's parent chain ends at the leader or at us, so only those environments are read;
+    otherwise an escapee may hang under init and every readable environment is.
     """
     me = os.getpid()
-    stats = {s.pid: s for s in all_stats()}
+    by_pid = {s.pid: s for s in stats}
     found: dict[int, str] = {}
-    for stat in stats.values():
+    for stat in stats:
         if stat.pid in (leader, me) or not stat.live or stat.pgid == leader:
             continue
-        if _belongs(stat, leader, token, stats, check_tree=tree):
+        root = _root(stat, leader, me, by_pid)
+        if tree and (stat.sid == leader or root == leader):
+            found[stat.pid] = stat.start_time
+        elif (root == me or not _Reaper.enabled) and environ(stat.pid).get(SCOPE_ENV) == token:
             found[stat.pid] = stat.start_time
     return found
 
 
-def escaped_children(token: str) -> dict[int, str]:
+def _root(stat: ProcStat, leader: int, me: int, by_pid: dict[int, ProcStat]) -> int | None:
+    """``leader`` or ``me`` when the parent chain reaches it, else None."""
+    seen: set[int] = set()
+    current: ProcStat | None = stat
+    while current is not None and current.pid not in seen:
+        if current.ppid in (leader, me):
+            return current.ppid
+        seen.add(current.pid)
+        current = by_pid.get(current.ppid)
+    return None
+
+
+def escaped_children(stats: list[ProcStat], token: str) -> dict[int, str]:
     """Live children of this process (re-parented to it) that carry the scope marker ``token``."""
     me = os.getpid()
     return {
         s.pid: s.start_time
-        for s in all_stats()
+        for s in stats
         if s.ppid == me and s.live and environ(s.pid).get(SCOPE_ENV) == token
     }
 
 
-def reap_orphan_zombies() -> int:
-    """Reap zombie children that can only have been re-parented to us; returns how many.
+def reap_orphan_zombies(stats: list[ProcStat]) -> int:
+    """Reap the zombie children in ``stats`` that can only have been re-parented to us.
 
     An escapee that exits before anyone noticed it leaves a zombie no marker can name (a zombie
     has no environment). Every child this process forks itself either leads its own session
@@ -95,29 +119,10 @@ def reap_orphan_zombies() -> int:
     """
     me, own_sid = os.getpid(), os.getsid(0)
     reaped = 0
-    for stat in all_stats():
+    for stat in stats:
         if stat.ppid == me and not stat.live and stat.sid not in (stat.pid, own_sid):
             reaped += reap(stat.pid)
     return reaped
-
-
-def _belongs(
-    stat: ProcStat, leader: int, token: str, stats: dict[int, ProcStat], *, check_tree: bool
-) -> bool:
-    if check_tree and (stat.sid == leader or _descends(stat, leader, stats)):
-        return True
-    return environ(stat.pid).get(SCOPE_ENV) == token
-
-
-def _descends(stat: ProcStat, leader: int, stats: dict[int, ProcStat]) -> bool:
-    seen: set[int] = set()
-    current: ProcStat | None = stat
-    while current is not None and current.ppid > 1 and current.pid not in seen:
-        if current.ppid == leader:
-            return True
-        seen.add(current.pid)
-        current = stats.get(current.ppid)
-    return False
 
 
 async def stop_escaped(procs: dict[int, str], kill_grace_s: float) -> tuple[list[int], bool]:
@@ -158,9 +163,13 @@ def reap_children(procs: dict[int, str]) -> None:
 
 
 class EscapeWatch:
-    """One scope's escaped processes: looked for while it runs, stopped and reaped at its end."""
+    """One scope's escaped processes: looked for while it runs, stopped and reaped at its end.
 
-    def __init__(self, leader: int, token: str, *, scan_s: float = 1.0) -> None:
+    Each look is one walk of /proc (a few milliseconds for a few hundred processes): one at the
+    scope's end, one before it if the leader still runs, and one every ``scan_s`` meanwhile.
+    """
+
+    def __init__(self, leader: int, token: str, *, scan_s: float = 5.0) -> None:
         self.leader = leader
         self.token = token
         self.scan_s = scan_s
@@ -168,23 +177,24 @@ class EscapeWatch:
         self.seen: dict[int, str] = {}  # includes those that already exited: reaped at the end
 
     def snapshot(self) -> None:
-        """Everything that belongs to the scope now, by marker, session and ancestry."""
+        """While the leader runs: what belongs to the scope by marker, session and ancestry."""
         if self.enabled:
-            self.seen.update(find_escaped(self.leader, self.token))
+            self.seen.update(find_escaped(list(all_stats()), self.leader, self.token))
 
     async def run(self) -> None:
         """Notice re-parented escapees while the scope runs, so they are reaped even if they
         exit on their own before the scope ends (a subreaper that never waits keeps zombies)."""
         while self.enabled:
             await anyio.sleep(self.scan_s)
-            self.seen.update(escaped_children(self.token))
-            reap_orphan_zombies()
+            stats = list(all_stats())
+            self.seen.update(escaped_children(stats, self.token))
+            reap_orphan_zombies(stats)
 
     async def stop(self, kill_grace_s: float) -> tuple[list[int], bool]:
         """Stop every escapee still alive (looked up once more, by marker), then reap."""
         if not self.enabled:
             return [], False
-        self.seen.update(find_escaped(self.leader, self.token, tree=False))
-        stopped = await stop_escaped(self.seen, kill_grace_s)
-        reap_orphan_zombies()
-        return stopped
+        stats = list(all_stats())
+        self.seen.update(find_escaped(stats, self.leader, self.token, tree=False))
+        reap_orphan_zombies(stats)
+        return await stop_escaped(self.seen, kill_grace_s)

@@ -8,15 +8,15 @@ the platform has one, so the check and the signal cannot straddle a pid reuse.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-_PROC = Path("/proc")
+_PROC = "/proc"
 _PS_TIMEOUT_S = 5.0
 
 
@@ -36,27 +36,44 @@ class ProcStat:
         return self.state not in ("Z", "X")
 
 
+@functools.cache
 def has_proc() -> bool:
-    return _PROC.is_dir() and sys.platform.startswith("linux")
+    return sys.platform.startswith("linux") and os.path.isdir("/proc/self")
+
+
+def _read(path: str) -> bytes | None:
+    # os-level reads: a /proc walk does one per process, and pathlib's overhead triples it.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_stat(pid: int) -> ProcStat | None:
     """The process's stat line, parsed; None when it is gone (or there is no /proc)."""
-    try:
-        raw = (_PROC / str(pid) / "stat").read_text()
-    except (OSError, ValueError):
+    raw = _read(f"/proc/{pid}/stat")
+    if raw is None:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after the last ")".
-    fields = raw[raw.rfind(")") + 2 :].split()
+    fields = raw[raw.rfind(b")") + 2 :].split()
     if len(fields) < 20:
         return None
     return ProcStat(
         pid=pid,
-        state=fields[0],
+        state=fields[0].decode(),
         ppid=int(fields[1]),
         pgid=int(fields[2]),
         sid=int(fields[3]),
-        start_time=fields[19],
+        start_time=fields[19].decode(),
     )
 
 
@@ -91,21 +108,18 @@ def all_stats() -> Iterator[ProcStat]:
     """Every process /proc shows (nothing where there is no /proc)."""
     if not has_proc():
         return
-    for entry in _PROC.iterdir():
-        if entry.name.isdigit():
-            stat = read_stat(int(entry.name))
+    for name in os.listdir(_PROC):
+        if name.isdigit():
+            stat = read_stat(int(name))
             if stat is not None:
                 yield stat
 
 
 def environ(pid: int) -> dict[str, str]:
     """The environment ``pid`` was started with; empty when unreadable (another user, a zombie)."""
-    try:
-        raw = (_PROC / str(pid) / "environ").read_bytes()
-    except OSError:
-        return {}
+    raw = _read(f"/proc/{pid}/environ")
     env: dict[str, str] = {}
-    for item in raw.split(b"\0"):
+    for item in (raw or b"").split(b"\0"):
         key, sep, value = item.partition(b"=")
         if sep:
             env[key.decode(errors="replace")] = value.decode(errors="replace")
