@@ -37,6 +37,7 @@ from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import ChildExit
+from agentmaild.procs.journal import ProcJournal
 
 CLAUDE_EXECUTABLE = "claude"
 STREAM_JSON_FLAGS = (
@@ -201,8 +202,9 @@ class ClaudeSpawnChannel(SpawnChannel):
         store_path: Path,
         *,
         save_session: SessionSaver | None = None,
+        procs: ProcJournal | None = None,
     ) -> None:
-        super().__init__(agent, config, store_path)
+        super().__init__(agent, config, store_path, procs=procs)
         self._success = "result"
         saver = save_session or store_session_saver(self.store_path, agent.name)
         self.session = ClaudeSession(agent.session_id, saver)
@@ -210,14 +212,17 @@ class ClaudeSpawnChannel(SpawnChannel):
         self._holder: int | None = None  # who held the session at the last is_busy()
 
     async def is_busy(self) -> bool:
-        holder = None if self._in_turn else self._held_by()
-        self._holder = holder
-        return self._in_turn or holder is not None
+        if await super().is_busy():
+            self._holder = None
+            return True
+        self._holder = self._held_by()
+        return self._holder is not None
 
     def busy_reason(self) -> str | None:
-        if self._in_turn:
-            return "in turn"
-        return f"session held by pid {self._holder}" if self._holder is not None else None
+        reason = super().busy_reason()
+        if reason is None and self._holder is not None:
+            return f"session held by pid {self._holder}"
+        return reason
 
     def _held_by(self) -> int | None:
         if self.session.id is None or not self._home:

@@ -12,23 +12,27 @@ from agentmaild.channels.tmux import TmuxChannel
 from agentmaild.config import Config
 from agentmaild.errors import AgentUnavailable
 from agentmaild.models import Agent, ChannelKind
+from agentmaild.procs.journal import ProcJournal
 
 
-def make_channel(agent: Agent, config: Config, store_path: Path) -> Channel:
+def make_channel(
+    agent: Agent, config: Config, store_path: Path, *, procs: ProcJournal | None = None
+) -> Channel:
     """The channel that delivers to ``agent``.
 
     Raises ``ValueError`` for ``pull`` agents (they get no delivery loop) and ``AgentUnavailable``
-    for a channel that cannot be built (unknown or misconfigured).
+    for a channel that cannot be built (unknown or misconfigured). ``procs``: the daemon's
+    process journal, told of every agent process a spawn or stdin channel starts.
     """
     kind = agent.channel
     if kind == ChannelKind.PULL:
         raise ValueError(f"agent {agent.name!r} uses the pull channel: it has no delivery loop")
     if kind == ChannelKind.SPAWN and agent.preset == "claude":
-        return ClaudeSpawnChannel(agent, config, store_path)
+        return ClaudeSpawnChannel(agent, config, store_path, procs=procs)
     if kind == ChannelKind.SPAWN:
-        return SpawnChannel(agent, config, store_path)
+        return SpawnChannel(agent, config, store_path, procs=procs)
     if kind == ChannelKind.TMUX:
         return TmuxChannel(agent, config, store_path)
     if kind == ChannelKind.STDIN:
-        return StdinChannel(agent, config, store_path)
+        return StdinChannel(agent, config, store_path, procs=procs)
     raise AgentUnavailable(f"unknown channel {kind!r}")

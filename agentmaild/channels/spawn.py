@@ -27,6 +27,7 @@ from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import Child, ChildExit, ChildStartError, open_child
+from agentmaild.procs.journal import ProcJournal, ScopeRecord
 from agentmaild.procs.lines import Line
 from agentmaild.procs.logfiles import RotatingLog, log_path
 
@@ -128,8 +129,11 @@ class SpawnChannel(Channel):
 
     kind = "spawn"
 
-    def __init__(self, agent: Agent, config: Config, store_path: Path) -> None:
+    def __init__(
+        self, agent: Agent, config: Config, store_path: Path, *, procs: ProcJournal | None = None
+    ) -> None:
         self.agent = agent
+        self._procs = procs
         self.store_path = store_path.absolute()
         self.log_path = log_path(self.store_path, agent.name)
         self._spawn = config.spawn
@@ -137,6 +141,7 @@ class SpawnChannel(Channel):
         self._stall_timeout_s = _stall_timeout(agent, config.spawn.stall_timeout_s)
         self._child: Child | None = None
         self._in_turn = False  # set before the fork too, so a second deliver can never overlap
+        self._earlier: int | None = None  # an earlier daemon's process seen by the last is_busy()
         self._closed = False
         self._last_exit: ChildExit | None = None
         self._last_reason: str | None = None
@@ -144,16 +149,28 @@ class SpawnChannel(Channel):
         self._log = log.bind(agent=agent.name, channel=self.kind)
 
     async def is_busy(self) -> bool:
-        return self._in_turn
+        self._earlier = None if self._in_turn else await self._earlier_process()
+        return self._in_turn or self._earlier is not None
+
+    async def _earlier_process(self) -> int | None:
+        """A process an earlier daemon started for this agent and that still runs."""
+        return await self._procs.held_by(self.agent.name) if self._procs is not None else None
 
     def busy_reason(self) -> str | None:
-        return "in turn" if self._in_turn else None
+        if self._in_turn:
+            return "in turn"
+        if self._earlier is not None:
+            return f"pid {self._earlier} of an earlier daemon still runs"
+        return None
 
     async def deliver(self, batch: Batch, text: str) -> None:
         if self._closed:
             raise AgentUnavailable("spawn channel is closed")
         if self._in_turn:
             raise AgentBusy("the previous turn is still running")
+        earlier = await self._earlier_process()
+        if earlier is not None:
+            raise AgentBusy(f"pid {earlier}, started by an earlier daemon, is still running")
         self._in_turn = True
         try:
             await self._deliver(batch, text)
@@ -195,6 +212,7 @@ class SpawnChannel(Channel):
                 on_stdout=events.feed,
                 log_file=turn_log,
                 logger=bound,
+                record=self._record(launch.delivery_id),
             ) as child:
                 self._child = child
                 self._turns += 1
@@ -219,6 +237,9 @@ class SpawnChannel(Channel):
             duration_s=round(done.duration_s, 3),
         )
         return done, written
+
+    def _record(self, delivery_id: str | None) -> ScopeRecord | None:
+        return self._procs.scope(self.agent.name, delivery_id) if self._procs is not None else None
 
     def _judge(self, done: ChildExit, written: bool, events: StreamJsonEvents) -> None:
         reason = done.reason()

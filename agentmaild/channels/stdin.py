@@ -46,6 +46,7 @@ from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import Child, ChildStartError, open_child
+from agentmaild.procs.journal import ProcJournal
 from agentmaild.procs.lines import Line
 from agentmaild.procs.logfiles import RotatingLog, log_path
 
@@ -86,8 +87,10 @@ class StdinChannel(Channel):
         store_path: Path,
         *,
         save_session: SessionSaver | None = None,
+        procs: ProcJournal | None = None,
     ) -> None:
         self.agent = agent
+        self._procs = procs
         self.store_path = store_path.absolute()
         self.log_path = log_path(self.store_path, agent.name)
         self._spawn = config.spawn
@@ -110,6 +113,7 @@ class StdinChannel(Channel):
         self._starts = 0
         self._last_reason: str | None = None
         self._holder: int | None = None  # who held the session at the last is_busy()
+        self._earlier: int | None = None  # an earlier daemon's process seen by the last is_busy()
         self._log = log.bind(agent=agent.name, channel=self.kind)
 
     # -- the Channel API ------------------------------------------------------------------
@@ -118,13 +122,22 @@ class StdinChannel(Channel):
         if self._in_turn():
             return True
         running = self._proc is not None and self._proc.running
-        self._holder = None if running else self._held_by()
-        return self._holder is not None
+        self._earlier = None
+        if running:
+            return False
+        self._holder = self._held_by()
+        if self._holder is None:
+            self._earlier = await self._earlier_process()
+        return self._holder is not None or self._earlier is not None
 
     def busy_reason(self) -> str | None:
         if self._in_turn():
             return "in turn"
-        return f"session held by pid {self._holder}" if self._holder is not None else None
+        if self._holder is not None:
+            return f"session held by pid {self._holder}"
+        if self._earlier is not None:
+            return f"pid {self._earlier} of an earlier daemon still runs"
+        return None
 
     async def deliver(self, batch: Batch, text: str) -> None:
         if self._closed:
@@ -205,6 +218,9 @@ class StdinChannel(Channel):
         holder = self._held_by()
         if holder is not None:
             raise AgentBusy(f"session {self._session_id()} is held by live pid {holder}")
+        earlier = await self._earlier_process()
+        if earlier is not None:
+            raise AgentBusy(f"pid {earlier}, started by an earlier daemon, is still running")
         argv = await self._argv()
         cwd = self.agent.cwd
         if cwd is not None and not await anyio.Path(cwd).is_dir():
@@ -237,6 +253,7 @@ class StdinChannel(Channel):
                     on_stdout=lambda line: self._on_line(proc, line),
                     log_file=out,
                     logger=self._log,
+                    record=self._procs.scope(self.agent.name, None) if self._procs else None,
                 ) as child:
                     proc.child = child
                     self._log.info("stdin.started", pid=child.pid, start=self._starts)
@@ -321,6 +338,10 @@ class StdinChannel(Channel):
 
     def _session_id(self) -> str | None:
         return self.session.id if self.session is not None else None
+
+    async def _earlier_process(self) -> int | None:
+        """A process an earlier daemon started for this agent and that still runs."""
+        return await self._procs.held_by(self.agent.name) if self._procs is not None else None
 
     def _held_by(self) -> int | None:
         session_id, home = self._session_id(), self._env.get("HOME")

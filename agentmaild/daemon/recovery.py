@@ -1,12 +1,15 @@
-"""Crash recovery at start: re-queue a dead daemon's claims and report the interrupted agents."""
+"""Crash recovery at start: stop a dead daemon's surviving agent processes, re-queue its claims,
+and report the interrupted agents."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import structlog
 
+from agentmaild.daemon.orphans import stop_orphans
 from agentmaild.ids import iso_now, new_id
 from agentmaild.mail import DAEMON_SENDER, OPERATOR
 from agentmaild.models import Agent, ChannelKind, Message
@@ -19,9 +22,17 @@ log = structlog.get_logger(__name__)
 _OWNED_CHANNELS = frozenset({ChannelKind.SPAWN, ChannelKind.STDIN})
 
 
-async def recover(store: AsyncMailStore) -> dict[str, Any]:
-    """Before any loop runs: re-queue every claim (its daemon is gone), reset owned busy agents,
-    and tell each interrupted agent's parent (else the operator) in one mail."""
+async def recover(
+    store: AsyncMailStore, db: Path | None = None, *, kill_grace_s: float = 5.0
+) -> dict[str, Any]:
+    """Before any loop runs: stop the agent processes a dead daemon left running (those it
+    journalled and, with ``db``, those marked as started for this store), re-queue every claim
+    (its daemon is gone), reset owned busy agents, and tell each interrupted agent's parent (else
+    the operator) in one mail."""
+    # Stopped first: a redelivered turn must never run beside the interrupted one.
+    rows = await store.run_sync(store.sync.list_procs)
+    for row in await stop_orphans(rows, db, kill_grace_s):
+        await store.run_sync(store.sync.forget_proc, row.pid, row.start_time)
     # We hold the lock, so every claim belongs to a dead daemon, however long its lease.
     reaped = await store.reap_expired(now=time.time(), everything=True)
     agents = {a.name: a for a in await store.list_agents()}

@@ -24,6 +24,7 @@ from agentmaild.control.handler import ControlHandler
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.control.server import ControlServer
 from agentmaild.daemon.checkpoints import Checkpointer
+from agentmaild.daemon.journal import StoreProcJournal
 from agentmaild.daemon.lock import hold_lock
 from agentmaild.daemon.recovery import recover
 from agentmaild.delivery.supervisor import Supervisor
@@ -32,6 +33,7 @@ from agentmaild.ids import iso_now
 from agentmaild.log import configure_logging
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, ChannelKind
+from agentmaild.procs.escapes import become_subreaper
 from agentmaild.store.aio import AsyncMailStore, PollGate
 from agentmaild.store.sqlite import SqliteMailStore
 
@@ -63,12 +65,18 @@ def serve(db: Path, config: Config) -> int:
 
 
 async def _main(db: Path, config: Config) -> int:
+    # Escaped agent descendants (setsid, double fork) are re-parented to us, not to init, so a
+    # scope can still find, stop and reap them (procs.escapes); elsewhere only groups are stopped.
+    subreaper = become_subreaper()
+    log.info("daemon.subreaper", enabled=subreaper)
     store = SqliteMailStore(db)
     astore = AsyncMailStore(store)
     gate = await PollGate.open(db)
     try:
-        await recover(astore)
-        return await Daemon(db, config, astore, gate).run()
+        await recover(astore, db, kill_grace_s=config.spawn.kill_grace_s)
+        journal = StoreProcJournal(astore)
+        await journal.load()
+        return await Daemon(db, config, astore, gate, journal).run()
     finally:
         await gate.aclose()
         with anyio.CancelScope(shield=True):
@@ -78,8 +86,16 @@ async def _main(db: Path, config: Config) -> int:
 class Daemon:
     """The running daemon: its task group, shutdown sequence and config reloads."""
 
-    def __init__(self, db: Path, config: Config, store: AsyncMailStore, gate: PollGate) -> None:
+    def __init__(
+        self,
+        db: Path,
+        config: Config,
+        store: AsyncMailStore,
+        gate: PollGate,
+        journal: StoreProcJournal | None = None,
+    ) -> None:
         self.db = db
+        self.journal = journal
         self.config = config
         self.store = store
         self.started = time.monotonic()
@@ -94,7 +110,7 @@ class Daemon:
     def _make_channel(self, agent: Agent, config: Config) -> Any:
         from agentmaild.channels.factory import make_channel  # channels load their deps lazily
 
-        return make_channel(agent, config, self.db)
+        return make_channel(agent, config, self.db, procs=self.journal)
 
     def request_shutdown(self) -> None:
         self._shutdown.set()

@@ -2,6 +2,10 @@
 
 Owns: ``lines`` (the bounded line splitter and ``Line``), ``child`` (``open_child``: argv lists,
 a new session, output drained concurrently, TERM → grace → KILL of the whole group, always reaped),
-``logfiles`` (rotated per-agent log files, never opened through a planted link).
+``logfiles`` (rotated per-agent log files, never opened through a planted link), ``pids`` (a
+process named by pid and start time, verified before any signal), ``escapes`` (the daemon as
+child subreaper; descendants that left their scope's group found, stopped and reaped),
+``journal`` (the protocols a scope reports its leader through, implemented by the daemon over
+the store).
 May import: the standard library, anyio and structlog only; channels build on it.
 """

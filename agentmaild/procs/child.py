@@ -6,11 +6,14 @@ capped at ``line_max_bytes``; the rest of an over-long line is dropped and the l
 truncated), both are teed to a size-bounded ``RotatingLog``, and a watchdog stops the whole group
 when it has been silent for ``stall_timeout_s``. Leaving the block — normally, by an exception or
 by cancellation — stops the group (SIGTERM, ``kill_grace_s``, SIGKILL) in a shielded scope and
-reaps the leader, so no child outlives its scope.
+reaps the leader, so no child outlives its scope. Descendants that left the group (setsid, double
+fork) are found and stopped too (``escapes``), and an optional ``ScopeRecord`` journals the leader
+from just after the fork until it was stopped.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -20,13 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import structlog
 from anyio.abc import ByteReceiveStream, Process
 from structlog.typing import FilteringBoundLogger
 
+from agentmaild.procs.escapes import SCOPE_ENV, EscapeWatch, new_token
 from agentmaild.procs.groups import group_alive, signal_group
+from agentmaild.procs.journal import ScopeRecord
 from agentmaild.procs.lines import LINE_MAX_BYTES, Line, LineSplitter
 from agentmaild.procs.logfiles import RotatingLog
+from agentmaild.procs.pids import start_time
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -78,9 +85,12 @@ class Child:
         stall_timeout_s: float | None,
         kill_grace_s: float,
         logger: FilteringBoundLogger,
+        token: str = "",
     ) -> None:
         self._process = process
         self.pid = process.pid
+        self.start_time: str | None = None
+        self.escapes = EscapeWatch(process.pid, token)
         self.stall_timeout_s = stall_timeout_s
         self.kill_grace_s = kill_grace_s
         self.stalled = False
@@ -148,8 +158,16 @@ class Child:
         return self._exit()
 
     async def _stop_group(self) -> None:
-        if self._process.returncode is not None and not group_alive(self.pid):
-            return
+        if self._process.returncode is None:
+            self.escapes.snapshot()  # while ancestry and session still point at the leader
+        if self._process.returncode is None or group_alive(self.pid):
+            await self._stop_members()
+        stopped, killed = await self.escapes.stop(self.kill_grace_s)
+        if stopped:
+            self.killed = self.killed or killed
+            self._log.warning("proc.escaped_stopped", pids=stopped, killed=killed)
+
+    async def _stop_members(self) -> None:
         self._log.info("proc.terminating", signal="SIGTERM")
         signal_group(self.pid, signal.SIGTERM)
         with anyio.move_on_after(self.kill_grace_s):
@@ -226,13 +244,17 @@ async def open_child(
     log_file: RotatingLog | None = None,
     line_max_bytes: int = LINE_MAX_BYTES,
     logger: FilteringBoundLogger | None = None,
+    record: ScopeRecord | None = None,
 ) -> AsyncIterator[Child]:
     """Run ``argv`` (never through a shell) as the leader of a new session for the block's span.
 
     ``on_stdout``/``on_stderr`` are called synchronously for each line and must not block.
+    ``record`` is told the leader's pid and start time after the fork and again once stopped.
     Raises ``ChildStartError`` if the process cannot be started.
     """
     bound = logger if logger is not None else log
+    token = new_token()
+    env = {**(env if env is not None else os.environ), SCOPE_ENV: token}
     try:
         # Shielded: a cancellation landing between fork and handle would leak an unowned child.
         with anyio.CancelScope(shield=True):
@@ -248,12 +270,17 @@ async def open_child(
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         raise ChildStartError(f"cannot start {argv[0]}: {exc.strerror}{where}", exc.errno) from exc
-    child = Child(process, stall_timeout_s=stall_timeout_s, kill_grace_s=kill_grace_s, logger=bound)
+    child = Child(
+        process, stall_timeout_s=stall_timeout_s, kill_grace_s=kill_grace_s, logger=bound,
+        token=token,
+    )
     bound.debug("proc.started", pid=process.pid, executable=argv[0])
     # The block's own exception is carried past the task group and re-raised as itself: raised
     # inside, anyio would wrap it in an ExceptionGroup and callers could not catch it plainly.
     failure: BaseException | None = None
     try:
+        with anyio.CancelScope(shield=True):  # a leader running unrecorded would be missed
+            await _journal_start(child, record)
         async with anyio.create_task_group() as tg:
             assert process.stdout is not None
             assert process.stderr is not None
@@ -270,6 +297,7 @@ async def open_child(
                 _tee(on_stderr, log_file, b"[stderr] "),
             )
             tg.start_soon(child._watchdog)
+            tg.start_soon(child.escapes.run)
             try:
                 yield child
             except BaseException as exc:
@@ -287,6 +315,8 @@ async def open_child(
         with anyio.CancelScope(shield=True):
             await child.terminate()  # also when the task group itself failed
             await process.aclose()
+            if record is not None and child.start_time is not None:
+                await record.stopped(child.pid, child.start_time)
         done = child._exit()
         bound.debug(
             "proc.exited",
@@ -294,6 +324,15 @@ async def open_child(
             returncode=done.returncode,
             duration_s=round(done.duration_s, 3),
         )
+
+
+async def _journal_start(child: Child, record: ScopeRecord | None) -> None:
+    if record is None:
+        return
+    # Off the loop where it means running `ps` (no /proc); with /proc it is one small read.
+    child.start_time = await anyio.to_thread.run_sync(start_time, child.pid)
+    if child.start_time is not None:
+        await record.started(child.pid, child.start_time)
 
 
 def _tee(

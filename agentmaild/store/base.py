@@ -74,6 +74,19 @@ class Released:
     messages: tuple[Message, ...] = ()  # filled when the batch went dead
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentProc:
+    """One ``am_agent_procs`` row: an agent process (group leader) a daemon started."""
+
+    pid: int
+    start_time: str  # with pid, names the process (pids are reused)
+    pgid: int
+    agent: str
+    delivery_id: str | None  # None for a long-lived (stdin) process
+    daemon_pid: int
+    started_at: float
+
+
 class MailStore(abc.ABC):
     """Storage for mail, agents and delivery leases.
 
@@ -204,3 +217,16 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def totals(self) -> dict[str, int]:
         """Store-wide figures: messages, unread."""
+
+    # -- agent processes --------------------------------------------------------------------
+    @abc.abstractmethod
+    def record_proc(self, proc: AgentProc) -> None:
+        """Journal a started agent process (a row with the same pid and start time is replaced)."""
+
+    @abc.abstractmethod
+    def forget_proc(self, pid: int, start_time: str) -> bool:
+        """Drop the row of a process that was stopped; False when there was none."""
+
+    @abc.abstractmethod
+    def list_procs(self, agent: str | None = None) -> list[AgentProc]:
+        """Journalled processes (of ``agent``), oldest first."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Concatenate, ParamSpec, TypeVar
 
 from agentmaild.models import PRIORITY_RANK, Agent, Batch, Message
+from agentmaild.store.base import AgentProc
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,6 +72,7 @@ class MemoryState:
         self._nudges: dict[tuple[str, str], tuple[str, str]] = {}  # (agent, id) -> (reason, at)
         self._rate_log: RateLog = []
         self._idempotency: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
+        self._procs: dict[tuple[int, str], AgentProc] = {}  # (pid, start_time) -> row
 
     def _unread(self, agent: str) -> Iterable[Message]:
         return (m for m in self._messages.values() if m.to_agent == agent and not m.read)

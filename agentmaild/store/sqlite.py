@@ -2,8 +2,9 @@
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC — ``SqliteMessages``
 (``sqlite_messages``), ``SqliteAgents`` (``sqlite_agents``), ``SqliteDeliveries``
-(``sqlite_deliveries``) — over the transaction plumbing of ``sqlite_tx``; rows become models in
-``sqlite_rows`` and the SQL lives as named queries in ``sql/queries.sql``.
+(``sqlite_deliveries``), ``SqliteProcs`` (``sqlite_procs``) — over the transaction plumbing of
+``sqlite_tx``; rows become models in ``sqlite_rows`` and the SQL lives as named queries in
+``sql/queries.sql``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agentmaild.store.migrate import migrate
 from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
 from agentmaild.store.sqlite_messages import SqliteMessages
+from agentmaild.store.sqlite_procs import SqliteProcs
 
 __all__ = [
     "SENDER_AUTOCHECKPOINT_PAGES",
@@ -55,7 +57,7 @@ def make_store_dir(directory: Path) -> None:
     (directory / ".gitignore").write_text("# agentmaild's store: mail, locks, logs\n*\n")
 
 
-class SqliteMailStore(SqliteMessages, SqliteAgents, SqliteDeliveries, MailStore):
+class SqliteMailStore(SqliteMessages, SqliteAgents, SqliteDeliveries, SqliteProcs, MailStore):
     """The product store. One connection, used from one thread at a time."""
 
     def __init__(self, path: str | Path) -> None:

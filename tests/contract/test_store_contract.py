@@ -12,7 +12,7 @@ import pytest
 from agentmaild.errors import Conflict, InboxFull, NotFound, RateLimited, StateError, StoreError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import STATE_TRANSITIONS, Agent, Batch, Message
-from agentmaild.store.base import InsertRequest, InsertResult, MailStore
+from agentmaild.store.base import AgentProc, InsertRequest, InsertResult, MailStore
 from agentmaild.store.memory import MemoryMailStore
 from agentmaild.store.sqlite import SqliteMailStore
 
@@ -702,3 +702,42 @@ def test_counts_and_totals(store: MailStore) -> None:
     assert counts["dave"].agent == "dave"
     assert (counts["dave"].unread, counts["dave"].in_flight) == (1, 0)
     assert store.totals() == {"messages": 5, "unread": 4}
+
+
+# -- agent processes ---------------------------------------------------------------------------
+
+
+def proc(pid: int, agent: str = "bob", *, start: str = "100", at: float = T0) -> AgentProc:
+    return AgentProc(
+        pid=pid, start_time=start, pgid=pid, agent=agent, delivery_id=f"dlv-{pid}",
+        daemon_pid=7, started_at=at,
+    )
+
+
+def test_record_list_and_forget_agent_procs(store: MailStore) -> None:
+    assert store.list_procs() == []
+    store.record_proc(proc(30, at=T0 + 2))
+    store.record_proc(proc(20, "ann", at=T0 + 1))
+    store.record_proc(AgentProc(
+        pid=40, start_time="9", pgid=40, agent="bob", delivery_id=None, daemon_pid=7,
+        started_at=T0 + 3,
+    ))
+    assert [p.pid for p in store.list_procs()] == [20, 30, 40]  # oldest first
+    assert store.list_procs("bob") == [proc(30, at=T0 + 2), store.list_procs("bob")[1]]
+    assert store.list_procs("bob")[1].delivery_id is None
+    assert store.forget_proc(30, "100") is True
+    assert store.forget_proc(30, "100") is False
+    assert [p.pid for p in store.list_procs()] == [20, 40]
+
+
+def test_a_proc_is_its_pid_and_start_time(store: MailStore) -> None:
+    store.record_proc(proc(30, start="100"))
+    store.record_proc(proc(30, start="200"))  # the pid reused by a later process
+    store.record_proc(proc(30, "ann", start="200"))  # the same process recorded again: replaced
+    assert sorted((p.start_time, p.agent) for p in store.list_procs()) == [
+        ("100", "bob"), ("200", "ann")
+    ]
+    assert store.forget_proc(30, "999") is False  # another process under that pid: untouched
+    assert store.forget_proc(30, "100") is True
+    assert [(p.pid, p.start_time) for p in store.list_procs()] == [(30, "200")]
+

@@ -22,9 +22,12 @@ from agentmaild.channels.claude import ClaudeSpawnChannel, session_holder
 from agentmaild.channels.factory import make_channel
 from agentmaild.channels.stdin import StdinChannel
 from agentmaild.config import Config, SpawnConfig, StdinConfig
+from agentmaild.daemon.journal import StoreProcJournal
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.procs.child import ChildExit
+from agentmaild.procs.pids import start_time
+from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.waiting import alive
 from tests.support.waiting import wait_until as wait_for
@@ -342,6 +345,23 @@ async def test_stdin_one_process_many_turns_acked_per_turn(rig: Rig) -> None:
     assert start["argv"] == [*STREAM_FLAGS, "--session-id", session]
     assert [(r["uuid"], r["history"]) for r in rig.records("line")] == [("dlv-1", 0), ("dlv-2", 1)]
     assert rig.records("start")[0]["env"]["AGENTMAIL_DELIVERY"] == "stdin"
+
+
+async def test_stdin_process_is_journalled_while_it_runs(rig: Rig) -> None:
+    agent = rig.agent("stdin")
+    store = AsyncMailStore(SqliteMailStore(rig.db))
+    try:
+        journal = StoreProcJournal(store)
+        await journal.load()
+        async with make_channel(agent, config(), rig.db, procs=journal) as channel:
+            await channel.deliver(batch("dlv-1"), "one")
+            pid = channel.describe()["pid"]
+            (row,) = store.sync.list_procs()  # a long-lived process: no delivery id of its own
+            assert (row.pid, row.pgid, row.agent, row.delivery_id) == (pid, pid, "alice", None)
+            assert row.start_time == start_time(row.pid)
+        assert store.sync.list_procs() == []  # stopped with the channel, so forgotten
+    finally:
+        await store.aclose()
 
 
 async def test_stdin_busy_until_the_turn_completes(rig: Rig) -> None:

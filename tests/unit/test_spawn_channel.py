@@ -83,6 +83,8 @@ async def test_one_stream_json_line_with_text_verbatim_and_env(
         "uuid": "dlv-42",
     }
     assert rec["rest_of_stdin"] == ""  # exactly one line, then EOF
+    scope = rec["env"].pop("AGENTMAIL_SCOPE")  # the marker that finds escaped descendants
+    assert scope.startswith(f"{os.getpid()}-")
     assert rec["env"] == {
         "AGENTMAIL_AGENT": "alice",
         "AGENTMAIL_DB": str(store),  # the fixture's path is absolute already

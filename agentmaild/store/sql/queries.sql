@@ -181,3 +181,17 @@ GROUP BY agent, state;
 
 -- name: count_messages
 SELECT count(*), coalesce(sum(read = 0), 0) FROM messages;
+
+-- name: proc_record
+INSERT OR REPLACE INTO am_agent_procs
+  (pid, start_time, pgid, agent, delivery_id, daemon_pid, started_at)
+VALUES (:pid, :start_time, :pgid, :agent, :delivery_id, :daemon_pid, :started_at);
+
+-- name: proc_forget
+DELETE FROM am_agent_procs WHERE pid = ? AND start_time = ?;
+
+-- name: proc_list
+SELECT * FROM am_agent_procs ORDER BY started_at, pid;
+
+-- name: proc_list_agent
+SELECT * FROM am_agent_procs WHERE agent = ? ORDER BY started_at, pid;
