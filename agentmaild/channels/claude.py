@@ -113,7 +113,7 @@ def session_holder(home: str | Path, session_id: str) -> int | None:
     for path in Path(home, ".claude", "sessions").glob("*.json"):
         try:
             record = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue  # being written or removed right now
         if not isinstance(record, dict) or record.get("sessionId") != session_id:
             continue

@@ -25,6 +25,7 @@ from structlog.typing import FilteringBoundLogger
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
+from agentmaild.jsoninput import storable
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import Child, ChildExit, ChildStartError, open_child
 from agentmaild.procs.lines import Line
@@ -101,7 +102,7 @@ class StreamJsonEvents:
             detail = event.get("subtype") or ""
             if self.result_is_error and isinstance(event.get("result"), str):
                 detail = f"{detail}: {event['result']}" if detail else event["result"]
-            self.result_summary = str(detail)[:_REASON_MAX]
+            self.result_summary = storable(str(detail)[:_REASON_MAX])
         elif kind == "user" and isinstance(event.get("uuid"), str):
             self.user_uuids.add(event["uuid"])
         elif kind == "command_lifecycle":
