@@ -1,10 +1,13 @@
 """SpawnChannel: one headless process per batch, fed one stream-json user line on stdin.
 
 Busy signal: this agent's previous turn (the channel's one child) is still running.
-Ack contract: ``deliver`` returns only when the turn ended successfully — exit 0 under the generic
-``settings["success"] = "exit0"`` rule, and in addition a stream-json ``result`` event with
-``is_error: false`` under ``"result"``. Anything else raises ``DeliveryFailed`` with a short reason;
-a command that cannot be started (missing executable, bad cwd) raises ``AgentUnavailable``.
+Ack contract: ``deliver`` returns only when the turn ended successfully — exit 0 with its stdin
+line read to the last byte under the generic ``settings["success"] = "exit0"`` rule, and in
+addition a stream-json ``result`` event with ``is_error: false`` under ``"result"``. "Read" is
+measured, not guessed: the channel keeps the read end of the child's stdin pipe, so after the exit
+the bytes still in it are the bytes the agent never read (see ``procs.stdin_pipe``). Anything else
+raises ``DeliveryFailed`` with a short reason; a command that cannot be started (missing
+executable, bad cwd) raises ``AgentUnavailable``.
 """
 
 from __future__ import annotations
@@ -162,10 +165,10 @@ class SpawnChannel(Channel):
         launch = self._launch(batch)
         events = StreamJsonEvents()
         bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)
-        done, written = await self._run_turn(
+        done, unread = await self._run_turn(
             launch, user_line(text, batch.delivery_id), events, bound
         )
-        self._judge(done, written, events)
+        self._judge(done, unread, events)
 
     def _launch(self, batch: Batch) -> _Launch:
         argv = self._argv(batch)
@@ -178,7 +181,8 @@ class SpawnChannel(Channel):
 
     async def _run_turn(
         self, launch: _Launch, line: bytes, events: StreamJsonEvents, bound: FilteringBoundLogger
-    ) -> tuple[ChildExit, bool]:
+    ) -> tuple[ChildExit, int]:
+        """Run one turn; the exit and how many bytes of ``line`` the agent left unread."""
         turn_log = RotatingLog(
             self.log_path, max_bytes=self._spawn.log_max_bytes, keep=self._spawn.log_keep
         )
@@ -193,14 +197,16 @@ class SpawnChannel(Channel):
                 on_stdout=events.feed,
                 log_file=turn_log,
                 logger=bound,
+                own_stdin=True,
             ) as child:
                 self._child = child
                 self._turns += 1
                 if self._closed:  # aclose() ran while we were forking
                     await child.terminate()
-                written = await child.send(line)
+                await child.send(line)
                 await child.close_stdin()
                 done = await child.wait()
+                unread = child.stdin_unread() or 0
             turn_log.write(f"--- exit {done.returncode} after {done.duration_s:.3f}s\n".encode())
         except ChildStartError as exc:
             self._last_reason = str(exc)
@@ -214,16 +220,17 @@ class SpawnChannel(Channel):
             pid=done.pid,
             returncode=done.returncode,
             stalled=done.stalled,
+            stdin_unread=unread,
             duration_s=round(done.duration_s, 3),
         )
-        return done, written
+        return done, unread
 
-    def _judge(self, done: ChildExit, written: bool, events: StreamJsonEvents) -> None:
+    def _judge(self, done: ChildExit, unread: int, events: StreamJsonEvents) -> None:
         reason = done.reason()
         if done.stalled:
             reason = f"stalled: no output for {self._stall_timeout_s:g}s, process group killed"
-        elif not reason and not written:
-            reason = "the agent exited without reading its stdin"
+        elif not reason and unread:
+            reason = f"the agent exited without reading its stdin ({unread} bytes left unread)"
         elif not reason and self._success == "result":
             if not events.result_seen:
                 reason = "exit 0 without a result event"

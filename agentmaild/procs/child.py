@@ -27,6 +27,7 @@ from structlog.typing import FilteringBoundLogger
 from agentmaild.procs.groups import group_alive, signal_group
 from agentmaild.procs.lines import LINE_MAX_BYTES, Line, LineSplitter
 from agentmaild.procs.logfiles import RotatingLog
+from agentmaild.procs.stdin_pipe import OwnedStdin
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -78,8 +79,11 @@ class Child:
         stall_timeout_s: float | None,
         kill_grace_s: float,
         logger: FilteringBoundLogger,
+        stdin_pipe: OwnedStdin | None = None,
     ) -> None:
         self._process = process
+        self._stdin_pipe = stdin_pipe
+        self._exited = anyio.Event()
         self.pid = process.pid
         self.stall_timeout_s = stall_timeout_s
         self.kill_grace_s = kill_grace_s
@@ -99,6 +103,8 @@ class Child:
 
     async def send(self, data: bytes) -> bool:
         """Write to the child's stdin; False when the child no longer reads it."""
+        if self._stdin_pipe is not None:
+            return await self._stdin_pipe.send(data, self._exited)
         stdin = self._process.stdin
         if stdin is None:
             return False
@@ -109,11 +115,21 @@ class Child:
         return True
 
     async def close_stdin(self) -> None:
+        if self._stdin_pipe is not None:
+            self._stdin_pipe.close_write()
         if self._process.stdin is not None:
             try:
                 await self._process.stdin.aclose()
             except (anyio.BrokenResourceError, OSError):
                 pass  # the child already went; closing our end is all that was asked
+
+    def stdin_unread(self) -> int | None:
+        """Bytes sent that the child never read (``own_stdin`` only; after ``wait``)."""
+        return None if self._stdin_pipe is None else self._stdin_pipe.unread()
+
+    async def _watch_exit(self) -> None:
+        await self._process.wait()
+        self._exited.set()
 
     def set_stall_timeout(self, stall_timeout_s: float | None) -> None:
         """Change (or disable with None) the watchdog; the silence clock restarts now."""
@@ -226,19 +242,23 @@ async def open_child(
     log_file: RotatingLog | None = None,
     line_max_bytes: int = LINE_MAX_BYTES,
     logger: FilteringBoundLogger | None = None,
+    own_stdin: bool = False,
 ) -> AsyncIterator[Child]:
     """Run ``argv`` (never through a shell) as the leader of a new session for the block's span.
 
     ``on_stdout``/``on_stderr`` are called synchronously for each line and must not block.
-    Raises ``ChildStartError`` if the process cannot be started.
+    ``own_stdin``: stdin is an ``OwnedStdin`` pipe, so ``Child.stdin_unread()`` can tell after
+    the exit whether the child read what it was sent. Raises ``ChildStartError`` if the process
+    cannot be started.
     """
     bound = logger if logger is not None else log
+    pipe = OwnedStdin() if own_stdin else None
     try:
         # Shielded: a cancellation landing between fork and handle would leak an unowned child.
         with anyio.CancelScope(shield=True):
             process = await anyio.open_process(
                 list(argv),
-                stdin=subprocess.PIPE,
+                stdin=pipe.read_fd if pipe is not None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,
@@ -246,9 +266,17 @@ async def open_child(
                 start_new_session=True,
             )
     except OSError as exc:
+        if pipe is not None:
+            pipe.close()
         where = f" ({exc.filename})" if exc.filename else ""
         raise ChildStartError(f"cannot start {argv[0]}: {exc.strerror}{where}", exc.errno) from exc
-    child = Child(process, stall_timeout_s=stall_timeout_s, kill_grace_s=kill_grace_s, logger=bound)
+    child = Child(
+        process,
+        stall_timeout_s=stall_timeout_s,
+        kill_grace_s=kill_grace_s,
+        logger=bound,
+        stdin_pipe=pipe,
+    )
     bound.debug("proc.started", pid=process.pid, executable=argv[0])
     # The block's own exception is carried past the task group and re-raised as itself: raised
     # inside, anyio would wrap it in an ExceptionGroup and callers could not catch it plainly.
@@ -270,6 +298,8 @@ async def open_child(
                 _tee(on_stderr, log_file, b"[stderr] "),
             )
             tg.start_soon(child._watchdog)
+            if pipe is not None:
+                tg.start_soon(child._watch_exit)
             try:
                 yield child
             except BaseException as exc:
@@ -287,6 +317,8 @@ async def open_child(
         with anyio.CancelScope(shield=True):
             await child.terminate()  # also when the task group itself failed
             await process.aclose()
+        if pipe is not None:
+            pipe.close()
         done = child._exit()
         bound.debug(
             "proc.exited",
