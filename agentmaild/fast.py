@@ -116,6 +116,11 @@ def run_check(argv: Sequence[str]) -> int:
         return 1
     if as_json:
         sys.stdout.write(json.dumps({"ok": True, "acked": ids, "text": text}) + "\n")
+    elif text and sys.stdout.isatty():
+        # A human at a terminal, not a hook: show control characters rather than obey them.
+        from agentmaild.render import visible  # already loaded by inject
+
+        sys.stdout.write(visible(text))
     elif text:
         sys.stdout.write(text)
     return 0

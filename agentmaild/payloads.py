@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from agentmaild.errors import ValidationError
+from agentmaild.jsoninput import JsonInputError, loads_strict
 
 # field -> (kind, required). Kinds: str, int, bool, str[], str? (nullable), or a tuple of choices.
 Schema = dict[str, tuple[Any, bool]]
@@ -110,18 +111,15 @@ def validate_payload(msg_type: str, raw: str | None, max_bytes: int) -> str | No
     if len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
         raise ValidationError(f"payload: larger than {max_bytes} bytes")
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"payload: not valid JSON ({exc.msg} at char {exc.pos})") from exc
+        # Strict: NaN/Infinity/1e999, digit-limit integers, deep nesting and lone surrogates
+        # are refused here, not found later by json.dumps, SQLite or the terminal.
+        value = loads_strict(raw)
+    except JsonInputError as exc:
+        raise ValidationError(f"payload: {exc.message}") from None
     schema = SCHEMAS.get(msg_type)
     if schema is not None:
         _check(msg_type, schema, value)
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _reject_constant(name: str) -> Any:
-    # NaN and Infinity are Python's extension; Overstory's JSON.parse would choke on the row.
-    raise ValidationError(f"payload: {name} is not valid JSON")
 
 
 def _check(msg_type: str, schema: Schema, value: Any) -> None:

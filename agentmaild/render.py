@@ -41,6 +41,22 @@ if TYPE_CHECKING:
         def created_at(self) -> str: ...
 
 
+_VISIBLE: dict[int, str] = {}
+
+
+def visible(text: str) -> str:
+    """``text`` for a terminal: control characters other than newline and tab spelled ``\\xNN``.
+
+    Mail is written by other agents; printed raw, ESC/OSC/CSI sequences in it could set the
+    clipboard (OSC 52), retitle the window, clear the screen, or hide text behind a carriage
+    return. Only a human's terminal gets this form; agents get the bytes as sent.
+    """
+    if not _VISIBLE:  # built on first use: the hook path imports this module and never calls it
+        controls = [*range(0x20), *range(0x7F, 0xA0)]
+        _VISIBLE.update({c: f"\\x{c:02x}" for c in controls if c not in (0x0A, 0x09)})
+    return text.translate(_VISIBLE)
+
+
 def _q(value: str) -> str:
     """Metadata goes out JSON-quoted, so a crafted subject cannot start a fake field line."""
     return json.dumps(value, ensure_ascii=False)

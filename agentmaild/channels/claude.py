@@ -114,7 +114,7 @@ def session_holder(home: str | Path, session_id: str) -> int | None:
     for path in Path(home, ".claude", "sessions").glob("*.json"):
         try:
             record = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue  # being written or removed right now
         if not isinstance(record, dict) or record.get("sessionId") != session_id:
             continue
@@ -237,7 +237,7 @@ class ClaudeSpawnChannel(SpawnChannel):
         events = ClaudeEvents()
         bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)
         uuid_ = line_uuid(batch)
-        done, written = await self._run_turn(launch, user_line(text, uuid_), events, bound)
+        done, unread = await self._run_turn(launch, user_line(text, uuid_), events, bound)
         if done.returncode != 0:
             self.session.observe(
                 init_seen=events.init_seen,
@@ -247,7 +247,7 @@ class ClaudeSpawnChannel(SpawnChannel):
         else:
             self.session.observe(init_seen=True, error_before_init=False, any_output=True)
         try:
-            self._judge(done, written, events)
+            self._judge(done, unread, events)
         except DeliveryFailed as exc:
             if not events.result_is_error or "is_error" in exc.message:
                 raise

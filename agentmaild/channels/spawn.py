@@ -1,10 +1,13 @@
 """SpawnChannel: one headless process per batch, fed one stream-json user line on stdin.
 
 Busy signal: this agent's previous turn (the channel's one child) is still running.
-Ack contract: ``deliver`` returns only when the turn ended successfully — exit 0 under the generic
-``settings["success"] = "exit0"`` rule, and in addition a stream-json ``result`` event with
-``is_error: false`` under ``"result"``. Anything else raises ``DeliveryFailed`` with a short reason;
-a command that cannot be started (missing executable, bad cwd) raises ``AgentUnavailable``.
+Ack contract: ``deliver`` returns only when the turn ended successfully — exit 0 with its stdin
+line read to the last byte under the generic ``settings["success"] = "exit0"`` rule, and in
+addition a stream-json ``result`` event with ``is_error: false`` under ``"result"``. "Read" is
+measured, not guessed: the channel keeps the read end of the child's stdin pipe, so after the exit
+the bytes still in it are the bytes the agent never read (see ``procs.stdin_pipe``). Anything else
+raises ``DeliveryFailed`` with a short reason; a command that cannot be started (missing
+executable, bad cwd) raises ``AgentUnavailable``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from structlog.typing import FilteringBoundLogger
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
+from agentmaild.jsoninput import storable
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import Child, ChildExit, ChildStartError, open_child
 from agentmaild.procs.journal import ProcJournal, ScopeRecord
@@ -102,7 +106,7 @@ class StreamJsonEvents:
             detail = event.get("subtype") or ""
             if self.result_is_error and isinstance(event.get("result"), str):
                 detail = f"{detail}: {event['result']}" if detail else event["result"]
-            self.result_summary = str(detail)[:_REASON_MAX]
+            self.result_summary = storable(str(detail)[:_REASON_MAX])
         elif kind == "user" and isinstance(event.get("uuid"), str):
             self.user_uuids.add(event["uuid"])
         elif kind == "command_lifecycle":
@@ -181,10 +185,10 @@ class SpawnChannel(Channel):
         launch = self._launch(batch)
         events = StreamJsonEvents()
         bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)
-        done, written = await self._run_turn(
+        done, unread = await self._run_turn(
             launch, user_line(text, batch.delivery_id), events, bound
         )
-        self._judge(done, written, events)
+        self._judge(done, unread, events)
 
     def _launch(self, batch: Batch) -> _Launch:
         argv = self._argv(batch)
@@ -197,7 +201,8 @@ class SpawnChannel(Channel):
 
     async def _run_turn(
         self, launch: _Launch, line: bytes, events: StreamJsonEvents, bound: FilteringBoundLogger
-    ) -> tuple[ChildExit, bool]:
+    ) -> tuple[ChildExit, int]:
+        """Run one turn; the exit and how many bytes of ``line`` the agent left unread."""
         turn_log = RotatingLog(
             self.log_path, max_bytes=self._spawn.log_max_bytes, keep=self._spawn.log_keep
         )
@@ -213,14 +218,16 @@ class SpawnChannel(Channel):
                 log_file=turn_log,
                 logger=bound,
                 record=self._record(launch.delivery_id),
+                own_stdin=True,
             ) as child:
                 self._child = child
                 self._turns += 1
                 if self._closed:  # aclose() ran while we were forking
                     await child.terminate()
-                written = await child.send(line)
+                await child.send(line)
                 await child.close_stdin()
                 done = await child.wait()
+                unread = child.stdin_unread() or 0
             turn_log.write(f"--- exit {done.returncode} after {done.duration_s:.3f}s\n".encode())
         except ChildStartError as exc:
             self._last_reason = str(exc)
@@ -234,19 +241,20 @@ class SpawnChannel(Channel):
             pid=done.pid,
             returncode=done.returncode,
             stalled=done.stalled,
+            stdin_unread=unread,
             duration_s=round(done.duration_s, 3),
         )
-        return done, written
+        return done, unread
 
     def _record(self, delivery_id: str | None) -> ScopeRecord | None:
         return self._procs.scope(self.agent.name, delivery_id) if self._procs is not None else None
 
-    def _judge(self, done: ChildExit, written: bool, events: StreamJsonEvents) -> None:
+    def _judge(self, done: ChildExit, unread: int, events: StreamJsonEvents) -> None:
         reason = done.reason()
         if done.stalled:
             reason = f"stalled: no output for {self._stall_timeout_s:g}s, process group killed"
-        elif not reason and not written:
-            reason = "the agent exited without reading its stdin"
+        elif not reason and unread:
+            reason = f"the agent exited without reading its stdin ({unread} bytes left unread)"
         elif not reason and self._success == "result":
             if not events.result_seen:
                 reason = "exit 0 without a result event"

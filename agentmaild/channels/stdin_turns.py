@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from agentmaild.jsoninput import storable
 from agentmaild.procs.lines import Line
 
 REASON_MAX = 200
@@ -66,6 +67,6 @@ def track(turn: Turn, event: dict[str, Any]) -> None:
         turn.replayed = True
     elif kind == "result" and (turn.replayed or turn.lifecycle):
         turn.result_error = event.get("is_error") is not False
-        turn.summary = str(event.get("result") or event.get("subtype") or "")[:REASON_MAX]
+        turn.summary = storable(str(event.get("result") or event.get("subtype") or "")[:REASON_MAX])
         if not turn.lifecycle:
             turn.settle(f"result is_error: {turn.summary}" if turn.result_error else None)

@@ -87,7 +87,7 @@ def session_file(home: Path, pane_pid: int) -> tuple[str | None, float | None]:
         if int(path.stem) == pane_pid or _descends(int(path.stem), pane_pid):
             try:
                 data = json.loads(path.read_text())
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 continue
             status = data.get("status") if isinstance(data, dict) else None
             if isinstance(status, str):

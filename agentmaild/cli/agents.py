@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,9 +9,10 @@ from typing import Annotated, Any
 import typer
 
 from agentmaild.cli import common as cli
-from agentmaild.cli.common import DbOpt, JsonOpt, command, open_store, out
+from agentmaild.cli.common import DbOpt, JsonOpt, command, one_line, open_store, out
 from agentmaild.errors import NotFound, ValidationError
 from agentmaild.ids import check_name
+from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
 from agentmaild.models import STATE_TRANSITIONS, Agent, ChannelKind
 
 CHANNELS = tuple(c.value for c in ChannelKind)
@@ -32,9 +32,10 @@ def _parse_settings(pairs: list[str]) -> dict[str, Any]:
         if not sep or not key:
             raise ValidationError(f"--setting {pair!r}: expected KEY=VALUE")
         try:
-            settings[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            settings[key] = raw
+            check_text(key)
+            settings[key] = json_or_text(raw)
+        except JsonInputError as exc:
+            raise ValidationError(f"--setting {one_line(key)}: {exc.message}") from None
     return settings
 
 

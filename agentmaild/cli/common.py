@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from agentmaild.errors import AgentmaildError
 from agentmaild.ids import check_name
 from agentmaild.location import resolve_db
 from agentmaild.mail import OPERATOR, Mailer
+from agentmaild.render import visible
 from agentmaild.store.sqlite import SqliteMailStore
 
 P = ParamSpec("P")
@@ -44,6 +46,16 @@ STATE = _State()
 def one_line(text: str) -> str:
     """Control characters escaped, so an error is one line and cannot drive the terminal."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def echo_text(text: str, *, nl: bool = True) -> None:
+    """Mail text for a human. On a terminal, control characters (newline and tab aside) are
+    made visible, so a message cannot drive it; to a pipe the bytes go as stored (``color``
+    stops click from stripping what looks like ANSI styling)."""
+    if sys.stdout.isatty():
+        typer.echo(visible(text), nl=nl)
+    else:
+        typer.echo(text, nl=nl, color=True)
 
 
 def emit_error(exc: AgentmaildError, as_json: bool) -> None:

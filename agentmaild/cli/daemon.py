@@ -12,8 +12,9 @@ from typing import Annotated, Any
 
 import typer
 
-from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, open_store, out
+from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, one_line, open_store, out
 from agentmaild.errors import DaemonNotAnswering, DaemonNotRunning, NotFound, ValidationError
+from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", help="Config file (default: $AGENTMAILD_CONFIG, XDG).")
@@ -205,9 +206,10 @@ def _parse_args(pairs: list[str]) -> dict[str, Any]:
         if not sep or not key:
             raise ValidationError(f"argument {pair!r}: expected KEY=VALUE")
         try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
+            check_text(key)
+            value = json_or_text(raw)
+        except JsonInputError as exc:
+            raise ValidationError(f"argument {one_line(key)}: {exc.message}") from None
         if key == "agents" and isinstance(value, str):
             value = [v for v in value.split(",") if v]
         args[key] = value

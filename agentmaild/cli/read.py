@@ -10,7 +10,16 @@ from typing import Annotated
 
 import typer
 
-from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, emit_error, open_store, out
+from agentmaild.cli.common import (
+    STATE,
+    DbOpt,
+    JsonOpt,
+    command,
+    echo_text,
+    emit_error,
+    open_store,
+    out,
+)
 from agentmaild.errors import ValidationError
 from agentmaild.ids import check_message_id, check_name, iso_now
 from agentmaild.mail import Mailer
@@ -58,7 +67,7 @@ def inbox(
     out(
         {"ok": True, "agent": agent, "messages": [m.summary() for m in found]},
         as_json,
-        lambda: typer.echo("\n".join(_line(m) for m in found) or f"no mail for {agent}"),
+        lambda: echo_text("\n".join(_line(m) for m in found) or f"no mail for {agent}"),
     )
 
 
@@ -71,7 +80,7 @@ def read_cmd(
     check_message_id(message_id)
     with open_store(db) as store:
         m = Mailer(store).get(message_id)
-    out({"ok": True, "message": m.to_dict()}, as_json, lambda: typer.echo(_full(m)))
+    out({"ok": True, "message": m.to_dict()}, as_json, lambda: echo_text(_full(m)))
 
 
 def ack(
@@ -117,14 +126,14 @@ def check(
             out(
                 {"ok": True, "acked": ids, "text": text},
                 as_json,
-                lambda: typer.echo(text, nl=False),
+                lambda: echo_text(text, nl=False),
             )
             return
         found = store.take_unread(name)
     out(
         {"ok": True, "agent": name, "messages": [m.to_dict() for m in found]},
         as_json,
-        lambda: typer.echo("\n\n".join(_full(m) for m in found) or f"no unread mail for {name}"),
+        lambda: echo_text("\n\n".join(_full(m) for m in found) or f"no unread mail for {name}"),
     )
 
 
@@ -147,7 +156,7 @@ def list_cmd(
     out(
         {"ok": True, "messages": [m.summary() for m in found]},
         as_json,
-        lambda: typer.echo("\n".join(_line(m) for m in found) or "no messages"),
+        lambda: echo_text("\n".join(_line(m) for m in found) or "no messages"),
     )
 
 
@@ -168,7 +177,7 @@ def thread(
     out(
         {"ok": True, "messages": [m.to_dict() for m in found]},
         as_json,
-        lambda: typer.echo("\n\n".join(_full(m) for m in found)),
+        lambda: echo_text("\n\n".join(_full(m) for m in found)),
     )
 
 

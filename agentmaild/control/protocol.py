@@ -151,14 +151,25 @@ def _fits(path: Path) -> bool:
 
 def _dumps(obj: dict[str, Any]) -> bytes:
     try:
-        text = json.dumps(obj, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"not JSON-serializable: {exc}") from exc
-    return text.encode("ascii") + b"\n"
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate (quoted agent output in a status reply): spelled out, so the other
+        # side's strict parser still takes the line.
+        return _dumps(_storable(obj))
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+def _storable(value: Any) -> Any:
+    from agentmaild.jsoninput import storable
+
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    return [_storable(v) for v in value] if isinstance(value, list | tuple) else value
 
 
 def _loads(line: bytes, what: str) -> dict[str, Any]:
@@ -166,10 +177,14 @@ def _loads(line: bytes, what: str) -> dict[str, Any]:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"{what} is not valid UTF-8 (byte {exc.start})") from exc
+    from agentmaild.jsoninput import JsonInputError, loads_strict
+
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise ProtocolError(f"{what} is not valid JSON: {exc}") from exc
+        # Strict: no NaN/Infinity/1e999, no digit-limit integers, bounded nesting, no lone
+        # surrogates, so nothing in a request can fail later when it is stored or printed.
+        obj = loads_strict(text)
+    except JsonInputError as exc:
+        raise ProtocolError(f"{what} is not valid JSON: {exc.message}") from None
     if not isinstance(obj, dict):
         raise ProtocolError(f"{what} must be a JSON object, not {_json_type(obj)}")
     return obj

@@ -21,6 +21,7 @@ from agentmaild.delivery.busy import BusySpell, why_not
 from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.ids import iso_now
+from agentmaild.jsoninput import storable
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.render import render_batch
@@ -220,15 +221,17 @@ class DeliveryLoop:
     async def _inject(self, batch: Batch, text: str) -> Outcome:
         try:
             await self.channel.deliver(batch, text)
+        # Reasons may quote agent output (a stream-json result); ``storable`` keeps a lone
+        # surrogate in it from failing the release that stores the reason.
         except DeliveryFailed as exc:
-            return Outcome(StepResult.FAILED, exc.message)
+            return Outcome(StepResult.FAILED, storable(exc.message))
         except AgentBusy as exc:
-            return Outcome(StepResult.BUSY, exc.message)
+            return Outcome(StepResult.BUSY, storable(exc.message))
         except AgentUnavailable as exc:
-            return Outcome(StepResult.UNAVAILABLE, exc.message)
+            return Outcome(StepResult.UNAVAILABLE, storable(exc.message))
         except Exception as exc:  # a channel bug must cost one attempt, not the loop
             self._log.exception("delivery.channel_crashed", delivery_id=batch.delivery_id)
-            return Outcome(StepResult.FAILED, f"{type(exc).__name__}: {exc}")
+            return Outcome(StepResult.FAILED, storable(f"{type(exc).__name__}: {exc}"))
         self._confirmed = True
         return Outcome(StepResult.DELIVERED)
 

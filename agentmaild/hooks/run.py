@@ -149,7 +149,7 @@ class _Hook:
             return {}
         try:
             data = json.loads(self.raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, or absurdly nested: no data
             _log_line(None, "hook.bad_input", self, exc)
             return {}
         return data if isinstance(data, dict) else {}

@@ -34,6 +34,7 @@ from agentmaild.procs.journal import ScopeRecord
 from agentmaild.procs.lines import LINE_MAX_BYTES, Line, LineSplitter
 from agentmaild.procs.logfiles import RotatingLog
 from agentmaild.procs.pids import start_time
+from agentmaild.procs.stdin_pipe import OwnedStdin
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -86,8 +87,11 @@ class Child:
         kill_grace_s: float,
         logger: FilteringBoundLogger,
         token: str = "",
+        stdin_pipe: OwnedStdin | None = None,
     ) -> None:
         self._process = process
+        self._stdin_pipe = stdin_pipe
+        self._exited = anyio.Event()
         self.pid = process.pid
         self.start_time: str | None = None
         self.escapes = EscapeWatch(process.pid, token)
@@ -109,6 +113,8 @@ class Child:
 
     async def send(self, data: bytes) -> bool:
         """Write to the child's stdin; False when the child no longer reads it."""
+        if self._stdin_pipe is not None:
+            return await self._stdin_pipe.send(data, self._exited)
         stdin = self._process.stdin
         if stdin is None:
             return False
@@ -119,11 +125,21 @@ class Child:
         return True
 
     async def close_stdin(self) -> None:
+        if self._stdin_pipe is not None:
+            self._stdin_pipe.close_write()
         if self._process.stdin is not None:
             try:
                 await self._process.stdin.aclose()
             except (anyio.BrokenResourceError, OSError):
                 pass  # the child already went; closing our end is all that was asked
+
+    def stdin_unread(self) -> int | None:
+        """Bytes sent that the child never read (``own_stdin`` only; after ``wait``)."""
+        return None if self._stdin_pipe is None else self._stdin_pipe.unread()
+
+    async def _watch_exit(self) -> None:
+        await self._process.wait()
+        self._exited.set()
 
     def set_stall_timeout(self, stall_timeout_s: float | None) -> None:
         """Change (or disable with None) the watchdog; the silence clock restarts now."""
@@ -245,22 +261,26 @@ async def open_child(
     line_max_bytes: int = LINE_MAX_BYTES,
     logger: FilteringBoundLogger | None = None,
     record: ScopeRecord | None = None,
+    own_stdin: bool = False,
 ) -> AsyncIterator[Child]:
     """Run ``argv`` (never through a shell) as the leader of a new session for the block's span.
 
     ``on_stdout``/``on_stderr`` are called synchronously for each line and must not block.
     ``record`` is told the leader's pid and start time after the fork and again once stopped.
-    Raises ``ChildStartError`` if the process cannot be started.
+    ``own_stdin``: stdin is an ``OwnedStdin`` pipe, so ``Child.stdin_unread()`` can tell after
+    the exit whether the child read what it was sent. Raises ``ChildStartError`` if the process
+    cannot be started.
     """
     bound = logger if logger is not None else log
     token = new_token()
     env = {**(env if env is not None else os.environ), SCOPE_ENV: token}
+    pipe = OwnedStdin() if own_stdin else None
     try:
         # Shielded: a cancellation landing between fork and handle would leak an unowned child.
         with anyio.CancelScope(shield=True):
             process = await anyio.open_process(
                 list(argv),
-                stdin=subprocess.PIPE,
+                stdin=pipe.read_fd if pipe is not None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,
@@ -268,11 +288,17 @@ async def open_child(
                 start_new_session=True,
             )
     except OSError as exc:
+        if pipe is not None:
+            pipe.close()
         where = f" ({exc.filename})" if exc.filename else ""
         raise ChildStartError(f"cannot start {argv[0]}: {exc.strerror}{where}", exc.errno) from exc
     child = Child(
-        process, stall_timeout_s=stall_timeout_s, kill_grace_s=kill_grace_s, logger=bound,
+        process,
+        stall_timeout_s=stall_timeout_s,
+        kill_grace_s=kill_grace_s,
+        logger=bound,
         token=token,
+        stdin_pipe=pipe,
     )
     bound.debug("proc.started", pid=process.pid, executable=argv[0])
     # The block's own exception is carried past the task group and re-raised as itself: raised
@@ -298,6 +324,8 @@ async def open_child(
             )
             tg.start_soon(child._watchdog)
             tg.start_soon(child.escapes.run)
+            if pipe is not None:
+                tg.start_soon(child._watch_exit)
             try:
                 yield child
             except BaseException as exc:
@@ -317,6 +345,8 @@ async def open_child(
             await process.aclose()
             if record is not None and child.start_time is not None:
                 await record.stopped(child.pid, child.start_time)
+        if pipe is not None:
+            pipe.close()
         done = child._exit()
         bound.debug(
             "proc.exited",
