@@ -43,8 +43,15 @@ def parse_check(argv: Sequence[str]) -> dict[str, str | bool | None] | None:
 
 
 def _open(path: str) -> sqlite3.Connection:
+    """A connection to the existing store at ``path`` (callers never create it here: the file
+    exists, so SQLite gives the WAL and shared-memory files its 0600 mode)."""
     from agentmaild.store.migrate import SCHEMA_VERSION
 
+    links = _links(path)
+    if links > 1:  # SQLite finds the WAL by name: a second name means a second WAL
+        from agentmaild.store.files import hard_link_error
+
+        raise hard_link_error(path, links)
     conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute("PRAGMA journal_mode = WAL")
@@ -59,6 +66,13 @@ def _open(path: str) -> sqlite3.Connection:
         return _open(path)
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def _links(path: str) -> int:
+    try:
+        return os.stat(path).st_nlink
+    except OSError:
+        return 1
 
 
 def take_and_render(

@@ -75,12 +75,15 @@ def _offline_status(db: Path) -> dict[str, Any]:
 
 
 def _status(db: Path) -> dict[str, Any]:
+    from agentmaild.store.files import modes_warning
+
     try:
         result: dict[str, Any] = _request(db, "status")
     except DaemonNotRunning:
         result = _offline_status(db)
     result["running"] = result["daemon"] is not None
     result["store"] = str(db)
+    result["warnings"] = [w for w in (modes_warning(db),) if w]
     return result
 
 
@@ -125,6 +128,8 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _print_status(status: dict[str, Any]) -> None:
+    for warning in status.get("warnings", ()):
+        typer.echo(f"warning: {warning}", err=True)
     d = status["daemon"]
     if d is None:
         typer.echo("daemon: not running")

@@ -103,6 +103,7 @@ class DaemonConfig(_Section):
     shutdown_grace_s: float = 10.0
     checkpoint_interval_s: float = 30.0
     wal_checkpoint_pages: int = 1000
+    quick_check: bool = True  # PRAGMA quick_check before serving; false skips it (huge stores)
     socket: Path | None = None  # None: beside the store (or under $XDG_RUNTIME_DIR)
 
     _bounds: ClassVar[Mapping[str, _Bound]] = {

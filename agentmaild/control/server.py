@@ -62,30 +62,47 @@ class ControlServer:
         self._read_timeout_s = read_timeout_s
         self._write_timeout_s = write_timeout_s
         self._slots = anyio.Semaphore(max_connections)
+        self._listener: anyio.abc.SocketListener | None = None
+        self._identity: tuple[int, int] | None = None
 
-    async def serve(
-        self, *, task_status: anyio.abc.TaskStatus[Path] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Bind, report the socket path as started, then serve until cancelled.
+    async def listen(self) -> None:
+        """Bind the socket now, accepting nobody yet: a second daemon on this path fails here.
 
-        Raises ``ControlError`` before starting when another daemon answers on the path, the path
-        is not a socket, or the socket cannot be bound.
+        Raises ``ControlError`` when another daemon answers on the path, the path is not a socket,
+        or the socket cannot be bound. ``serve()`` then accepts; ``aclose()`` undoes this.
         """
         _prepare_directory(self.path.parent)
         await _clear_stale_socket(self.path)
         try:
             # anyio binds, chmods, then listens: nobody can connect before the mode is 0600.
-            listener = await anyio.create_unix_listener(self.path, mode=0o600)
+            self._listener = await anyio.create_unix_listener(self.path, mode=0o600)
         except OSError as exc:
             raise ControlError(f"cannot listen on {self.path}: {exc}") from exc
-        identity = _identity(self.path)
+        self._identity = _identity(self.path)
+
+    async def aclose(self) -> None:
+        """Close a socket ``listen()`` bound and ``serve()`` never took over; idempotent."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.aclose()
+            _remove_if_ours(self.path, self._identity)
+
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[Path] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Bind (unless ``listen()`` did), report the socket path as started, then serve until
+        cancelled. Raises ``ControlError`` as ``listen()`` does, before starting."""
+        if self._listener is None:
+            await self.listen()
+        listener, self._listener = self._listener, None
+        assert listener is not None
         try:
             async with listener, anyio.create_task_group() as tg:
                 log.info("control.listening", path=str(self.path))
                 task_status.started(self.path)
                 await self._accept_forever(listener, tg)
         finally:
-            _remove_if_ours(self.path, identity)
+            _remove_if_ours(self.path, self._identity)
 
     async def _accept_forever(
         self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
+from agentmaild.store.files import create_private, make_store_dir, refuse_hard_links
 from agentmaild.store.migrate import migrate
 from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
@@ -28,7 +29,13 @@ WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
-    """A connection with the three PRAGMAs every agentmaild connection sets."""
+    """A connection with the three PRAGMAs every agentmaild connection sets.
+
+    A store file that does not exist yet is created 0600 first (its WAL and shared-memory files
+    then get the same mode from SQLite).
+    """
+    if str(path) != ":memory:":
+        create_private(Path(path))
     conn = sqlite3.connect(str(path), isolation_level=None, timeout=5.0, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute("PRAGMA journal_mode = WAL")
@@ -45,7 +52,8 @@ class SqliteMailStore(SqliteMessages, SqliteAgents, SqliteDeliveries, MailStore)
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_store_dir(self.path.parent)
+            refuse_hard_links(self.path)
             self._conn = connect(self.path)
             self._conn.row_factory = sqlite3.Row
             self._retrying(lambda: migrate(self._conn))
