@@ -69,10 +69,12 @@ def _open(path: str) -> sqlite3.Connection:
 
 
 def _links(path: str) -> int:
+    """Hard links of the store file (1 for anything that is not a regular file)."""
     try:
-        return os.stat(path).st_nlink
+        st = os.stat(path)
     except OSError:
         return 1
+    return st.st_nlink if st.st_mode & 0o170000 == 0o100000 else 1  # S_ISREG, without `stat`
 
 
 def take_and_render(

@@ -48,15 +48,16 @@ def hard_link_error(path: Path | str, links: int) -> StoreError:
 
 
 def refuse_hard_links(path: Path) -> None:
-    """``StoreError`` when the store file has more than one hard link; nothing when it is absent."""
+    """``StoreError`` when the store file has more than one hard link; nothing when it is absent
+    (or not a regular file: opening it reports that)."""
     try:
-        links = path.stat().st_nlink
+        st = path.stat()
     except FileNotFoundError:
         return
     except OSError as exc:
         raise StoreError(f"cannot stat store {path}: {exc.strerror or exc}") from exc
-    if links > 1:
-        raise hard_link_error(path, links)
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise hard_link_error(path, st.st_nlink)
 
 
 def create_private(path: Path) -> None:
@@ -64,10 +65,12 @@ def create_private(path: Path) -> None:
 
     SQLite gives the ``-wal`` and ``-shm`` files the database file's mode, so creating the database
     file ourselves, private, makes all three private, whatever the umask (and touches no
-    process-wide umask, which a daemon's threads and children would share).
+    process-wide umask, which a daemon's threads and children would share). A symlink is
+    resolved first, so a link to a store not created yet gets a private target too.
     """
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_MODE)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(os.path.realpath(path), flags, PRIVATE_MODE)
     except FileExistsError:
         return
     os.close(fd)

@@ -47,7 +47,7 @@ def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
 def run_cli(
     tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = REFUSAL_DEADLINE_S
 ) -> subprocess.CompletedProcess[str]:
-    """``agentmaild ARGS`` as a subprocess; a command still running at ``timeout`` fails the test."""
+    """``agentmaild ARGS`` in a subprocess; still running at ``timeout`` fails the test."""
     try:
         return subprocess.run(
             [sys.executable, "-m", "agentmaild", *args],
