@@ -34,7 +34,7 @@ def identity(path: Path) -> FileIdentity | None:
     """The (st_dev, st_ino) ``path`` names now, following symlinks; None when it names nothing."""
     try:
         st = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     return FileIdentity(st.st_dev, st.st_ino)
 
