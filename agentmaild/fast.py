@@ -43,8 +43,15 @@ def parse_check(argv: Sequence[str]) -> dict[str, str | bool | None] | None:
 
 
 def _open(path: str) -> sqlite3.Connection:
+    """A connection to the existing store at ``path`` (callers never create it here: the file
+    exists, so SQLite gives the WAL and shared-memory files its 0600 mode)."""
     from agentmaild.store.migrate import SCHEMA_VERSION
 
+    links = _links(path)
+    if links > 1:  # SQLite finds the WAL by name: a second name means a second WAL
+        from agentmaild.store.files import hard_link_error
+
+        raise hard_link_error(path, links)
     conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute("PRAGMA journal_mode = WAL")
@@ -59,6 +66,15 @@ def _open(path: str) -> sqlite3.Connection:
         return _open(path)
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def _links(path: str) -> int:
+    """Hard links of the store file (1 for anything that is not a regular file)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 1
+    return st.st_nlink if st.st_mode & 0o170000 == 0o100000 else 1  # S_ISREG, without `stat`
 
 
 def take_and_render(

@@ -148,7 +148,6 @@ def _harness_main(db: str) -> None:
 
     from agentmaild.config import load_config
     from agentmaild.daemon.lock import hold_lock
-    from agentmaild.daemon.recovery import recover
     from agentmaild.daemon.serve import Daemon
     from agentmaild.log import configure_logging
     from agentmaild.store.aio import PollGate
@@ -168,7 +167,6 @@ def _harness_main(db: str) -> None:
         store = TimedStore(SqliteMailStore(path))
         gate = await PollGate.open(path)
         try:
-            await recover(store)
             return await BenchDaemon(path, config, store, gate).run()
         finally:
             await gate.aclose()

@@ -172,11 +172,13 @@ from agentmaild.cli import daemon as cli_daemon  # noqa: E402
 from agentmaild.cli import hooks as cli_hooks  # noqa: E402
 from agentmaild.cli import read as cli_read  # noqa: E402
 from agentmaild.cli import service as cli_service  # noqa: E402
+from agentmaild.cli import store as cli_store  # noqa: E402
 
 cli_read.register(app)
 cli_agents.register(agents_app)
 cli_daemon.register(app)
 cli_service.register(app)
+cli_store.register(app)
 cli_hooks.register(app)
 
 

@@ -79,7 +79,7 @@ def _offline_status(db: Path) -> dict[str, Any]:
 
 def _status(db: Path) -> dict[str, Any]:
     from agentmaild.control.replies import check_status
-
+    from agentmaild.store.files import modes_warning
     running = True
     try:
         result = check_status(_request(db, "status", timeout=_STATUS_TIMEOUT_S))
@@ -90,6 +90,7 @@ def _status(db: Path) -> dict[str, Any]:
         result["note"] = f"did not answer within {_STATUS_TIMEOUT_S:g}s; counts read from the store"
     result["running"] = running
     result["store"] = str(db)
+    result["warnings"] = [w for w in (modes_warning(db),) if w]
     return result
 
 
@@ -158,6 +159,8 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _print_status(status: dict[str, Any]) -> None:
+    for warning in status.get("warnings", ()):
+        typer.echo(f"warning: {warning}", err=True)
     d = status["daemon"]
     if d is None:
         typer.echo(f"daemon: {status.get('note') or 'not running'}")

@@ -104,6 +104,7 @@ class DaemonConfig(_Section):
     checkpoint_interval_s: float = 30.0
     wal_checkpoint_pages: int = 1000
     busy_warn_after_s: float = 600.0
+    quick_check: bool = True  # PRAGMA quick_check before serving; false skips it (huge stores)
     socket: Path | None = None  # None: beside the store (or under $XDG_RUNTIME_DIR)
 
     _bounds: ClassVar[Mapping[str, _Bound]] = {

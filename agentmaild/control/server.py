@@ -81,18 +81,34 @@ class ControlServer:
         self._reading: dict[object, anyio.CancelScope] = {}
         self._bound: Identity | None = None
         self._left_alone: Identity | None = None
+        self._listener: anyio.abc.SocketListener | None = None
+
+    async def listen(self) -> None:
+        """Bind the socket now, accepting nobody yet: a second daemon on this path fails here.
+
+        Raises ``ControlError`` when another daemon answers on the path, the path is not a socket,
+        or the socket cannot be bound. ``serve()`` then accepts; ``aclose()`` undoes this.
+        """
+        prepare_directory(self.path.parent)
+        await clear_stale_socket(self.path)
+        self._listener = await self._listen()
+
+    async def aclose(self) -> None:
+        """Close a socket ``listen()`` bound and ``serve()`` never took over; idempotent."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.aclose()
+            remove_if_ours(self.path, self._bound)
 
     async def serve(
         self, *, task_status: anyio.abc.TaskStatus[Path] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Bind, report the socket path as started, then serve until cancelled.
-
-        Raises ``ControlError`` before starting when another daemon answers on the path, the path
-        is not a socket, or the socket cannot be bound.
-        """
-        prepare_directory(self.path.parent)
-        await clear_stale_socket(self.path)
-        listener = await self._listen()
+        """Bind (unless ``listen()`` did), report the socket path as started, then serve until
+        cancelled. Raises ``ControlError`` as ``listen()`` does, before starting."""
+        if self._listener is None:
+            await self.listen()
+        listener, self._listener = self._listener, None
+        assert listener is not None
         try:
             # Connections live in this group, so a re-bind never cuts a request short.
             async with anyio.create_task_group() as tg:

@@ -97,3 +97,23 @@ def _checkpoint(conn: Any, mode: str) -> bool:
         conn.execute("PRAGMA busy_timeout = 5000")
     log.debug("daemon.checkpointed", mode=mode, busy=busy, frames=frames, checkpointed=done)
     return bool(busy)
+
+
+def empty_wal(store: Any, attempts: int = 3) -> bool:
+    """Checkpoint the whole WAL into the database file ``store`` has open and cut it to zero bytes.
+
+    For a daemon whose store path was replaced or deleted: its connections still hold the old file,
+    so the frames land there, while the WAL file (found by name) is left empty for whoever opens
+    the path next. True when the WAL was emptied.
+    """
+    if not isinstance(store, SqliteMailStore):
+        return True
+    for _ in range(attempts):
+        try:
+            busy = store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except Exception as exc:  # sqlite3.Error: reported, the daemon is exiting anyway
+            log.error("daemon.checkpoint_failed", mode="TRUNCATE", error=str(exc))
+            return False
+        if not busy:
+            return True
+    return False

@@ -1,4 +1,14 @@
-"""serve(): lock → store → recovery → task group(control server, signals, supervisor, checkpoints).
+"""serve(): checks → lock → store → socket → recovery → task group(control server, signals,
+supervisor, checkpoints, store watch).
+
+Before anything touches the store: the store directory must not be writable by other users, the
+lock (named from the store's resolved path) must be ours, the file must have one hard link and
+pass ``PRAGMA quick_check``. The control socket is bound before crash recovery runs, so a second
+daemon that slipped past the lock still cannot re-queue the first one's work. Every start-up
+failure reaches the CLI as one ``AgentmaildError`` (never an exception group).
+
+While running, the store watch checks once a tick that the store's path still names the file the
+daemon opened; when it was replaced or deleted the daemon stops at once (see ``_abandon``).
 
 Shutdown is deadline-bounded: the first SIGTERM/SIGINT (or ``shutdown`` on the socket) stops new
 claims and lets deliveries in flight finish within ``shutdown_grace_s``; what is left is cancelled
@@ -23,7 +33,7 @@ from agentmaild.config import Config, load_config
 from agentmaild.control.handler import ControlHandler
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.control.server import ControlServer
-from agentmaild.daemon.checkpoints import Checkpointer
+from agentmaild.daemon.checkpoints import Checkpointer, empty_wal
 from agentmaild.daemon.journal import StoreProcJournal
 from agentmaild.daemon.lock import hold_lock
 from agentmaild.daemon.recovery import recover
@@ -32,28 +42,47 @@ from agentmaild.errors import AgentmaildError
 from agentmaild.ids import iso_now
 from agentmaild.log import configure_logging
 from agentmaild.mail import Mailer
-from agentmaild.models import Agent, ChannelKind
+from agentmaild.models import Agent
 from agentmaild.procs.escapes import become_subreaper
 from agentmaild.store.aio import AsyncMailStore, PollGate
+from agentmaild.store.check import refuse_damaged
+from agentmaild.store.files import (
+    FileIdentity,
+    check_private_dir,
+    identity,
+    make_store_dir,
+    refuse_hard_links,
+    resolved,
+)
 from agentmaild.store.sqlite import SqliteMailStore
 
 log = structlog.get_logger(__name__)
 
-# Agents whose process the daemon owned: a "busy" turn state left behind died with it.
-_OWNED_CHANNELS = frozenset({ChannelKind.SPAWN, ChannelKind.STDIN})
-_CHECKPOINT_TICK_S = 1.0
-_CHECKPOINT_RETRY_S = 0.05
-_TRUNCATE_BUSY_TIMEOUT_MS = 100
+_WATCH_TICK_S = 1.0
+STORE_LOST_EXIT = 1
 
 
 def serve(db: Path, config: Config) -> int:
     """Run the daemon for ``db`` until shut down; 0 after a clean drain.
 
-    Raises ``ControlError`` naming the pid when another daemon holds the store's lock.
+    Raises ``AgentmaildError`` when it cannot start: another daemon holds the store's lock (the
+    error names its pid), the store or its directory is unsafe, or the store is damaged.
     """
     configure_logging(config.log.level, config.log.format, config.log.file)
-    db = db.expanduser().absolute()
-    with hold_lock(db):
+    given = db.expanduser().absolute()
+    try:
+        return _serve(given, resolved(given), config)
+    except BaseExceptionGroup as group:
+        raise _first_error(group) from None
+
+
+def _serve(given: Path, real: Path, config: Config) -> int:
+    make_store_dir(real.parent)
+    check_private_dir(real.parent)
+    with hold_lock(real):
+        refuse_hard_links(real)
+        if config.daemon.quick_check:
+            refuse_damaged(real)
         options: dict[str, Any] = {}
         try:
             import uvloop  # noqa: F401  (only probing that it is installed)
@@ -61,22 +90,36 @@ def serve(db: Path, config: Config) -> int:
             options["use_uvloop"] = True
         except ImportError:
             pass
-        return anyio.run(_main, db, config, backend="asyncio", backend_options=options)
+        return anyio.run(_main, given, real, config, backend="asyncio", backend_options=options)
 
 
-async def _main(db: Path, config: Config) -> int:
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first ``AgentmaildError`` inside a task group's exception group, else the group."""
+    matched, _rest = group.split(AgentmaildError)
+    leaf: BaseException | None = matched
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf if leaf is not None else group
+
+
+async def _main(given: Path, db: Path, config: Config) -> int:
     # Escaped agent descendants (setsid, double fork) are re-parented to us, not to init, so a
     # scope can still find, stop and reap them (procs.escapes); elsewhere only groups are stopped.
     subreaper = become_subreaper()
     log.info("daemon.subreaper", enabled=subreaper)
     store = SqliteMailStore(db)
+    opened = identity(db)
     astore = AsyncMailStore(store)
-    gate = await PollGate.open(db)
     try:
-        await recover(astore, db, kill_grace_s=config.spawn.kill_grace_s)
-        journal = StoreProcJournal(astore)
-        await journal.load()
-        return await Daemon(db, config, astore, gate, journal).run()
+        gate = await PollGate.open(db)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await astore.aclose()
+        raise
+    try:
+        daemon = Daemon(db, config, astore, gate, StoreProcJournal(astore))
+        daemon.watch(given, opened)
+        return await daemon.run()
     finally:
         await gate.aclose()
         with anyio.CancelScope(shield=True):
@@ -106,6 +149,12 @@ class Daemon:
         self.forced = False
         self._shutdown = anyio.Event()
         self._supervisor_done = anyio.Event()
+        self._watched: tuple[Path, FileIdentity] | None = None
+        self.store_lost: str | None = None  # "replaced" | "deleted" once the watch saw it
+
+    def watch(self, path: Path, opened: FileIdentity | None) -> None:
+        """Check once a tick that ``path`` still names the file ``opened`` identifies."""
+        self._watched = (path, opened) if opened is not None else None
 
     def _make_channel(self, agent: Agent, config: Config) -> Any:
         from agentmaild.channels.factory import make_channel  # channels load their deps lazily
@@ -120,21 +169,68 @@ class Daemon:
         return self._shutdown.is_set()
 
     async def run(self) -> int:
-        handler = ControlHandler(self)
-        async with anyio.create_task_group() as tg:
-            await tg.start(ControlServer(self.socket, handler.handle).serve)
-            tg.start_soon(self._signals, tg.cancel_scope)
-            await tg.start(self._run_supervisor)
-            tg.start_soon(
-                Checkpointer(self.db, self.store, lambda: self.config.daemon, self._shutdown).run
-            )
-            log.info("daemon.started", pid=os.getpid(), db=str(self.db), socket=str(self.socket),
-                     version=__version__, agents=len(self.supervisor.agents))
-            await self._shutdown.wait()
-            await self._drain()
-            tg.cancel_scope.cancel()
-        log.info("daemon.stopped", forced=self.forced)
-        return 1 if self.forced else 0
+        server = ControlServer(self.socket, ControlHandler(self).handle)
+        await server.listen()  # before recovery: a second daemon must fail before it re-queues
+        try:
+            await recover(self.store, self.db, kill_grace_s=self.config.spawn.kill_grace_s)
+            if self.journal is not None:
+                await self.journal.load()
+            async with anyio.create_task_group() as tg:
+                await tg.start(server.serve)
+                tg.start_soon(self._signals, tg.cancel_scope)
+                await tg.start(self._run_supervisor)
+                tg.start_soon(
+                    Checkpointer(self.db, self.store, lambda: self.config.daemon,
+                                 self._shutdown).run
+                )
+                tg.start_soon(self._watch_store)
+                log.info("daemon.started", pid=os.getpid(), db=str(self.db),
+                         socket=str(self.socket), version=__version__,
+                         agents=len(self.supervisor.agents))
+                await self._shutdown.wait()
+                await (self._abandon() if self.store_lost else self._drain())
+                tg.cancel_scope.cancel()
+        finally:
+            await server.aclose()
+        log.info("daemon.stopped", forced=self.forced, store_lost=self.store_lost)
+        return STORE_LOST_EXIT if self.store_lost else 1 if self.forced else 0
+
+    async def _watch_store(self) -> None:
+        """One ``stat`` a tick: a store replaced (``mv backup.db mail.db``) or deleted under us
+        stops the daemon, so a supervisor restarts it on whatever the path names now."""
+        if self._watched is None:
+            return
+        path, opened = self._watched
+        while not self._shutdown.is_set():
+            with anyio.move_on_after(_WATCH_TICK_S):
+                await self._shutdown.wait()
+            try:
+                now = identity(path)
+            except OSError as exc:  # cannot tell (a directory's permissions): keep serving
+                log.warning("daemon.store_unverified", db=str(path), error=str(exc))
+                continue
+            if now == opened or self._shutdown.is_set():
+                continue
+            self.store_lost = "deleted" if now is None else "replaced"
+            event = "daemon.store_deleted" if now is None else "daemon.store_replaced"
+            log.critical(event, db=str(path), opened_inode=opened.ino,
+                         now_inode=now.ino if now is not None else None)
+            self._shutdown.set()
+            return
+
+    async def _abandon(self) -> None:
+        """Stop at once after the store's path stopped naming our file: nothing more is claimed,
+        deliveries in flight are released into the file we opened, then that file's WAL is
+        emptied into it. SQLite finds the WAL by *name*: left behind, its frames would be
+        replayed into whatever file now has the store's name."""
+        log.info("daemon.stopping", grace_s=0, in_flight=self.supervisor.in_flight())
+        self.supervisor.abort()
+        await self._supervisor_done.wait()
+        with anyio.CancelScope(shield=True):
+            emptied = await self.store.run_sync(empty_wal, self.store.sync)
+        if not emptied:
+            log.critical("daemon.wal_not_emptied", db=str(self.db),
+                         hint="stop every process using the store before opening it again")
 
     async def _run_supervisor(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
+from agentmaild.store.files import create_private, make_store_dir, refuse_hard_links
 from agentmaild.store.migrate import migrate
 from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
@@ -36,7 +37,13 @@ WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
-    """A connection with the three PRAGMAs every agentmaild connection sets."""
+    """A connection with the three PRAGMAs every agentmaild connection sets.
+
+    A store file that does not exist yet is created 0600 first (its WAL and shared-memory files
+    then get the same mode from SQLite).
+    """
+    if str(path) != ":memory:":
+        create_private(Path(path))
     conn = sqlite3.connect(str(path), isolation_level=None, timeout=5.0, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute("PRAGMA journal_mode = WAL")
@@ -47,16 +54,6 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-def make_store_dir(directory: Path) -> None:
-    """Create the store's directory, with a ``.gitignore`` of ``*`` so git never sees the mail,
-    the lock, the socket or the logs. A directory that already exists is left as it is."""
-    try:
-        directory.mkdir(parents=True)
-    except FileExistsError:
-        return
-    (directory / ".gitignore").write_text("# agentmaild's store: mail, locks, logs\n*\n")
-
-
 class SqliteMailStore(SqliteMessages, SqliteAgents, SqliteDeliveries, SqliteProcs, MailStore):
     """The product store. One connection, used from one thread at a time."""
 
@@ -64,6 +61,7 @@ class SqliteMailStore(SqliteMessages, SqliteAgents, SqliteDeliveries, SqliteProc
         self.path = Path(path)
         try:
             make_store_dir(self.path.parent)
+            refuse_hard_links(self.path)
             self._conn = connect(self.path)
             self._conn.row_factory = sqlite3.Row
             self._retrying(lambda: migrate(self._conn))

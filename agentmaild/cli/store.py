@@ -1,0 +1,57 @@
+"""The ``store`` commands: ``store check`` — parse, call ``store.check``, print; no logic."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, db_path, one_line
+from agentmaild.store.check import RECOVERY_HINT, CheckReport, check_store
+
+FullOpt = Annotated[
+    bool,
+    typer.Option("--full", help="PRAGMA integrity_check (slower: also checks every index)."),
+]
+
+
+def store_check(full: FullOpt = False, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """Check the store file: SQLite's quick_check (integrity_check with --full) and agentmaild's
+    cross-table checks. Exit 0 when sound, 1 with the problems listed. Read-only."""
+    from agentmaild.store.files import resolved
+
+    report = check_store(resolved(db_path(db)), full=full)
+    if as_json or STATE.json:
+        typer.echo(json.dumps(_json(report), ensure_ascii=False))
+    else:
+        _print(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _json(report: CheckReport) -> dict[str, object]:
+    data = report.to_json()
+    if not report.ok:
+        message = f"{len(report.problems)} problem(s) found; to recover: {RECOVERY_HINT}"
+        data["error"] = {"code": "store_damaged", "message": message}
+    return data
+
+
+def _print(report: CheckReport) -> None:
+    kind = "integrity_check" if report.full else "quick_check"
+    typer.echo(f"store: {report.path}")
+    typer.echo(f"{kind}: {'ok' if report.ok else f'{len(report.problems)} problem(s)'}")
+    for problem in report.problems:
+        typer.echo(f"  problem: {one_line(problem)}")
+    for warning in report.warnings:
+        typer.echo(f"  warning: {one_line(warning)}")
+    if not report.ok:
+        typer.echo(f"error: store {report.path} is damaged; to recover: {RECOVERY_HINT}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``store`` group (``store check``) to the main CLI."""
+    store_app = typer.Typer(help="Examine the store file.", no_args_is_help=True)
+    app.add_typer(store_app, name="store")
+    store_app.command("check")(command(store_check))
