@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agentmaild.errors import ControlError
+from agentmaild.store.files import make_store_dir
 
 
 def lock_path_for(db: Path) -> Path:
@@ -28,6 +29,7 @@ def hold_lock(db: Path) -> Iterator[None]:
 
     ``db`` is the resolved store path and its directory exists.
     """
+    make_store_dir(db.parent)
     path = lock_path_for(db)
     fd = _open_lock(path)
     try:

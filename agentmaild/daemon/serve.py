@@ -105,8 +105,7 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 async def _main(given: Path, db: Path, config: Config) -> int:
     # Escaped agent descendants (setsid, double fork) are re-parented to us, not to init, so a
     # scope can still find, stop and reap them (procs.escapes); elsewhere only groups are stopped.
-    subreaper = become_subreaper()
-    log.info("daemon.subreaper", enabled=subreaper)
+    subreaper = become_subreaper()  # logged once start-up succeeded: a failure is one line
     store = SqliteMailStore(db)
     opened = identity(db)
     astore = AsyncMailStore(store)
@@ -119,6 +118,7 @@ async def _main(given: Path, db: Path, config: Config) -> int:
     try:
         daemon = Daemon(db, config, astore, gate, StoreProcJournal(astore))
         daemon.watch(given, opened)
+        daemon.subreaper = subreaper
         return await daemon.run()
     finally:
         await gate.aclose()
@@ -151,6 +151,7 @@ class Daemon:
         self._supervisor_done = anyio.Event()
         self._watched: tuple[Path, FileIdentity] | None = None
         self.store_lost: str | None = None  # "replaced" | "deleted" once the watch saw it
+        self.subreaper = False  # escaped agent descendants come back to us (Linux)
 
     def watch(self, path: Path, opened: FileIdentity | None) -> None:
         """Check once a tick that ``path`` still names the file ``opened`` identifies."""
@@ -171,6 +172,7 @@ class Daemon:
     async def run(self) -> int:
         server = ControlServer(self.socket, ControlHandler(self).handle)
         await server.listen()  # before recovery: a second daemon must fail before it re-queues
+        log.info("daemon.subreaper", enabled=self.subreaper)
         try:
             await recover(self.store, self.db, kill_grace_s=self.config.spawn.kill_grace_s)
             if self.journal is not None:
