@@ -2,7 +2,8 @@
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — ``MemoryMessages``
 (``memory_messages``), ``MemoryAgents`` (``memory_agents``), ``MemoryDeliveries``
-(``memory_deliveries``) — over the dicts and the lock of ``memory_state``.
+(``memory_deliveries``), ``MemoryHistory`` (``memory_history``) — over the dicts and the lock of
+``memory_state``.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 from agentmaild.store.base import MailStore
 from agentmaild.store.memory_agents import MemoryAgents
 from agentmaild.store.memory_deliveries import MemoryDeliveries
+from agentmaild.store.memory_history import MemoryHistory
 from agentmaild.store.memory_messages import MemoryMessages
 
 __all__ = ["MemoryMailStore"]
 
 
-class MemoryMailStore(MemoryMessages, MemoryAgents, MemoryDeliveries, MailStore):
+class MemoryMailStore(MemoryMessages, MemoryAgents, MemoryDeliveries, MemoryHistory, MailStore):
     """Dicts behind one lock; every public method is one atomic step, as one SQL transaction is."""

@@ -2,8 +2,9 @@
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC — ``SqliteMessages``
 (``sqlite_messages``), ``SqliteAgents`` (``sqlite_agents``), ``SqliteDeliveries``
-(``sqlite_deliveries``) — over the transaction plumbing of ``sqlite_tx``; rows become models in
-``sqlite_rows`` and the SQL lives as named queries in ``sql/queries.sql``.
+(``sqlite_deliveries``), ``SqliteHistory`` (``sqlite_history``) — over the transaction plumbing
+of ``sqlite_tx``; rows become models in ``sqlite_rows`` and the SQL lives as named queries in
+``sql/queries.sql``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from agentmaild.store.base import MailStore
 from agentmaild.store.migrate import migrate
 from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
+from agentmaild.store.sqlite_history import SqliteHistory
 from agentmaild.store.sqlite_messages import SqliteMessages
 
 __all__ = ["SENDER_AUTOCHECKPOINT_PAGES", "WAL_SIZE_LIMIT_BYTES", "SqliteMailStore", "connect"]
@@ -39,7 +41,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-class SqliteMailStore(SqliteMessages, SqliteAgents, SqliteDeliveries, MailStore):
+class SqliteMailStore(SqliteMessages, SqliteAgents, SqliteDeliveries, SqliteHistory, MailStore):
     """The product store. One connection, used from one thread at a time."""
 
     def __init__(self, path: str | Path) -> None:
