@@ -1,4 +1,5 @@
-"""serve(): lock → store → recovery → task group(control server, signals, supervisor, checkpoints).
+"""serve(): lock → store → recovery → task group(control server, signals, supervisor, checkpoints,
+history pruning).
 
 Shutdown is deadline-bounded: the first SIGTERM/SIGINT (or ``shutdown`` on the socket) stops new
 claims and lets deliveries in flight finish within ``shutdown_grace_s``; what is left is cancelled
@@ -26,6 +27,7 @@ from agentmaild.control.server import ControlServer
 from agentmaild.daemon.checkpoints import Checkpointer
 from agentmaild.daemon.lock import hold_lock
 from agentmaild.daemon.recovery import recover
+from agentmaild.daemon.retention import HistoryPruner
 from agentmaild.delivery.supervisor import Supervisor
 from agentmaild.errors import AgentmaildError
 from agentmaild.ids import iso_now
@@ -112,6 +114,7 @@ class Daemon:
             tg.start_soon(
                 Checkpointer(self.db, self.store, lambda: self.config.daemon, self._shutdown).run
             )
+            tg.start_soon(HistoryPruner(self.store, lambda: self.config.store, self._shutdown).run)
             log.info("daemon.started", pid=os.getpid(), db=str(self.db), socket=str(self.socket),
                      version=__version__, agents=len(self.supervisor.agents))
             await self._shutdown.wait()

@@ -1,4 +1,4 @@
-"""The delivery history the loop writes: one ``am_attempts`` row per settled attempt (real SQLite)."""
+"""The delivery history the loop writes: one ``am_attempts`` row per settled attempt."""
 
 from __future__ import annotations
 
@@ -50,7 +50,13 @@ def make_loop(
     agent = store.get_agent("alice")
     assert agent is not None
     return DeliveryLoop(
-        agent, channel, AsyncMailStore(store), Mailer(store), settings, clock=clock, wall=Clock(WALL)
+        agent,
+        channel,
+        AsyncMailStore(store),
+        Mailer(store),
+        settings,
+        clock=clock,
+        wall=Clock(WALL),
     )
 
 
