@@ -88,8 +88,11 @@ def deliveries(
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delivery history, newest first: one row per finished attempt and how it ended
-    (acked, failed, unavailable, dead, released)."""
+    """Delivery history, newest first: one row per finished attempt.
+
+    Each row: time, delivery id, agent, attempt number, outcome (acked, failed, unavailable,
+    dead, released), duration, message ids and the error.
+    """
     if agent is not None:
         check_name(agent)
     if message_id is not None:

@@ -66,8 +66,10 @@ def logs(
     ] = 20,
     db: DbOpt = None,
 ) -> None:
-    """Print the tail of an agent's own log (<store dir>/logs/<agent>.log); -f follows it, across
-    rotation."""
+    """Print the tail of an agent's own log; -f follows it (across rotation) until Ctrl-C.
+
+    The log is <store dir>/logs/<agent>.log: the output of a spawn or stdin agent's processes.
+    """
     from agentmaild.procs.logtail import tail
 
     check_name(agent)

@@ -203,8 +203,11 @@ def purge(
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete messages (at least one of --days, --agent, --all) and the delivery history they
-    select, plus any history older than [store] attempts_keep_days."""
+    """Delete messages: at least one of --days, --agent, --all.
+
+    The delivery history they select goes too, and any history older than attempts_keep_days
+    (store section of the config).
+    """
     if days is None and agent is None and not everything:
         raise ValidationError("purge: give at least one of --days N, --agent X, --all")
     cutoff, cutoff_s = None, None
