@@ -17,13 +17,7 @@ import anyio.lowlevel
 import structlog
 
 from agentmaild.delivery.bookkeeping import Bookkeeper
-from agentmaild.delivery.types import (
-    HISTORY_OUTCOMES,
-    Clock,
-    LoopSettings,
-    Outcome,
-    StepResult,
-)
+from agentmaild.delivery.types import HISTORY_OUTCOMES, Clock, LoopSettings, Outcome, StepResult
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.ids import iso_now
 from agentmaild.mail import Mailer
