@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentmaild import vocab
+from agentmaild.ids import iso_now
 
 
 class MessageType(enum.StrEnum):
@@ -101,6 +102,10 @@ class Message:
     created_at: str = ""
     broadcast_id: str | None = None
     delivery_id: str | None = None
+    # When and by what the message was marked read: a delivery id (the daemon's batch), "pull"
+    # (check, hooks) or whatever `ack` was told.
+    acked_at: str | None = None
+    acked_by: str | None = None
 
     @property
     def size(self) -> int:
@@ -130,6 +135,9 @@ class Message:
             "thread_id": self.thread_id,
             "payload": self.payload_obj(),
             "broadcast_id": self.broadcast_id,
+            "delivery_id": self.delivery_id,
+            "acked_by": self.acked_by,
+            "acked_at": self.acked_at,
         }
 
 
@@ -203,6 +211,37 @@ class DeadLetter:
     attempts: int
     last_error: str | None
     dead_at: str
+
+
+# What a finished delivery attempt came to, as the delivery history (``am_attempts``) records it.
+ATTEMPT_OUTCOMES = ("acked", "failed", "unavailable", "dead", "released")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One finished delivery attempt: a row of the delivery history (``agentmaild deliveries``)."""
+
+    delivery_id: str
+    agent: str
+    message_ids: tuple[str, ...]
+    attempt: int  # 1 on first delivery, as in ``Batch.attempt``
+    outcome: str  # one of ATTEMPT_OUTCOMES
+    error: str | None = None
+    duration_s: float | None = None
+    at: float = 0.0  # unix seconds, when the attempt ended
+    id: int = 0  # assigned by the store; later attempts have larger ids
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "delivery_id": self.delivery_id,
+            "agent": self.agent,
+            "message_ids": list(self.message_ids),
+            "attempt": self.attempt,
+            "outcome": self.outcome,
+            "error": self.error,
+            "duration_s": self.duration_s,
+            "at": iso_now(self.at),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

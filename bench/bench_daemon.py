@@ -92,7 +92,7 @@ def _ms(xs: list[float]) -> str:
 def _harness_types() -> tuple[type, type]:
     """The instant channel and the phase-stamping store wrapper of the daemon child."""
     from agentmaild.channels.base import Channel
-    from agentmaild.models import Batch
+    from agentmaild.models import Attempt, Batch
     from agentmaild.store.aio import AsyncMailStore
 
     delivered: dict[str, tuple[Batch, list[float]]] = {}
@@ -124,12 +124,15 @@ def _harness_types() -> tuple[type, type]:
                 claimed[batch.delivery_id] = [t_in, t_run, t_done, time.monotonic()]
             return batch
 
-        async def ack_delivery(self, delivery_id: str, *, now: float) -> int:
+        async def ack_delivery(
+            self, delivery_id: str, *, now: float, record: Attempt | None = None
+        ) -> int:
             t_in = time.monotonic()
 
             def ack() -> tuple[int, float, float]:
                 t_run = time.monotonic()
-                return self.sync.ack_delivery(delivery_id, now=now), t_run, time.monotonic()
+                n = self.sync.ack_delivery(delivery_id, now=now, record=record)
+                return n, t_run, time.monotonic()
 
             n, t_run, t = await self.run_sync(ack)
             batch, stamps = delivered.pop(delivery_id, (None, []))

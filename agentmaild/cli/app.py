@@ -1,6 +1,7 @@
 """The typer CLI: the app, its global options, the sending commands (send, reply, limits reset)
 and ``run``; the other commands live in ``cli_read``, ``cli_agents``, ``cli_daemon``,
-``cli_service`` and ``cli_hooks``, registered here in the order ``--help`` lists them.
+``cli_deliveries``, ``cli_logs``, ``cli_service`` and ``cli_hooks``, registered here in the order
+``--help`` lists them.
 
 Errors print one line, ``error: …``, on stderr and exit 1 (usage errors exit 2); with ``--json``
 the error is ``{"ok": false, "error": {"code", "message"}}`` on stdout.
@@ -169,7 +170,9 @@ def limits_reset(
 
 from agentmaild.cli import agents as cli_agents  # noqa: E402
 from agentmaild.cli import daemon as cli_daemon  # noqa: E402
+from agentmaild.cli import deliveries as cli_deliveries  # noqa: E402
 from agentmaild.cli import hooks as cli_hooks  # noqa: E402
+from agentmaild.cli import logs as cli_logs  # noqa: E402
 from agentmaild.cli import read as cli_read  # noqa: E402
 from agentmaild.cli import service as cli_service  # noqa: E402
 from agentmaild.cli import store as cli_store  # noqa: E402
@@ -177,6 +180,8 @@ from agentmaild.cli import store as cli_store  # noqa: E402
 cli_read.register(app)
 cli_agents.register(agents_app)
 cli_daemon.register(app)
+cli_deliveries.register(app)
+cli_logs.register(app)
 cli_service.register(app)
 cli_store.register(app)
 cli_hooks.register(app)

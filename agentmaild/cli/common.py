@@ -99,6 +99,18 @@ def open_store(db: str | None) -> Iterator[SqliteMailStore]:
         store.close()
 
 
+@contextmanager
+def open_existing_store(db: str | None) -> Iterator[SqliteMailStore]:
+    """``open_store`` for the commands that only look: a missing store is an error, not created."""
+    from agentmaild.errors import NotFound
+
+    path = db_path(db)
+    if not path.is_file():
+        raise NotFound(f"no store at {path} (nothing was sent there yet; check --db)")
+    with open_store(str(path)) as store:
+        yield store
+
+
 def mailer(store: SqliteMailStore) -> Mailer:
     from agentmaild.config import load_config
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -24,6 +25,7 @@ from agentmaild.errors import ValidationError
 from agentmaild.ids import check_message_id, check_name, iso_now
 from agentmaild.mail import Mailer
 from agentmaild.models import Message
+from agentmaild.store.sqlite import SqliteMailStore
 
 
 def _line(m: Message) -> str:
@@ -46,6 +48,10 @@ def _full(m: Message) -> str:
         f"sent:     {m.created_at}",
         f"read:     {'yes' if m.read else 'no'}",
     ]
+    if m.acked_at or m.acked_by:
+        lines.append(f"acked:    {m.acked_at or '-'} by {m.acked_by or '-'}")
+    if m.delivery_id:
+        lines.append(f"delivery: {m.delivery_id}")
     if m.payload:
         lines.append(f"payload:  {m.payload}")
     return "\n".join(lines) + "\n\n" + m.body
@@ -188,6 +194,17 @@ def _not_found(message: str, as_json: bool) -> int:
     return 1
 
 
+def _purge_history(
+    store: SqliteMailStore, older_than: float | None, agent: str | None, everything: bool
+) -> int:
+    """Delivery-history rows past ``[store] attempts_keep_days``, and those the filters select."""
+    from agentmaild.config import load_config
+
+    keep_s = load_config().store.attempts_keep_days * 86400
+    expired = store.purge_attempts(older_than=time.time() - keep_s)
+    return expired + store.purge_attempts(older_than=older_than, agent=agent, everything=everything)
+
+
 def purge(
     days: Annotated[float | None, typer.Option("--days", min=0, help="Older than N days.")] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="To or from this agent.")] = None,
@@ -195,17 +212,27 @@ def purge(
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete messages: at least one of --days, --agent, --all."""
+    """Delete messages: at least one of --days, --agent, --all.
+
+    The delivery history they select goes too, and any history older than attempts_keep_days
+    (store section of the config).
+    """
     if days is None and agent is None and not everything:
         raise ValidationError("purge: give at least one of --days N, --agent X, --all")
-    cutoff = None
+    cutoff, cutoff_s = None, None
     if days is not None:
-        cutoff = iso_now((datetime.now(UTC) - timedelta(days=days)).timestamp())
+        cutoff_s = (datetime.now(UTC) - timedelta(days=days)).timestamp()
+        cutoff = iso_now(cutoff_s)
     if agent is not None:
         check_name(agent)
     with open_store(db) as store:
         n = store.purge(older_than=cutoff, agent=agent, everything=everything)
-    out({"ok": True, "deleted": n}, as_json, lambda: typer.echo(f"deleted {n} message(s)"))
+        attempts = _purge_history(store, cutoff_s, agent, everything)
+    out(
+        {"ok": True, "deleted": n, "attempts_deleted": attempts},
+        as_json,
+        lambda: typer.echo(f"deleted {n} message(s), {attempts} delivery attempt record(s)"),
+    )
 
 
 def register(app: typer.Typer) -> None:

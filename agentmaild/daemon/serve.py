@@ -1,5 +1,5 @@
 """serve(): checks → lock → store → socket → recovery → task group(control server, signals,
-supervisor, checkpoints, store watch).
+supervisor, checkpoints, store watch, history pruning).
 
 Before anything touches the store: the store directory must not be writable by other users, the
 lock (named from the store's resolved path) must be ours, the file must have one hard link and
@@ -37,6 +37,7 @@ from agentmaild.daemon.checkpoints import Checkpointer, empty_wal
 from agentmaild.daemon.journal import StoreProcJournal
 from agentmaild.daemon.lock import hold_lock
 from agentmaild.daemon.recovery import recover
+from agentmaild.daemon.retention import HistoryPruner
 from agentmaild.delivery.supervisor import Supervisor
 from agentmaild.errors import AgentmaildError
 from agentmaild.ids import iso_now
@@ -186,6 +187,9 @@ class Daemon:
                                  self._shutdown).run
                 )
                 tg.start_soon(self._watch_store)
+                tg.start_soon(
+                    HistoryPruner(self.store, lambda: self.config.store, self._shutdown).run
+                )
                 log.info("daemon.started", pid=os.getpid(), db=str(self.db),
                          socket=str(self.socket), version=__version__,
                          agents=len(self.supervisor.agents))

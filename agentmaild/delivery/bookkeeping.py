@@ -1,7 +1,8 @@
 """A delivery attempt's store bookkeeping: ack and release, retried while the lease holds; NDRs.
 
 The loop runs these shielded, after the injection settled. Past the lease they stop retrying: the
-supervisor's reap re-queues the batch under the same delivery id.
+supervisor's reap re-queues the batch under the same delivery id. Each ack or release writes the
+attempt's row of the delivery history in its own transaction (``Attempt``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import anyio
 from agentmaild.delivery.types import Clock
 from agentmaild.errors import AgentmaildError, NotFound, StoreError
 from agentmaild.mail import DAEMON_SENDER, Mailer
-from agentmaild.models import Batch
+from agentmaild.models import Attempt, Batch
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -39,12 +40,29 @@ class Bookkeeper:
         self._wall = wall
         self._log = log
 
-    async def ack(self, batch: Batch) -> int:
+    def _record(
+        self, batch: Batch, outcome: str, error: str | None, duration_s: float | None
+    ) -> Attempt:
+        return Attempt(
+            delivery_id=batch.delivery_id,
+            agent=self._agent,
+            message_ids=batch.message_ids,
+            attempt=batch.attempt,
+            outcome=outcome,
+            error=error,
+            duration_s=round(duration_s, 4) if duration_s is not None else None,
+            at=self._wall(),
+        )
+
+    async def ack(self, batch: Batch, *, duration_s: float | None = None) -> int:
         """Ack, retrying a failing store (a full disk) while the lease still holds the batch."""
+        record = self._record(batch, "acked", None, duration_s)
         delay = 0.05
         while True:
             try:
-                return await self._store.ack_delivery(batch.delivery_id, now=self._wall())
+                return await self._store.ack_delivery(
+                    batch.delivery_id, now=self._wall(), record=record
+                )
             except NotFound:
                 raise
             except StoreError as exc:
@@ -59,7 +77,17 @@ class Bookkeeper:
                 await anyio.sleep(delay)  # bounded by the lease; this runs shielded
                 delay = min(delay * 2, 5.0)
 
-    async def release(self, batch: Batch, error: str, *, count: int, max_attempts: int) -> Any:
+    async def release(
+        self,
+        batch: Batch,
+        error: str,
+        *,
+        count: int,
+        max_attempts: int,
+        outcome: str = "failed",
+        duration_s: float | None = None,
+    ) -> Any:
+        record = self._record(batch, outcome, error, duration_s)
         delay = 0.05
         while True:
             try:
@@ -69,12 +97,14 @@ class Bookkeeper:
                     max_attempts=max_attempts,
                     now=self._wall(),
                     count=count,
+                    record=record,
                 )
             except NotFound as exc:
                 # The claim was reaped meanwhile: the batch is pending again already.
                 self._log.warning(
                     "delivery.release_failed", delivery_id=batch.delivery_id, error=exc.message
                 )
+                await self._record_alone(record)
                 return None
             except StoreError as exc:
                 if self._wall() + delay >= batch.lease_until:
@@ -84,6 +114,15 @@ class Bookkeeper:
                     return None  # the lease ends and the supervisor's reap re-queues it
                 await anyio.sleep(delay)  # bounded by the lease; this runs shielded
                 delay = min(delay * 2, 5.0)
+
+    async def _record_alone(self, record: Attempt) -> None:
+        """The history row of an attempt whose release found nothing to release (best effort)."""
+        try:
+            await self._store.record_attempt(record)
+        except AgentmaildError as exc:
+            self._log.warning(
+                "delivery.history_failed", delivery_id=record.delivery_id, error=exc.message
+            )
 
     async def report_dead(
         self, batch: Batch, messages: Any, error: str, *, max_attempts: int

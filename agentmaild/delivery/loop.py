@@ -18,7 +18,7 @@ import structlog
 
 from agentmaild.delivery.bookkeeping import Bookkeeper
 from agentmaild.delivery.busy import BusySpell, why_not
-from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult
+from agentmaild.delivery.types import HISTORY_OUTCOMES, Clock, LoopSettings, Outcome, StepResult
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.ids import iso_now
 from agentmaild.jsoninput import storable
@@ -256,8 +256,9 @@ class DeliveryLoop:
     # -- bookkeeping (always shielded by the caller) ----------------------------------------
     async def _settle(self, batch: Batch, outcome: Outcome, started: float) -> StepResult:
         result = outcome.result
+        spent_s = self._clock() - started
         if result is StepResult.DELIVERED:
-            acked = await self._books.ack(batch)
+            acked = await self._books.ack(batch, duration_s=spent_s)
             self.failures, self.backoff_until = 0, 0.0
             self.delivered_total += 1
             self._remember(batch, result, None)
@@ -266,7 +267,7 @@ class DeliveryLoop:
         error = outcome.error or result.value
         self._remember(batch, result, error)
         if result is StepResult.CANCELLED:
-            await self._release(batch, error, count=0)
+            await self._release(batch, outcome, error, spent_s, count=0)
             if self._abort_reason is not None:
                 self._line(batch, started, "delivery.abandoned", "info", reason=error)
             else:
@@ -274,12 +275,12 @@ class DeliveryLoop:
             return result
         if result is StepResult.BUSY:
             # It turned busy after is_busy(): nothing was typed; wait for the next wake-up.
-            await self._release(batch, error, count=0)
+            await self._release(batch, outcome, error, spent_s, count=0)
             self._line(batch, started, "delivery.busy", "info", error=error)
             return result
         # Unavailable (pane gone, executable missing) counts too: a recipient that never comes
         # back must end in dead letters and a non-delivery report, not in retries forever.
-        released = await self._release(batch, error, count=1)
+        released = await self._release(batch, outcome, error, spent_s, count=1)
         # The batch's own failure count (reset by ``retry``) sets the backoff, so a retried dead
         # letter, or the next batch after one, starts again from ``backoff_initial_s``.
         self.failures = released.failures if released is not None else self.failures + 1
@@ -308,9 +309,16 @@ class DeliveryLoop:
         )
         return result
 
-    async def _release(self, batch: Batch, error: str, *, count: int) -> Any:
+    async def _release(
+        self, batch: Batch, outcome: Outcome, error: str, spent_s: float, *, count: int
+    ) -> Any:
         return await self._books.release(
-            batch, error, count=count, max_attempts=self.settings.max_attempts
+            batch,
+            error,
+            count=count,
+            max_attempts=self.settings.max_attempts,
+            outcome=HISTORY_OUTCOMES[outcome.result],
+            duration_s=spent_s,
         )
 
     def _next_backoff(self) -> float:

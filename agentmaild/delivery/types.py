@@ -28,6 +28,18 @@ class StepResult(enum.StrEnum):
     BACKOFF = "backoff"  # still backing off after a failure: nothing claimed
 
 
+# The delivery history's outcome of each settled result; the release turns it to "dead" when the
+# failure was the last allowed.
+HISTORY_OUTCOMES: dict[StepResult, str] = {
+    StepResult.DELIVERED: "acked",
+    StepResult.FAILED: "failed",
+    StepResult.TIMEOUT: "failed",
+    StepResult.UNAVAILABLE: "unavailable",
+    StepResult.CANCELLED: "released",
+    StepResult.BUSY: "released",
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoopSettings:
     poll_interval_s: float = 2.0

@@ -24,7 +24,7 @@ import anyio
 import anyio.to_thread
 
 from agentmaild.errors import StoreError
-from agentmaild.models import Agent, AgentCounts, Batch, DeadLetter
+from agentmaild.models import Agent, AgentCounts, Attempt, Batch, DeadLetter
 from agentmaild.store.base import MailStore, Released
 from agentmaild.store.queries import Q
 
@@ -59,11 +59,20 @@ class AsyncMailStore:
             now=now,
         )
 
-    async def ack_delivery(self, delivery_id: str, *, now: float) -> int:
-        return await self.run_sync(self.sync.ack_delivery, delivery_id, now=now)
+    async def ack_delivery(
+        self, delivery_id: str, *, now: float, record: Attempt | None = None
+    ) -> int:
+        return await self.run_sync(self.sync.ack_delivery, delivery_id, now=now, record=record)
 
     async def release(
-        self, delivery_id: str, *, error: str, max_attempts: int, now: float, count: int = 1
+        self,
+        delivery_id: str,
+        *,
+        error: str,
+        max_attempts: int,
+        now: float,
+        count: int = 1,
+        record: Attempt | None = None,
     ) -> Released:
         return await self.run_sync(
             self.sync.release,
@@ -72,6 +81,7 @@ class AsyncMailStore:
             max_attempts=max_attempts,
             now=now,
             count=count,
+            record=record,
         )
 
     async def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
@@ -96,6 +106,13 @@ class AsyncMailStore:
 
     async def totals(self) -> dict[str, int]:
         return await self.run_sync(self.sync.totals)
+
+    # -- delivery history -------------------------------------------------------------------
+    async def record_attempt(self, attempt: Attempt) -> None:
+        await self.run_sync(self.sync.record_attempt, attempt)
+
+    async def purge_attempts(self, *, older_than: float) -> int:
+        return await self.run_sync(self.sync.purge_attempts, older_than=older_than)
 
     # -- agents -----------------------------------------------------------------------------
     async def list_agents(self) -> list[Agent]:

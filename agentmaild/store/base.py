@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentmaild.errors import RecipientRefused
-from agentmaild.models import REFUSED_STATES, Agent, AgentCounts, Batch, DeadLetter, Message
+from agentmaild.models import (
+    REFUSED_STATES,
+    Agent,
+    AgentCounts,
+    Attempt,
+    Batch,
+    DeadLetter,
+    Message,
+)
 
 # Agent fields `update_agent` may change (name and created_at are fixed).
 AGENT_MUTABLE_FIELDS = frozenset(
@@ -59,6 +67,13 @@ def recipient_refusal(
     if state in REFUSED_STATES:
         return RecipientRefused(f"recipient {name} is {state}: it will never read this mail")
     return None
+
+
+def with_outcome(record: Attempt | None, state: str) -> Attempt | None:
+    """The history record of a release: ``dead`` when the release made the batch a dead letter."""
+    if record is None or state != "dead":
+        return record
+    return replace(record, outcome="dead")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,14 +195,29 @@ class MailStore(abc.ABC):
         """Lease the next batch: a pending redelivery first (same id), else new mail in order."""
 
     @abc.abstractmethod
-    def ack_delivery(self, delivery_id: str, *, now: float) -> int:
-        """Mark the batch's messages read; returns how many were newly acked."""
+    def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
+        """Mark the batch's messages read; returns how many were newly acked.
+
+        ``record`` goes to the delivery history in the same transaction; a record that cannot be
+        written is dropped (and logged), never the ack.
+        """
 
     @abc.abstractmethod
     def release(
-        self, delivery_id: str, *, error: str, max_attempts: int, now: float, count: int = 1
+        self,
+        delivery_id: str,
+        *,
+        error: str,
+        max_attempts: int,
+        now: float,
+        count: int = 1,
+        record: Attempt | None = None,
     ) -> Released:
-        """Give a claimed batch back; ``count`` failures are recorded (0 for a clean release)."""
+        """Give a claimed batch back; ``count`` failures are recorded (0 for a clean release).
+
+        ``record`` goes to the delivery history as ``ack_delivery``'s does, its outcome turned to
+        ``dead`` when this release made the batch a dead letter.
+        """
 
     @abc.abstractmethod
     def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool: ...
@@ -230,3 +260,27 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def list_procs(self, agent: str | None = None) -> list[AgentProc]:
         """Journalled processes (of ``agent``), oldest first."""
+    # -- delivery history -------------------------------------------------------------------
+    @abc.abstractmethod
+    def record_attempt(self, attempt: Attempt) -> None:
+        """Append one finished attempt to the history (the store assigns its ``id``)."""
+
+    @abc.abstractmethod
+    def list_attempts(
+        self,
+        *,
+        agent: str | None = None,
+        message_id: str | None = None,
+        since: float | None = None,
+        limit: int | None = 100,
+    ) -> list[Attempt]:
+        """Newest first; ``since`` (unix seconds) keeps attempts that ended then or later."""
+
+    @abc.abstractmethod
+    def purge_attempts(
+        self, *, older_than: float | None = None, agent: str | None = None, everything: bool = False
+    ) -> int:
+        """Delete history rows that ended before ``older_than`` and/or are ``agent``'s; or all.
+
+        Without a filter and without ``everything`` nothing is deleted. Returns the rows deleted.
+        """

@@ -6,8 +6,8 @@ from collections import Counter
 
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import AgentCounts, Batch, DeadLetter, Message
-from agentmaild.store.base import Released
+from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
+from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.memory_state import Delivery, MemoryState, atomic, chrono, order
 
 
@@ -67,16 +67,26 @@ class MemoryDeliveries(MemoryState):
         return chosen
 
     @atomic
-    def ack_delivery(self, delivery_id: str, *, now: float) -> int:
-        done = self._mark_read(m.id for m in self._members(delivery_id, unread=True))
+    def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
+        members = self._members(delivery_id, unread=True)
+        done = self._mark_read((m.id for m in members), delivery_id, now)
         d = self._deliveries.get(delivery_id)
         if d is not None and d.state == "claimed":
             d.state, d.failures, d.lease_until, d.updated_at = "acked", 0, None, iso_now(now)
+        if record is not None:
+            self._append_attempt(record)
         return len(done)
 
     @atomic
     def release(
-        self, delivery_id: str, *, error: str, max_attempts: int, now: float, count: int = 1
+        self,
+        delivery_id: str,
+        *,
+        error: str,
+        max_attempts: int,
+        now: float,
+        count: int = 1,
+        record: Attempt | None = None,
     ) -> Released:
         d = self._deliveries.get(delivery_id)
         if d is None or d.state != "claimed":
@@ -85,6 +95,9 @@ class MemoryDeliveries(MemoryState):
         d.state = "dead" if d.failures >= max_attempts else "pending"
         d.lease_until, d.last_error, d.updated_at = None, error[:2000], iso_now(now)
         dead = self._members(delivery_id, unread=True) if d.state == "dead" else []
+        record = with_outcome(record, d.state)
+        if record is not None:
+            self._append_attempt(record)
         return Released(state=d.state, failures=d.failures, messages=tuple(dead))
 
     @atomic

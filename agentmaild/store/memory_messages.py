@@ -76,7 +76,8 @@ class MemoryMessages(MemoryState):
         if clash or len({m.id for m in req.messages}) != len(req.messages):
             raise StoreError(f"store write failed: duplicate message id {clash}")
         self._messages.update(
-            (m.id, replace(m, read=False, delivery_id=None)) for m in req.messages
+            (m.id, replace(m, read=False, delivery_id=None, acked_at=None, acked_by=None))
+            for m in req.messages
         )
         for agent, message_id, reason in req.nudges:
             self._nudges.setdefault((agent, message_id), (reason, iso_now(req.now)))
@@ -104,12 +105,12 @@ class MemoryMessages(MemoryState):
                 break
             taken.append(m)
         if ack:
-            self._mark_read(m.id for m in taken)
+            self._mark_read((m.id for m in taken), "pull")
         return taken
 
     @atomic
     def ack(self, message_ids: Sequence[str], *, by: str = "pull") -> list[str]:
-        return self._mark_read(message_ids)
+        return self._mark_read(message_ids, by)
 
     @atomic
     def list_messages(

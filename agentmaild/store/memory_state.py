@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Concatenate, ParamSpec, TypeVar
 
-from agentmaild.models import PRIORITY_RANK, Agent, Batch, Message
+from agentmaild.ids import iso_now
+from agentmaild.models import PRIORITY_RANK, Agent, Attempt, Batch, Message
 from agentmaild.store.base import AgentProc
 
 P = ParamSpec("P")
@@ -73,6 +74,8 @@ class MemoryState:
         self._rate_log: RateLog = []
         self._idempotency: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
         self._procs: dict[tuple[int, str], AgentProc] = {}  # (pid, start_time) -> row
+        self._attempts: list[Attempt] = []  # the delivery history, oldest first
+        self._attempt_seq = 0
 
     def _unread(self, agent: str) -> Iterable[Message]:
         return (m for m in self._messages.values() if m.to_agent == agent and not m.read)
@@ -81,12 +84,18 @@ class MemoryState:
         d = self._deliveries.get(m.delivery_id) if m.delivery_id else None
         return d is not None and d.state in states
 
-    def _mark_read(self, ids: Iterable[str]) -> list[str]:
+    def _mark_read(self, ids: Iterable[str], by: str, now: float | None = None) -> list[str]:
+        stamp = iso_now(now)
         done: list[str] = []
         for i in ids:
             m = self._messages.get(i)
             if m is not None and not m.read:
-                self._messages[i] = replace(m, read=True)
+                self._messages[i] = replace(m, read=True, acked_at=stamp, acked_by=by)
                 self._nudges.pop((m.to_agent, i), None)
                 done.append(i)
         return done
+
+    def _append_attempt(self, record: Attempt) -> None:
+        self._attempt_seq += 1
+        error = record.error[:2000] if record.error is not None else None
+        self._attempts.append(replace(record, id=self._attempt_seq, error=error))

@@ -1,10 +1,9 @@
 """SqliteMailStore: the MailStore on one SQLite file (WAL), short BEGIN IMMEDIATE transactions.
 
-The store is assembled from one mixin per seam of the ``MailStore`` ABC — ``SqliteMessages``
-(``sqlite_messages``), ``SqliteAgents`` (``sqlite_agents``), ``SqliteDeliveries``
-(``sqlite_deliveries``), ``SqliteProcs`` (``sqlite_procs``) — over the transaction plumbing of
-``sqlite_tx``; rows become models in ``sqlite_rows`` and the SQL lives as named queries in
-``sql/queries.sql``.
+The store is assembled from one mixin per seam of the ``MailStore`` ABC — ``SqliteMessages``,
+``SqliteAgents``, ``SqliteDeliveries``, ``SqliteProcs``, ``SqliteHistory`` (each in its
+``sqlite_*`` module) — over the transaction plumbing of ``sqlite_tx``; rows become models in
+``sqlite_rows`` and the SQL lives as named queries in ``sql/queries.sql``.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from agentmaild.store.files import create_private, make_store_dir, refuse_hard_l
 from agentmaild.store.migrate import migrate
 from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
+from agentmaild.store.sqlite_history import SqliteHistory
 from agentmaild.store.sqlite_messages import SqliteMessages
 from agentmaild.store.sqlite_procs import SqliteProcs
 
@@ -54,7 +54,9 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-class SqliteMailStore(SqliteMessages, SqliteAgents, SqliteDeliveries, SqliteProcs, MailStore):
+class SqliteMailStore(
+    SqliteMessages, SqliteAgents, SqliteDeliveries, SqliteProcs, SqliteHistory, MailStore
+):
     """The product store. One connection, used from one thread at a time."""
 
     def __init__(self, path: str | Path) -> None:

@@ -7,9 +7,10 @@ from dataclasses import replace
 
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import AgentCounts, Batch, DeadLetter, Message
-from agentmaild.store.base import Released
+from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
+from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.queries import Q
+from agentmaild.store.sqlite_history import insert_attempt
 from agentmaild.store.sqlite_rows import dead_letter_from_row, message_from_row
 from agentmaild.store.sqlite_tx import SqliteTransactions
 
@@ -91,23 +92,30 @@ def _claim(
     return _batch(delivery_id, agent, chosen, 1, lease_until)
 
 
-def _ack(conn: sqlite3.Connection, delivery_id: str, now: float) -> int:
+def _ack(conn: sqlite3.Connection, delivery_id: str, now: float, record: Attempt | None) -> int:
     stamp = iso_now(now)
     # acked_by names the delivery, so a message's read mark points at the batch that carried it.
     rows = conn.execute(Q["delivery_ack_messages"], (stamp, delivery_id, delivery_id)).fetchall()
     for r in rows:
         conn.execute(Q["nudge_drop"], (r["to_agent"], r["id"]))
     conn.execute(Q["delivery_ack"], (stamp, delivery_id))
+    if record is not None:
+        insert_attempt(conn, record)
     return len(rows)
 
 
-def _release(conn: sqlite3.Connection, delivery_id: str, params: dict[str, object]) -> Released:
+def _release(
+    conn: sqlite3.Connection, delivery_id: str, params: dict[str, object], record: Attempt | None
+) -> Released:
     row = conn.execute(Q["delivery_release"], {"id": delivery_id, **params}).fetchone()
     if row is None:
         raise NotFound(f"no claimed delivery {delivery_id}")
     messages: tuple[Message, ...] = ()
     if row["state"] == "dead":
         messages = tuple(_unread_of(conn, delivery_id))
+    record = with_outcome(record, row["state"])
+    if record is not None:
+        insert_attempt(conn, record)
     return Released(state=row["state"], failures=row["failures"], messages=messages)
 
 
@@ -119,11 +127,18 @@ class SqliteDeliveries(SqliteTransactions):
     ) -> Batch | None:
         return self._write(lambda conn: _claim(conn, agent, max_messages, max_chars, lease_s, now))
 
-    def ack_delivery(self, delivery_id: str, *, now: float) -> int:
-        return self._write(lambda conn: _ack(conn, delivery_id, now))
+    def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
+        return self._write(lambda conn: _ack(conn, delivery_id, now, record))
 
     def release(
-        self, delivery_id: str, *, error: str, max_attempts: int, now: float, count: int = 1
+        self,
+        delivery_id: str,
+        *,
+        error: str,
+        max_attempts: int,
+        now: float,
+        count: int = 1,
+        record: Attempt | None = None,
     ) -> Released:
         params: dict[str, object] = {
             "count": count,
@@ -131,7 +146,7 @@ class SqliteDeliveries(SqliteTransactions):
             "error": error[:2000],
             "now": iso_now(now),
         }
-        return self._write(lambda conn: _release(conn, delivery_id, params))
+        return self._write(lambda conn: _release(conn, delivery_id, params, record))
 
     def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
         return self._write(

@@ -25,6 +25,8 @@ def message_from_row(row: sqlite3.Row) -> Message:
         created_at=row["created_at"],
         broadcast_id=row["broadcast_id"] if "broadcast_id" in keys else None,
         delivery_id=row["delivery_id"] if "delivery_id" in keys else None,
+        acked_at=row["acked_at"] if "acked_at" in keys else None,
+        acked_by=row["acked_by"] if "acked_by" in keys else None,
     )
 
 

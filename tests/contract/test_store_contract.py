@@ -11,7 +11,7 @@ import pytest
 
 from agentmaild.errors import Conflict, InboxFull, NotFound, RateLimited, StateError, StoreError
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import STATE_TRANSITIONS, Agent, Batch, Message
+from agentmaild.models import STATE_TRANSITIONS, Agent, Attempt, Batch, Message
 from agentmaild.store.base import AgentProc, InsertRequest, InsertResult, MailStore
 from agentmaild.store.memory import MemoryMailStore
 from agentmaild.store.sqlite import SqliteMailStore
@@ -741,3 +741,149 @@ def test_a_proc_is_its_pid_and_start_time(store: MailStore) -> None:
     assert store.forget_proc(30, "100") is True
     assert [(p.pid, p.start_time) for p in store.list_procs()] == [(30, "200")]
 
+# -- read marks and the delivery history ------------------------------------------------------
+
+
+def attempt(
+    batch: Batch | None, outcome: str, *, at: float, error: str | None = None, agent: str = "bob"
+) -> Attempt:
+    assert batch is not None
+    return Attempt(
+        delivery_id=batch.delivery_id,
+        agent=agent,
+        message_ids=batch.message_ids,
+        attempt=batch.attempt,
+        outcome=outcome,
+        error=error,
+        duration_s=0.25,
+        at=at,
+    )
+
+
+def test_read_marks_say_when_and_by_whom(store: MailStore) -> None:
+    a, b, c = make(at=T0), make(at=T0 + 1), make("carol")
+    put(store, a, b, c)
+    batch = claim(store, n=1)
+    assert batch is not None
+    store.ack_delivery(batch.delivery_id, now=T0 + 5)
+    got = store.get_message(a.id)
+    assert got is not None
+    assert (got.read, got.acked_by, got.acked_at) == (True, batch.delivery_id, iso_now(T0 + 5))
+    assert got.delivery_id == batch.delivery_id
+    store.take_unread("bob")
+    assert store.get_message(b.id).acked_by == "pull"  # type: ignore[union-attr]
+    assert store.get_message(b.id).acked_at  # type: ignore[union-attr]
+    store.ack([c.id], by="operator")
+    assert store.get_message(c.id).acked_by == "operator"  # type: ignore[union-attr]
+    fresh = make()
+    put(store, replace(fresh, acked_by="forged", acked_at="x"))
+    assert store.get_message(fresh.id).acked_by is None  # type: ignore[union-attr]
+
+
+def test_ack_delivery_writes_its_attempt_in_the_same_step(store: MailStore) -> None:
+    put(store, make(), make())
+    batch = claim(store)
+    assert batch is not None
+    store.ack_delivery(batch.delivery_id, now=T0 + 2, record=attempt(batch, "acked", at=T0 + 2))
+    [row] = store.list_attempts()
+    assert row.id > 0
+    assert (row.delivery_id, row.agent, row.message_ids) == (
+        batch.delivery_id,
+        "bob",
+        batch.message_ids,
+    )
+    assert (row.attempt, row.outcome, row.error, row.duration_s, row.at) == (
+        1,
+        "acked",
+        None,
+        0.25,
+        T0 + 2,
+    )
+    assert row.to_dict()["at"] == iso_now(T0 + 2)
+
+
+def _release_with(store: MailStore, outcome: str, error: str, *, now: float, count: int = 1) -> str:
+    batch = claim(store, now=now - 1)
+    assert batch is not None
+    record = attempt(batch, outcome, at=now, error=error)
+    return store.release(
+        batch.delivery_id, error=error, max_attempts=2, now=now, count=count, record=record
+    ).state
+
+
+def test_release_records_failed_then_dead_and_a_clean_release(store: MailStore) -> None:
+    put(store, make())
+    assert _release_with(store, "failed", "boom", now=T0 + 1) == "pending"
+    assert _release_with(store, "released", "stop", now=T0 + 3, count=0) == "pending"
+    assert _release_with(store, "unavailable", "x" * 5000, now=T0 + 5) == "dead"
+    rows = store.list_attempts()
+    assert [(r.attempt, r.outcome) for r in rows] == [(3, "dead"), (2, "released"), (1, "failed")]
+    assert rows[0].error == "x" * 2000  # capped like the delivery's last_error
+    assert (rows[1].error, rows[2].error) == ("stop", "boom")
+    assert rows[0].id > rows[1].id > rows[2].id
+
+
+def test_a_release_that_finds_no_claim_records_nothing(store: MailStore) -> None:
+    put(store, make())
+    batch = claim(store)
+    assert batch is not None
+    store.ack_delivery(batch.delivery_id, now=T0)
+    with pytest.raises(NotFound):
+        store.release(
+            batch.delivery_id,
+            error="late",
+            max_attempts=3,
+            now=T0 + 1,
+            record=attempt(batch, "failed", at=T0 + 1),
+        )
+    assert store.list_attempts() == []
+
+
+def _history(store: MailStore) -> tuple[Attempt, ...]:
+    rows = (
+        Attempt(delivery_id="dlv-aaaaaa1", agent="bob", message_ids=("msg-a", "msg-b"),
+                attempt=1, outcome="failed", error="e", at=T0),
+        Attempt(delivery_id="dlv-aaaaaa1", agent="bob", message_ids=("msg-a", "msg-b"),
+                attempt=2, outcome="acked", at=T0 + 10),
+        Attempt(delivery_id="dlv-cccccc1", agent="carol", message_ids=("msg-c",),
+                attempt=1, outcome="unavailable", at=T0 + 20),
+        Attempt(delivery_id="dlv-bbbbbb2", agent="bob", message_ids=("msg-ab",),
+                attempt=1, outcome="acked", at=T0 + 30),
+    )  # fmt: skip
+    for r in rows:
+        store.record_attempt(r)
+    return rows
+
+
+def test_list_attempts_filters_newest_first(store: MailStore) -> None:
+    rows = _history(store)
+
+    def keys(found: list[Attempt]) -> list[tuple[str, int]]:
+        return [(a.delivery_id, a.attempt) for a in found]
+
+    every = [(r.delivery_id, r.attempt) for r in reversed(rows)]
+    assert keys(store.list_attempts()) == every
+    assert keys(store.list_attempts(limit=None)) == every
+    assert keys(store.list_attempts(limit=2)) == every[:2]
+    assert keys(store.list_attempts(agent="bob")) == [
+        ("dlv-bbbbbb2", 1),
+        ("dlv-aaaaaa1", 2),
+        ("dlv-aaaaaa1", 1),
+    ]
+    assert keys(store.list_attempts(agent="dave")) == []
+    # A message id matches whole ids only: msg-a is not msg-ab.
+    assert keys(store.list_attempts(message_id="msg-a")) == [("dlv-aaaaaa1", 2), ("dlv-aaaaaa1", 1)]
+    assert keys(store.list_attempts(since=T0 + 10)) == every[:3]
+    assert keys(store.list_attempts(agent="bob", since=T0 + 5, limit=1)) == [("dlv-bbbbbb2", 1)]
+    assert store.list_attempts(since=T0 + 31) == []
+
+
+def test_purge_attempts_by_age_agent_or_everything(store: MailStore) -> None:
+    _history(store)
+    assert store.purge_attempts() == 0
+    assert store.purge_attempts(older_than=T0 + 10) == 1
+    assert store.purge_attempts(agent="carol") == 1
+    assert store.purge_attempts(older_than=T0 + 25, agent="carol") == 0
+    assert [a.at for a in store.list_attempts()] == [T0 + 30, T0 + 10]
+    assert store.purge_attempts(everything=True) == 2
+    assert store.list_attempts() == []

@@ -195,3 +195,20 @@ SELECT * FROM am_agent_procs ORDER BY started_at, pid;
 
 -- name: proc_list_agent
 SELECT * FROM am_agent_procs WHERE agent = ? ORDER BY started_at, pid;
+
+-- name: attempt_insert
+INSERT INTO am_attempts (delivery_id, agent, message_ids, attempt, outcome, error, duration_s, at)
+VALUES (:delivery_id, :agent, :message_ids, :attempt, :outcome, :error, :duration_s, :at);
+
+-- name: attempts_list
+-- Newest first: rows are written as attempts end, so the rowid orders them by time.
+SELECT * FROM am_attempts
+WHERE (:agent IS NULL OR agent = :agent)
+  AND (:since IS NULL OR at >= :since)
+  AND (:message IS NULL OR EXISTS (SELECT 1 FROM json_each(message_ids) WHERE value = :message))
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: attempts_purge
+DELETE FROM am_attempts
+WHERE (:older IS NULL OR at < :older) AND (:agent IS NULL OR agent = :agent);
