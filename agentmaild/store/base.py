@@ -107,6 +107,7 @@ class MailStore(abc.ABC):
         """Unread mail not in flight to the daemon, priority order; acked in the same transaction.
 
         ``max_chars`` > 0 stops before the running size would pass it (always at least one).
+        With ``ack`` the messages come back read, and a ``booting`` agent becomes ``working``.
         """
 
     @abc.abstractmethod
@@ -168,7 +169,11 @@ class MailStore(abc.ABC):
 
     @abc.abstractmethod
     def ack_delivery(self, delivery_id: str, *, now: float) -> int:
-        """Mark the batch's messages read; returns how many were newly acked."""
+        """Mark the batch's messages read; returns how many were newly acked.
+
+        Mail reached the agent: a ``booting`` registration becomes ``working`` (no other state
+        changes).
+        """
 
     @abc.abstractmethod
     def release(

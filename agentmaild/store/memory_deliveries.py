@@ -72,6 +72,8 @@ class MemoryDeliveries(MemoryState):
         d = self._deliveries.get(delivery_id)
         if d is not None and d.state == "claimed":
             d.state, d.failures, d.lease_until, d.updated_at = "acked", 0, None, iso_now(now)
+        if d is not None and done:
+            self._mark_reached(d.agent)
         return len(done)
 
     @atomic

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Concatenate, ParamSpec, TypeVar
 
+from agentmaild.ids import iso_now
 from agentmaild.models import PRIORITY_RANK, Agent, Batch, Message
 
 P = ParamSpec("P")
@@ -78,6 +79,11 @@ class MemoryState:
     def _in_state(self, m: Message, *states: str) -> bool:
         d = self._deliveries.get(m.delivery_id) if m.delivery_id else None
         return d is not None and d.state in states
+
+    def _mark_reached(self, agent: str) -> None:
+        a = self._agents.get(agent)
+        if a is not None and a.state == "booting":
+            self._agents[agent] = replace(a, state="working", updated_at=iso_now())
 
     def _mark_read(self, ids: Iterable[str]) -> list[str]:
         done: list[str] = []

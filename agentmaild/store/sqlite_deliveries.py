@@ -8,6 +8,7 @@ from dataclasses import replace
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import AgentCounts, Batch, DeadLetter, Message
+from agentmaild.store import pull
 from agentmaild.store.base import Released
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_rows import dead_letter_from_row, message_from_row
@@ -98,6 +99,8 @@ def _ack(conn: sqlite3.Connection, delivery_id: str, now: float) -> int:
     for r in rows:
         conn.execute(Q["nudge_drop"], (r["to_agent"], r["id"]))
     conn.execute(Q["delivery_ack"], (stamp, delivery_id))
+    if rows:
+        pull.mark_reached(conn, rows[0]["to_agent"])
     return len(rows)
 
 
