@@ -17,7 +17,9 @@ from agentmaild.store.migrate import SCHEMA_VERSION
 
 # What SQLite says when a read-only connection cannot set up WAL's shared memory because the
 # directory is not writable (no -shm file to map) or the file can only be opened read-only.
-_CANNOT_SHARE = frozenset({"SQLITE_READONLY_DIRECTORY", "SQLITE_READONLY_CANTINIT", "SQLITE_CANTOPEN"})
+_CANNOT_SHARE = frozenset(
+    {"SQLITE_READONLY_DIRECTORY", "SQLITE_READONLY_CANTINIT", "SQLITE_CANTOPEN"}
+)
 
 
 def check_path(path: Path, *, create: bool) -> None:

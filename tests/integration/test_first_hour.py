@@ -82,11 +82,9 @@ def test_a_bare_group_prints_its_help_and_no_empty_error(cli: Cli, args: tuple[s
     assert proc.returncode == 0, proc.stderr
     assert "Usage:" in proc.stdout and "Commands" in proc.stdout
     assert "error" not in proc.stderr
-
-
-def test_other_usage_errors_stay_one_line_exit_2(cli: Cli) -> None:
-    assert "No such option: --bogus" in one_error_line(cli.run("--bogus"), exit_code=2)
-    assert "bogus" in one_error_line(cli.run("agents", "bogus"), exit_code=2)
+    # any other usage error stays one line, exit 2
+    assert "bogus" in one_error_line(cli.run(*args, "bogus"), exit_code=2)
+    assert "No such option: --bogus" in one_error_line(cli.run(*args, "--bogus"), exit_code=2)
 
 
 # ---- 2. a missing option is a usage error ----------------------------------------------------
@@ -179,11 +177,8 @@ def test_reading_mail_of_an_unknown_agent_is_an_error(cli: Cli, reader: tuple[st
     for name in ("operator", "b1"):
         proc = cli.run(*reader, name)
         assert proc.returncode == 0 and proc.stderr == "", (name, proc.stderr)
-
-
-@pytest.mark.parametrize("reader", list(READERS.values()), ids=list(READERS))
-def test_an_unregistered_name_that_holds_mail_is_known(cli: Cli, reader: tuple[str, ...]) -> None:
-    store = seeded(cli, "b1")
+    # an unregistered name that was mailed (send accepts it when the config allows) is known
+    store = cli.store()
     lenient = Mailer(store, LimitsConfig(refuse_unknown_recipients=False))
     lenient.send(sender="b1", to="ghost", subject="for ghost", body="x")
     store.close()
@@ -191,8 +186,9 @@ def test_an_unregistered_name_that_holds_mail_is_known(cli: Cli, reader: tuple[s
     assert proc.returncode == 0 and "for ghost" in proc.stdout, proc.stderr
 
 
-def test_unknown_names_are_fine_when_the_config_accepts_them(cli: Cli) -> None:
+def test_unknown_names_follow_the_config_like_send(cli: Cli) -> None:
     seeded(cli, "b1").close()
+    cli.err("inbox", "--agent", "nobody", code="not_found")
     lenient = {"AGENTMAILD_LIMITS_REFUSE_UNKNOWN_RECIPIENTS": "false"}
     assert cli.ok("inbox", "--agent", "nobody", env=lenient)["messages"] == []
     assert cli.ok("check", "--agent", "nobody", env=lenient)["messages"] == []
@@ -284,16 +280,12 @@ def read_only_store(cli: Cli) -> Iterator[dict[str, Any]]:
         cli.db.chmod(0o644)
 
 
-def test_the_confinement_really_blocks_writes(cli: Cli, read_only_store: dict[str, Any]) -> None:
-    proc = run_confined(cli, "send", "--to", "b1", "-s", "no")
-    line = one_error_line(proc)
-    assert "readonly" in line or "read-only" in line
-    assert cli.db.read_bytes() == read_only_store["bytes"]
-
-
 def test_read_only_commands_work_on_a_read_only_store(
     cli: Cli, read_only_store: dict[str, Any]
 ) -> None:
+    # the confinement is real: a write fails, in one line
+    line = one_error_line(run_confined(cli, "send", "--to", "b1", "-s", "no"))
+    assert "readonly" in line or "read-only" in line
     mid = read_only_store["id"]
     for args in (
         ("status", "--json"),
