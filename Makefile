@@ -3,6 +3,7 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+PKG_STAMP := $(VENV)/.installed-pkg
 DB      ?= $(CURDIR)/.agentmail/mail.db
 PYTEST_ARGS ?=
 
@@ -13,6 +14,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,dev]'
 	touch $(STAMP)
+
+# The package alone (what `make serve` needs to run the daemon): no test or lint tools.
+$(PKG_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $(PKG_STAMP)
 
 venv: $(STAMP)
 
@@ -26,7 +34,7 @@ test: $(STAMP) claude
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-serve: $(STAMP)
+serve: $(PKG_STAMP)
 	@echo "agentmaild: serving $(DB); in another shell:"
 	@echo "  $(BIN)/agentmaild --db $(DB) agents add demo --capability builder --channel spawn --command 'tee -a $(CURDIR)/demo-inbox.jsonl'"
 	@echo "  $(BIN)/agentmaild --db $(DB) send --to demo --subject hello --body 'first delivery'"

@@ -1,9 +1,11 @@
 """The one error tree of agentmaild; lower errors are mapped into it once, at each boundary.
 
     AgentmaildError                 code
+    ├── UsageError                  usage         the command line lacks something (exit 2)
     ├── ConfigError                 config        a bad key or value; names the key
     ├── StoreError                  store         SQLite failed (disk full, corrupt, ...)
     │   └── NotFound                not_found     no such message / agent / delivery
+    │       └── UnknownAgent        not_found     a name neither registered, implicit nor mailed
     ├── ChannelError                channel
     │   ├── AgentBusy               busy          turned busy between the check and the write
     │   ├── AgentUnavailable        unavailable   the agent cannot take mail now (pane gone, ...)
@@ -40,6 +42,15 @@ class AgentmaildError(Exception):
         return {"ok": False, "error": {"code": self.code, "message": self.message}}
 
 
+class UsageError(AgentmaildError):
+    """A command given without an option it needs (or with two that exclude each other).
+
+    The CLI exits 2 for it, like the usage errors the argument parser reports itself.
+    """
+
+    code = "usage"
+
+
 class ConfigError(AgentmaildError):
     code = "config"
 
@@ -50,6 +61,16 @@ class StoreError(AgentmaildError):
 
 class NotFound(StoreError):
     code = "not_found"
+
+
+class UnknownAgent(NotFound):
+    """Reading the mail of a name that is not registered, not ``operator`` and was never mailed."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"unknown agent {name!r}: not registered and no mail was ever addressed to it "
+            "(see `agentmaild agents list`; register it with `agentmaild agents add`)"
+        )
 
 
 class ChannelError(AgentmaildError):

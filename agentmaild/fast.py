@@ -12,8 +12,9 @@ import os
 import sqlite3
 import sys
 
-from agentmaild.errors import AgentmaildError, StoreError, ValidationError
+from agentmaild.errors import AgentmaildError, StoreError, UnknownAgent, UsageError
 from agentmaild.ids import check_name
+from agentmaild.vocab import IMPLICIT_RECIPIENTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -93,11 +94,22 @@ def take_and_render(
         # Rendered (with the banner of these messages) before the ack drops their nudges.
         text, ids = inject.fit(conn, agent, rows, inject.plain, max_chars)
         pull.mark_read(conn, ids, "pull")
+        pull.mark_reached(conn, agent)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     return text, ids
+
+
+def _is_known(conn: sqlite3.Connection, agent: str) -> bool:
+    """Registered, or ever mailed. (The typer ``check`` also honours the config's
+    ``refuse_unknown_recipients``; this path never loads the config.)"""
+    sql = (
+        "SELECT EXISTS (SELECT 1 FROM am_agents WHERE name = ?1)"
+        " OR EXISTS (SELECT 1 FROM messages WHERE to_agent = ?1)"
+    )
+    return bool(conn.execute(sql, (agent,)).fetchone()[0])
 
 
 def check_inject(agent: str, db: str | None) -> tuple[str, list[str]]:
@@ -106,13 +118,21 @@ def check_inject(agent: str, db: str | None) -> tuple[str, list[str]]:
     check_name(agent)
     path = resolve_db_str(db)
     if not os.path.exists(path):
-        return "", []
+        if agent in IMPLICIT_RECIPIENTS:
+            return "", []
+        raise UnknownAgent(agent)
     try:
         # Not closed here: entry.py ends the process with os._exit, skipping the checkpoint that
         # closing the last connection would run (see entry._exit_now).
-        return take_and_render(_open(path), agent)
+        conn = _open(path)
+        text, ids = take_and_render(conn, agent)
+        if not ids and agent not in IMPLICIT_RECIPIENTS and not _is_known(conn, agent):
+            raise UnknownAgent(agent)
     except sqlite3.Error as exc:
+        if os.path.isdir(path):
+            raise StoreError(f"{path}: is a directory, not a store file") from exc
         raise StoreError(f"store {path}: {exc}") from exc
+    return text, ids
 
 
 def run_check(argv: Sequence[str]) -> int:
@@ -121,7 +141,7 @@ def run_check(argv: Sequence[str]) -> int:
     try:
         agent = opts.get("agent") or os.environ.get("AGENTMAIL_AGENT")
         if not agent:
-            raise ValidationError("check: --agent is required (or set AGENTMAIL_AGENT)")
+            raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
         db = opts.get("db")
         text, ids = check_inject(str(agent), str(db) if db else None)
     except AgentmaildError as exc:
@@ -129,7 +149,7 @@ def run_check(argv: Sequence[str]) -> int:
             sys.stdout.write(json.dumps(exc.to_json()) + "\n")
         else:
             sys.stderr.write(f"error: {exc.message}\n")
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1
     if as_json:
         sys.stdout.write(json.dumps({"ok": True, "acked": ids, "text": text}) + "\n")
     elif text and sys.stdout.isatty():

@@ -20,12 +20,11 @@ from agentmaild.models import (
 )
 from agentmaild.payloads import validate_payload
 from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
 from agentmaild.vocab import MESSAGE_TYPES
+from agentmaild.vocab import OPERATOR as OPERATOR
 
-OPERATOR = "operator"
 DAEMON_SENDER = "agentmaild"
-# Always-valid recipients that need no registration: the human at the keyboard.
-IMPLICIT_RECIPIENTS = frozenset({OPERATOR})
 NUDGE_TYPES = frozenset({"worker_done", "merge_ready", "error", "escalation", "merge_failed"})
 
 

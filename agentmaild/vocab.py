@@ -1,4 +1,4 @@
-"""The message vocabulary as plain constants: types and priorities (stdlib only, for hot paths).
+"""The message vocabulary as plain constants: types, priorities, implicit names (stdlib only).
 
 ``models.MessageType``/``Priority`` are the typed views of the same lists.
 """
@@ -20,3 +20,7 @@ PROTOCOL_TYPES = (
 )
 MESSAGE_TYPES = SEMANTIC_TYPES + PROTOCOL_TYPES
 PRIORITIES = ("low", "normal", "high", "urgent")
+
+# The human at the keyboard: the default sender, a recipient that needs no registration.
+OPERATOR = "operator"
+IMPLICIT_RECIPIENTS = frozenset({OPERATOR})

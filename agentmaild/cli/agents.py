@@ -10,7 +10,7 @@ import typer
 
 from agentmaild.cli import common as cli
 from agentmaild.cli.common import DbOpt, JsonOpt, command, one_line, open_store, out
-from agentmaild.errors import NotFound, ValidationError
+from agentmaild.errors import NotFound, UsageError, ValidationError
 from agentmaild.ids import check_name
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
 from agentmaild.models import STATE_TRANSITIONS, Agent, ChannelKind
@@ -47,9 +47,9 @@ def _check_channel(
     if preset is not None and preset not in PRESETS:
         raise ValidationError(f"--preset: unknown {preset!r}; one of {', '.join(PRESETS)}")
     if channel in ("spawn", "stdin") and not command and preset is None:
-        raise ValidationError(f"channel {channel} needs --command (or --preset claude)")
+        raise UsageError(f"channel {channel} needs --command (or --preset claude)")
     if channel == "tmux" and not tmux_target:
-        raise ValidationError("channel tmux needs --tmux-target SESSION:WINDOW.PANE")
+        raise UsageError("channel tmux needs --tmux-target SESSION:WINDOW.PANE")
 
 
 def _command_argv(command: str | None) -> tuple[str, ...] | None:
@@ -197,7 +197,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     @command
     def list_agents(db: DbOpt = None, as_json: JsonOpt = False) -> None:
         """List registered agents."""
-        with open_store(db) as store:
+        with open_store(db, readonly=True) as store:
             found = store.list_agents()
         out(
             {"ok": True, "agents": [a.to_dict() for a in found]},
@@ -210,7 +210,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     def show(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
         """Show one agent's registration."""
         check_name(name)
-        with open_store(db) as store:
+        with open_store(db, readonly=True) as store:
             agent = store.get_agent(name)
         if agent is None:
             raise NotFound(f"no agent named {name!r}")

@@ -57,16 +57,30 @@ def _read_body(body: str) -> str:
         ) from exc
 
 
+def _print_version(value: bool) -> None:
+    """Eager: runs while the options are parsed, before typer asks for a command."""
+    if not value:
+        return
+    # --json may come after --version, so it is not parsed yet: look at the words themselves.
+    if "--json" in sys.argv[1:]:
+        typer.echo(json.dumps({"ok": True, "version": __version__}))
+    else:
+        typer.echo(f"agentmaild {__version__}")
+    raise typer.Exit(0)
+
+
 @app.callback()
 def main_options(
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON output for every command.")] = False,
-    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version.", is_eager=True, callback=_print_version
+        ),
+    ] = False,
 ) -> None:
     """Mail for teams of AI coding agents. Store: one SQLite file per project."""
-    if version:
-        typer.echo(f"agentmaild {__version__}")
-        raise typer.Exit(0)
     STATE.db = db
     STATE.json = as_json
 
@@ -187,6 +201,17 @@ cli_store.register(app)
 cli_hooks.register(app)
 
 
+def _show_help(exc: typer.TyperException) -> None:
+    """A bare group (``agentmaild``, ``agentmaild agents``) asked for help, which is no error.
+
+    With rich installed the help was printed while the exception was built and its message is
+    empty; without rich the message is the help text.
+    """
+    text = exc.format_message()
+    if text.strip():
+        typer.echo(text)
+
+
 def run() -> None:
     """Run the CLI; usage errors become one ``error:`` line (JSON with --json) and exit 2."""
     try:
@@ -195,6 +220,9 @@ def run() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            _show_help(exc)
+            sys.exit(0)
         if "--json" in sys.argv[1:]:
             typer.echo(
                 json.dumps(

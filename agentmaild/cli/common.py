@@ -13,10 +13,10 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
-from agentmaild.errors import AgentmaildError
+from agentmaild.errors import AgentmaildError, UnknownAgent, UsageError
 from agentmaild.ids import check_name
 from agentmaild.location import resolve_db
-from agentmaild.mail import OPERATOR, Mailer
+from agentmaild.mail import IMPLICIT_RECIPIENTS, OPERATOR, Mailer
 from agentmaild.render import visible
 from agentmaild.store.sqlite import SqliteMailStore
 
@@ -66,7 +66,7 @@ def emit_error(exc: AgentmaildError, as_json: bool) -> None:
 
 
 def command(fn: Callable[P, R]) -> Callable[P, R]:
-    """Maps AgentmaildError to one line and exit 1, honouring the command's ``--json``."""
+    """Maps AgentmaildError to one line and exit 1 (2 for a UsageError), honouring ``--json``."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -74,7 +74,7 @@ def command(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except AgentmaildError as exc:
             emit_error(exc, bool(kwargs.get("as_json")) or STATE.json)
-            raise typer.Exit(1) from None
+            raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
 
     return wrapper
 
@@ -91,24 +91,31 @@ def db_path(db: str | None) -> Path:
 
 
 @contextmanager
-def open_store(db: str | None) -> Iterator[SqliteMailStore]:
-    store = SqliteMailStore(db_path(db))
+def open_store(
+    db: str | None, *, readonly: bool = False, create: bool = True
+) -> Iterator[SqliteMailStore]:
+    """The store; ``readonly`` for the commands that only look (they never create one)."""
+    store = SqliteMailStore(db_path(db), readonly=readonly, create=create and not readonly)
     try:
         yield store
     finally:
         store.close()
 
 
-@contextmanager
-def open_existing_store(db: str | None) -> Iterator[SqliteMailStore]:
-    """``open_store`` for the commands that only look: a missing store is an error, not created."""
-    from agentmaild.errors import NotFound
+def known_agent(store: SqliteMailStore, name: str) -> None:
+    """Raise UnknownAgent unless ``name`` is registered, implicit (operator) or was ever mailed.
 
-    path = db_path(db)
-    if not path.is_file():
-        raise NotFound(f"no store at {path} (nothing was sent there yet; check --db)")
-    with open_store(str(path)) as store:
-        yield store
+    The mail rule of ``send`` applies: with ``limits.refuse_unknown_recipients = false`` any
+    name may receive mail, so no name is unknown.
+    """
+    if name in IMPLICIT_RECIPIENTS or store.get_agent(name) is not None:
+        return
+    if store.list_messages(to_agent=name, limit=1):
+        return
+    from agentmaild.config import load_config
+
+    if load_config().limits.refuse_unknown_recipients:
+        raise UnknownAgent(name)
 
 
 def mailer(store: SqliteMailStore) -> Mailer:

@@ -13,7 +13,13 @@ from typing import Annotated, Any
 import typer
 
 from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, one_line, open_store, out
-from agentmaild.errors import DaemonNotAnswering, DaemonNotRunning, NotFound, ValidationError
+from agentmaild.errors import (
+    DaemonNotAnswering,
+    DaemonNotRunning,
+    NotFound,
+    UsageError,
+    ValidationError,
+)
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
 
 ConfigOpt = Annotated[
@@ -57,7 +63,7 @@ def serve(db: DbOpt = None, config: ConfigOpt = None) -> None:
 
 # -- status -----------------------------------------------------------------------------------
 def _offline_status(db: Path) -> dict[str, Any]:
-    with open_store(str(db)) as store:
+    with open_store(str(db), readonly=True) as store:
         counts, agents, totals = store.counts(), store.list_agents(), store.totals()
     rows = []
     for agent in agents:
@@ -91,7 +97,27 @@ def _status(db: Path) -> dict[str, Any]:
     result["running"] = running
     result["store"] = str(db)
     result["warnings"] = [w for w in (modes_warning(db),) if w]
+    result["operator_unread"] = _operator_unread(db)
     return result
+
+
+# -- operator mail: reports (NDRs, daemon notices) to mail sent without --from ------------------
+def _operator_unread(db: Path) -> int | None:
+    """Unread mail for ``operator``, which no agent reads; None when the store cannot be read."""
+    from agentmaild.errors import StoreError
+    from agentmaild.mail import OPERATOR
+
+    try:
+        with open_store(str(db), readonly=True) as store:
+            c = store.counts().get(OPERATOR)
+    except StoreError:
+        return None
+    return c.unread if c else 0
+
+
+def _print_operator(n: int | None) -> None:
+    if n:
+        typer.echo(f"operator: {n} unread — agentmaild inbox --agent operator")
 
 
 def _duration(seconds: float) -> str:
@@ -171,6 +197,7 @@ def _print_status(status: dict[str, Any]) -> None:
         )
     t = status["totals"]
     typer.echo(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
+    _print_operator(status.get("operator_unread"))
     rows = [_COLUMNS, *(_row(r) for r in status["agents"])]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     for row in rows:
@@ -257,7 +284,7 @@ def retry(
 ) -> None:
     """Re-queue dead letters (all, one agent's, or one delivery); each starts afresh."""
     if agent and delivery:
-        raise ValidationError("give --agent or --delivery, not both")
+        raise UsageError("give --agent or --delivery, not both")
     if delivery is not None and not DELIVERY_ID_RE.fullmatch(delivery):
         raise ValidationError(
             f"invalid delivery id {delivery[:80]!r}: expected dlv-<letters and digits>"

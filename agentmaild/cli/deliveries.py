@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from agentmaild.cli.common import DbOpt, JsonOpt, one_line, open_existing_store, out
+from agentmaild.cli.common import DbOpt, JsonOpt, one_line, open_store, out
 from agentmaild.errors import NotFound
 from agentmaild.ids import check_message_id, check_name, iso_now
 from agentmaild.models import Attempt
@@ -97,7 +97,7 @@ def deliveries(
         check_name(agent)
     if message_id is not None:
         check_message_id(message_id)
-    with open_existing_store(db) as store:
+    with open_store(db, readonly=True) as store:
         found = store.list_attempts(agent=agent, message_id=message_id, since=since, limit=limit)
         if not found:
             _check_known(store, agent, message_id)  # removed agents keep their history

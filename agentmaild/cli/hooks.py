@@ -41,6 +41,36 @@ def default_exe() -> str:
     raise ValidationError("cannot find the agentmaild executable; pass --exe PATH")
 
 
+def _warn_if_unknown(agent: str, db: str | None, project: Path) -> None:
+    """One warning line on stderr when the store does not know ``agent`` (installing goes on:
+    the agent may well be registered after its hooks)."""
+    from agentmaild.errors import AgentmaildError
+    from agentmaild.location import resolve_db
+    from agentmaild.mail import IMPLICIT_RECIPIENTS
+    from agentmaild.store.sqlite import SqliteMailStore
+
+    if agent in IMPLICIT_RECIPIENTS:
+        return
+    path = resolve_db(db, start=str(project))
+    problem = None
+    try:
+        store = SqliteMailStore(path, readonly=True)
+    except AgentmaildError:
+        problem = f"no readable store at {path} yet"
+    else:
+        try:
+            if store.get_agent(agent) is None:
+                problem = f"it is not registered in {path}"
+        finally:
+            store.close()
+    if problem:
+        typer.echo(
+            f"warning: agent {agent!r} is unknown ({problem}); register it with "
+            f"`agentmaild agents add {agent} --capability …`",
+            err=True,
+        )
+
+
 def register(app: typer.Typer) -> None:
     hooks_app = typer.Typer(
         help="Install or remove agentmaild's Claude Code hooks (.claude/settings.local.json).",
@@ -63,12 +93,14 @@ def register(app: typer.Typer) -> None:
         the hook finds it the usual way from the session's directory.
         """
         store = db or STATE.db
+        project = (directory or Path.cwd()).absolute()
         result = hooks_install.install_hooks(
-            (directory or Path.cwd()).absolute(),
+            project,
             agent,
             Path(store).expanduser().absolute() if store else None,
             exe or default_exe(),
         )
+        _warn_if_unknown(agent, store, project)
         verb = "installed" if result["changed"] else "already installed"
         out(
             result,

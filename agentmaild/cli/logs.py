@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from agentmaild.cli.common import DbOpt, command, open_existing_store
+from agentmaild.cli.common import DbOpt, command, open_store
 from agentmaild.errors import NotFound
 from agentmaild.ids import check_name
 
@@ -29,7 +29,7 @@ def _log_of(db: str | None, agent: str) -> tuple[Path, str | None]:
     """The agent's log file and channel (None: not registered, e.g. removed since)."""
     from agentmaild.procs.logfiles import log_path
 
-    with open_existing_store(db) as store:
+    with open_store(db, readonly=True) as store:
         registered = store.get_agent(agent)
         path = log_path(store.path, agent)
     if registered is None and not path.exists():

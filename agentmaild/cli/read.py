@@ -18,10 +18,11 @@ from agentmaild.cli.common import (
     command,
     echo_text,
     emit_error,
+    known_agent,
     open_store,
     out,
 )
-from agentmaild.errors import ValidationError
+from agentmaild.errors import UsageError
 from agentmaild.ids import check_message_id, check_name, iso_now
 from agentmaild.mail import Mailer
 from agentmaild.models import Message
@@ -32,7 +33,8 @@ def _line(m: Message) -> str:
     flag = " " if m.read else "*"
     return (
         f"{flag} {m.id}  {m.created_at}  {m.from_agent} -> {m.to_agent}  "
-        f"[{m.type}/{m.priority}]  {json.dumps(m.subject, ensure_ascii=False)}  ({m.size} chars)"
+        f"[{m.type}/{m.priority}]  {json.dumps(m.subject, ensure_ascii=False)}  "
+        f"({len(m.body)} chars)"
     )
 
 
@@ -68,8 +70,10 @@ def inbox(
 ) -> None:
     """Probe: list an agent's mail, metadata only (no bodies, no state change)."""
     check_name(agent)
-    with open_store(db) as store:
+    with open_store(db, readonly=True) as store:
         found = store.inbox(agent, unread_only=unread)
+        if not found:
+            known_agent(store, agent)
     out(
         {"ok": True, "agent": agent, "messages": [m.summary() for m in found]},
         as_json,
@@ -84,7 +88,7 @@ def read_cmd(
 ) -> None:
     """Fetch one whole message. Does not mark it read (use `ack`)."""
     check_message_id(message_id)
-    with open_store(db) as store:
+    with open_store(db, readonly=True) as store:
         m = Mailer(store).get(message_id)
     out({"ok": True, "message": m.to_dict()}, as_json, lambda: echo_text(_full(m)))
 
@@ -125,10 +129,15 @@ def check(
     """Fetch all unread mail for an agent and mark it read (priority first)."""
     from agentmaild import fast
 
-    name = check_name(agent or os.environ.get("AGENTMAIL_AGENT") or "", "agent (--agent)")
-    with open_store(db) as store:
+    name = agent or os.environ.get("AGENTMAIL_AGENT")
+    if not name:
+        raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
+    check_name(name, "agent (--agent)")
+    with open_store(db, create=False) as store:
         if inject:
             text, ids = fast.take_and_render(store.connection, name)
+            if not ids:
+                known_agent(store, name)
             out(
                 {"ok": True, "acked": ids, "text": text},
                 as_json,
@@ -136,6 +145,8 @@ def check(
             )
             return
         found = store.take_unread(name)
+        if not found:
+            known_agent(store, name)
     out(
         {"ok": True, "agent": name, "messages": [m.to_dict() for m in found]},
         as_json,
@@ -155,7 +166,7 @@ def list_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """List messages, newest first, with filters."""
-    with open_store(db) as store:
+    with open_store(db, readonly=True) as store:
         found = store.list_messages(
             from_agent=sender, to_agent=to, type=type, unread=True if unread else None, limit=limit
         )
@@ -175,7 +186,7 @@ def thread(
 ) -> None:
     """Show a whole thread, oldest first."""
     check_message_id(message_id)
-    with open_store(db) as store:
+    with open_store(db, readonly=True) as store:
         root = store.get_message(message_id)
         found = store.thread(root.thread_id or root.id if root else message_id)
     if not found:
@@ -218,7 +229,7 @@ def purge(
     (store section of the config).
     """
     if days is None and agent is None and not everything:
-        raise ValidationError("purge: give at least one of --days N, --agent X, --all")
+        raise UsageError("purge: give at least one of --days N, --agent X, --all")
     cutoff, cutoff_s = None, None
     if days is not None:
         cutoff_s = (datetime.now(UTC) - timedelta(days=days)).timestamp()

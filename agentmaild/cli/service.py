@@ -9,13 +9,13 @@ from typing import Annotated, Literal
 import typer
 
 from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, out
-from agentmaild.errors import ValidationError
+from agentmaild.errors import UsageError
 
 
 def _kind(systemd: bool, launchd: bool) -> Literal["systemd", "launchd"]:
     """The flag given, else this platform's service manager."""
     if systemd and launchd:
-        raise ValidationError("choose one of --systemd and --launchd")
+        raise UsageError("choose one of --systemd and --launchd")
     if launchd or (not systemd and sys.platform == "darwin"):
         return "launchd"
     return "systemd"

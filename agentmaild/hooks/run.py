@@ -312,6 +312,7 @@ class _Hook:
         sys.stdout.buffer.write(out.encode("utf-8"))
         sys.stdout.buffer.flush()
         pull.mark_read(conn, ids, "hook")
+        pull.mark_reached(conn, self.agent)
         return True
 
 

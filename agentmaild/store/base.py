@@ -135,6 +135,7 @@ class MailStore(abc.ABC):
         """Unread mail not in flight to the daemon, priority order; acked in the same transaction.
 
         ``max_chars`` > 0 stops before the running size would pass it (always at least one).
+        With ``ack`` the messages come back read, and a ``booting`` agent becomes ``working``.
         """
 
     @abc.abstractmethod
@@ -199,7 +200,8 @@ class MailStore(abc.ABC):
         """Mark the batch's messages read; returns how many were newly acked.
 
         ``record`` goes to the delivery history in the same transaction; a record that cannot be
-        written is dropped (and logged), never the ack.
+        written is dropped (and logged), never the ack. Mail reached the agent: a ``booting``
+        registration becomes ``working`` (no other state changes).
         """
 
     @abc.abstractmethod

@@ -75,6 +75,8 @@ class MemoryDeliveries(MemoryState):
             d.state, d.failures, d.lease_until, d.updated_at = "acked", 0, None, iso_now(now)
         if record is not None:
             self._append_attempt(record)
+        if d is not None and done:
+            self._mark_reached(d.agent)
         return len(done)
 
     @atomic

@@ -104,8 +104,10 @@ class MemoryMessages(MemoryState):
             if max_chars and taken and sum(t.size for t in taken) + m.size > max_chars:
                 break
             taken.append(m)
-        if ack:
+        if ack and taken:
             self._mark_read((m.id for m in taken), "pull")
+            self._mark_reached(agent)
+            taken = [replace(m, read=True) for m in taken]
         return taken
 
     @atomic

@@ -84,6 +84,11 @@ class MemoryState:
         d = self._deliveries.get(m.delivery_id) if m.delivery_id else None
         return d is not None and d.state in states
 
+    def _mark_reached(self, agent: str) -> None:
+        a = self._agents.get(agent)
+        if a is not None and a.state == "booting":
+            self._agents[agent] = replace(a, state="working", updated_at=iso_now())
+
     def _mark_read(self, ids: Iterable[str], by: str, now: float | None = None) -> list[str]:
         stamp = iso_now(now)
         done: list[str] = []

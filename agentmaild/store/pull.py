@@ -48,6 +48,11 @@ def mark_read(conn: sqlite3.Connection, ids: list[str], by: str) -> list[str]:
     return done
 
 
+def mark_reached(conn: sqlite3.Connection, agent: str) -> None:
+    """The agent took mail: a registration still ``booting`` becomes ``working``."""
+    conn.execute(Q["agent_reached"], (iso_now(), agent))
+
+
 def nudge_rows_for(conn: sqlite3.Connection, agent: str, ids: list[str]) -> list[sqlite3.Row]:
     """The nudges of just these messages (``mark_read`` drops them when it acks the messages).
 

@@ -19,6 +19,7 @@ from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
 from agentmaild.store.sqlite_history import SqliteHistory
 from agentmaild.store.sqlite_messages import SqliteMessages
+from agentmaild.store.sqlite_open import check_path, connect_readonly
 from agentmaild.store.sqlite_procs import SqliteProcs
 
 __all__ = [
@@ -57,20 +58,36 @@ def connect(path: str | Path) -> sqlite3.Connection:
 class SqliteMailStore(
     SqliteMessages, SqliteAgents, SqliteDeliveries, SqliteProcs, SqliteHistory, MailStore
 ):
-    """The product store. One connection, used from one thread at a time."""
+    """The product store. One connection, used from one thread at a time.
 
-    def __init__(self, path: str | Path) -> None:
+    ``readonly``: a ``mode=ro`` connection that never writes (nor creates) the file; its writes
+    fail with a StoreError. ``create=False``: read-write, but a missing store is an error.
+    """
+
+    def __init__(self, path: str | Path, *, readonly: bool = False, create: bool = True) -> None:
         self.path = Path(path)
         try:
-            make_store_dir(self.path.parent)
-            refuse_hard_links(self.path)
-            self._conn = connect(self.path)
-            self._conn.row_factory = sqlite3.Row
-            self._retrying(lambda: migrate(self._conn))
+            check_path(self.path, create=create and not readonly)
+            if readonly:
+                self._conn = connect_readonly(self.path, lambda: SqliteMailStore(path).close())
+                self._conn.row_factory = sqlite3.Row
+            else:
+                self._open_for_writing()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open store {self.path}: {exc}") from exc
         except OSError as exc:
             raise StoreError(f"cannot open store {self.path}: {exc.strerror or exc}") from exc
+
+    def _open_for_writing(self) -> None:
+        make_store_dir(self.path.parent)
+        refuse_hard_links(self.path)
+        self._conn = connect(self.path)
+        self._conn.row_factory = sqlite3.Row
+        try:
+            self._retrying(lambda: migrate(self._conn))
+        except BaseException:
+            self._conn.close()
+            raise
 
     @property
     def connection(self) -> sqlite3.Connection:

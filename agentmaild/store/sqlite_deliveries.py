@@ -8,6 +8,7 @@ from dataclasses import replace
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
+from agentmaild.store import pull
 from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_history import insert_attempt
@@ -101,6 +102,8 @@ def _ack(conn: sqlite3.Connection, delivery_id: str, now: float, record: Attempt
     conn.execute(Q["delivery_ack"], (stamp, delivery_id))
     if record is not None:
         insert_attempt(conn, record)
+    if rows:
+        pull.mark_reached(conn, rows[0]["to_agent"])
     return len(rows)
 
 

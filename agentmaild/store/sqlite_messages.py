@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentmaild.errors import Conflict, InboxFull, RateLimited
@@ -153,9 +154,12 @@ class SqliteMessages(SqliteTransactions):
     def take_unread(self, agent: str, *, max_chars: int = 0, ack: bool = True) -> list[Message]:
         def run(conn: sqlite3.Connection) -> list[Message]:
             rows = pull.take_unread_rows(conn, agent, max_chars)
+            taken = [message_from_row(r) for r in rows]
             if ack and rows:
                 pull.mark_read(conn, [r["id"] for r in rows], "pull")
-            return [message_from_row(r) for r in rows]
+                pull.mark_reached(conn, agent)
+                taken = [replace(m, read=True) for m in taken]
+            return taken
 
         return self._write(run)
 

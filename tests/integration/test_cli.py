@@ -87,8 +87,10 @@ class Cli:
         assert data["ok"] is True, data
         return data
 
-    def err(self, *args: str, code: str | None = None, **kw: Any) -> dict[str, Any]:
-        """Run with --json; expect the error object on stdout and exit 1."""
+    def err(
+        self, *args: str, code: str | None = None, exit_code: int = 1, **kw: Any
+    ) -> dict[str, Any]:
+        """Run with --json; expect the error object on stdout and exit 1 (2: usage errors)."""
         proc = self.run(*args, "--json", **kw)
         lines = proc.stdout.strip().splitlines()
         assert len(lines) == 1, (proc.returncode, proc.stdout[:300], proc.stderr[:300])
@@ -99,7 +101,9 @@ class Cli:
         assert isinstance(data["error"]["message"], str) and data["error"]["message"]
         if code is not None:
             assert data["error"]["code"] == code, short
-        assert proc.returncode == 1, f"error {short} exited {proc.returncode}, expected 1"
+        assert proc.returncode == exit_code, (
+            f"error {short} exited {proc.returncode}, expected {exit_code}"
+        )
         error: dict[str, Any] = data["error"]
         return error
 
@@ -344,7 +348,7 @@ def test_purge(cli: Cli) -> None:
     conn.commit()
     conn.close()
 
-    err = cli.err("purge", code="invalid")
+    err = cli.err("purge", code="usage", exit_code=2)
     assert "--days" in err["message"] and "--all" in err["message"]
     assert len(cli.rows()) == 4
     assert cli.ok("purge", "--days", "5")["deleted"] == 1
@@ -394,7 +398,8 @@ def test_agents_commands(cli: Cli) -> None:
         str(cli.tmp),
     )
     cli.err("agents", "add", "b1", "--capability", "builder", code="conflict")
-    cli.err("agents", "add", "s1", "--capability", "builder", "--channel", "spawn", code="invalid")
+    spawn_without_command = ("agents", "add", "s1", "--capability", "builder", "--channel", "spawn")
+    cli.err(*spawn_without_command, code="usage", exit_code=2)
     cli.err("agents", "add", "Bad/Name", "--capability", "builder", code="invalid")
 
     listed = cli.ok("agents", "list")["agents"]

@@ -688,7 +688,7 @@ def test_cli_install_and_uninstall(tmp_path: Path) -> None:
     result = runner.invoke(app, ["hooks", "install", "--agent", "bob", "--dir", str(tmp_path),
                                  "--exe", EXE, "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["changed"] is True
+    assert json.loads(result.stdout)["changed"] is True
     result = runner.invoke(app, ["hooks", "install", "--agent", "bob", "--dir", str(tmp_path),
                                  "--exe", EXE])
     assert "already installed" in result.output
@@ -699,7 +699,7 @@ def test_cli_install_and_uninstall(tmp_path: Path) -> None:
     result = runner.invoke(app, ["hooks", "install", "--agent", "bob", "--dir", str(tmp_path),
                                  "--exe", EXE, "--json"])
     assert result.exit_code == 1
-    assert json.loads(result.output)["error"]["code"] == "config"
+    assert json.loads(result.stdout)["error"]["code"] == "config"
     assert _settings(tmp_path).read_text() == "{broken"
 
 

@@ -88,6 +88,11 @@ VALUES (:name, :capability, :parent, :state, :channel, :command, :cwd, :tmux_tar
 -- name: agent_set_state
 UPDATE am_agents SET state = ?, updated_at = ? WHERE name = ?;
 
+-- name: agent_reached
+-- Mail reached the agent (a delivery acked, or it took its mail itself): it is up, no longer
+-- booting. Only that one transition; every other state is someone's decision.
+UPDATE am_agents SET state = 'working', updated_at = ? WHERE name = ? AND state = 'booting';
+
 -- name: agent_delete
 DELETE FROM am_agents WHERE name = ?;
 
