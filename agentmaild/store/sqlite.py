@@ -68,6 +68,7 @@ class SqliteMailStore(
         self.path = Path(path)
         try:
             check_path(self.path, create=create and not readonly)
+            refuse_hard_links(self.path)  # two names, two WALs: not even for reading
             if readonly:
                 self._conn = connect_readonly(self.path, lambda: SqliteMailStore(path).close())
                 self._conn.row_factory = sqlite3.Row
@@ -80,7 +81,6 @@ class SqliteMailStore(
 
     def _open_for_writing(self) -> None:
         make_store_dir(self.path.parent)
-        refuse_hard_links(self.path)
         self._conn = connect(self.path)
         self._conn.row_factory = sqlite3.Row
         try:

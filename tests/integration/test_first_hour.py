@@ -269,7 +269,7 @@ def read_only_store(cli: Cli) -> Iterator[dict[str, Any]]:
     store = seeded(cli, "b1")
     sent = Mailer(store).send(sender="operator", to="b1", subject="keep me", body="body")
     store.close()
-    assert sorted(p.name for p in cli.db.parent.iterdir()) == ["mail.db"]
+    assert sorted(p.name for p in cli.db.parent.iterdir()) == [".gitignore", "mail.db"]
     cli.db.chmod(0o444)
     cli.db.parent.chmod(0o555)
     before = cli.db.read_bytes()
@@ -301,7 +301,7 @@ def test_read_only_commands_work_on_a_read_only_store(
         assert "keep me" in proc.stdout or args[0] in ("status", "agents"), (args, proc.stdout)
     status = json.loads(run_confined(cli, "status", "--json").stdout)
     assert [a["agent"] for a in status["agents"]] == ["b1"] and status["totals"]["unread"] == 1
-    assert sorted(p.name for p in cli.db.parent.iterdir()) == ["mail.db"]
+    assert sorted(p.name for p in cli.db.parent.iterdir()) == [".gitignore", "mail.db"]
     assert cli.db.read_bytes() == read_only_store["bytes"]
 
 

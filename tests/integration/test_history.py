@@ -178,7 +178,7 @@ def test_read_only_commands_never_create_a_store(tmp_path: Path) -> None:
     usage_error(d.cli("deliveries"), 1, "no store at")
     usage_error(d.cli("logs", "bob"), 1, "no store at")
     gone = d.cli("deliveries", "--json")
-    assert gone.returncode == 1 and json.loads(gone.stdout)["error"]["code"] == "not_found"
+    assert gone.returncode == 1 and json.loads(gone.stdout)["error"]["code"] == "store"
     assert not missing.parent.exists()
 
 

@@ -211,6 +211,7 @@ def test_the_daemon_lock_creates_the_directory_the_same_way(tmp_path: Path) -> N
 def test_an_existing_directory_gets_no_gitignore(repo: Repo) -> None:
     mine = repo.main / "mine"
     mine.mkdir()
-    repo.agentmaild("--db", str(mine / "mail.db"), "agents", "list", cwd=repo.main)
+    repo.agentmaild("--db", str(mine / "mail.db"), "agents", "add", "x", "--capability", "lead",
+                    cwd=repo.main)
     assert (mine / "mail.db").is_file()
     assert not (mine / ".gitignore").exists()

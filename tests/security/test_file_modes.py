@@ -52,6 +52,7 @@ def test_status_warns_about_a_store_others_can_read(db: Path, tmp_path: Path) ->
     assert data["ok"] is True
     assert len(data["warnings"]) == 1 and f"chmod 600 {db}" in data["warnings"][0]
 
-    db.chmod(0o600)
+    for path in db.parent.glob(db.name + "*"):  # what the warning's fix says to do
+        path.chmod(0o600)
     quiet = run_cli(tmp_path, "--db", str(db), "status", "--json")
     assert json.loads(quiet.stdout)["warnings"] == [] and quiet.stderr == ""
