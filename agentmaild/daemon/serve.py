@@ -179,9 +179,11 @@ class Daemon:
             if self.journal is not None:
                 await self.journal.load()
             async with anyio.create_task_group() as tg:
-                await tg.start(server.serve)
                 tg.start_soon(self._signals, tg.cancel_scope)
+                # Loops first: the socket is bound (connections wait in its backlog), but a
+                # command is answered only once every registered agent has its loop.
                 await tg.start(self._run_supervisor)
+                await tg.start(server.serve)
                 tg.start_soon(
                     Checkpointer(self.db, self.store, lambda: self.config.daemon,
                                  self._shutdown).run
