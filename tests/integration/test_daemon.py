@@ -11,9 +11,8 @@ import random
 import re
 import signal
 import socket
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,44 +22,11 @@ from agentmaild.control.client import poke
 from agentmaild.mail import Mailer
 from agentmaild.models import PRIORITY_RANK, Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.support.daemon import DaemonProc, daemon_factory, raw_exchange
+from tests.support.daemon import DaemonProc, agent_cmd, raw_exchange
 from tests.support.waiting import read_jsonl as records
 from tests.support.waiting import wait_for
 
-AGENTS = Path(__file__).resolve().parent.parent / "agents"
 MSG_RE = re.compile(r"--- message \d+/\d+: (msg-[a-z0-9]+) ---")
-FAST = {
-    "AGENTMAILD_DAEMON_POLL_INTERVAL_S": "0.2",
-    "AGENTMAILD_DAEMON_BACKOFF_INITIAL_S": "0.05",
-    "AGENTMAILD_DAEMON_BACKOFF_MAX_S": "0.2",
-    "AGENTMAILD_DAEMON_BACKOFF_JITTER": "0",
-    "AGENTMAILD_DAEMON_SHUTDOWN_GRACE_S": "10",
-}
-
-
-def agent_cmd(script: str, *args: str) -> tuple[str, ...]:
-    return (sys.executable, str(AGENTS / script), *args)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "mail.db"
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[SqliteMailStore]:
-    s = SqliteMailStore(db)
-    s.add_agent(Agent(name="bob", capability="lead"))
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
-    with daemon_factory(db, tmp_path, defaults=FAST, text=True) as make:
-        yield make
-
-
 def add_spawn(store: SqliteMailStore, name: str, command: tuple[str, ...], **kw: Any) -> None:
     store.add_agent(Agent(name=name, capability="builder", channel="spawn", command=command, **kw))
 

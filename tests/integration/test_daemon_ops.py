@@ -6,28 +6,14 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.integration.test_daemon import FAST
-from tests.support.daemon import DaemonProc, daemon_factory
+from tests.support.daemon import DaemonProc
 from tests.support.waiting import wait_for
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "mail.db"
-
-
-@pytest.fixture
-def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
-    with daemon_factory(db, tmp_path, defaults=FAST, text=True) as make:
-        yield make
 
 
 def test_sighup_reloads_the_config_file(daemons: Callable[..., DaemonProc], tmp_path: Path) -> None:

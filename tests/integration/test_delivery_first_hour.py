@@ -23,28 +23,8 @@ from agentmaild.control.client import poke
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.integration.test_daemon import FAST, agent_cmd
-from tests.support.daemon import DaemonProc, daemon_factory
+from tests.support.daemon import FAST, DaemonProc, agent_cmd, daemon_factory
 from tests.support.waiting import alive, wait_for
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "mail.db"
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[SqliteMailStore]:
-    s = SqliteMailStore(db)
-    s.add_agent(Agent(name="bob", capability="lead"))
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
-    with daemon_factory(db, tmp_path, defaults=FAST, text=True) as make:
-        yield make
 
 
 @pytest.fixture

@@ -23,12 +23,11 @@ from agentmaild.mail import Mailer
 from agentmaild.models import Agent, Attempt
 from agentmaild.procs.logfiles import log_path
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.support.daemon import DaemonProc, base_env, daemon_factory
+from tests.support.daemon import DaemonProc, agent_cmd, base_env, daemon_factory
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
-AGENTS = Path(__file__).resolve().parent.parent / "agents"
 FAST = {
     "AGENTMAILD_DAEMON_POLL_INTERVAL_S": "0.2",
     "AGENTMAILD_DAEMON_BACKOFF_INITIAL_S": "0.05",
@@ -37,23 +36,6 @@ FAST = {
     "AGENTMAILD_DAEMON_MAX_ATTEMPTS": "3",
 }
 DAY_S = 86400.0
-
-
-def agent_cmd(script: str, *args: str) -> tuple[str, ...]:
-    return (sys.executable, str(AGENTS / script), *args)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "mail.db"
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[SqliteMailStore]:
-    s = SqliteMailStore(db)
-    s.add_agent(Agent(name="bob", capability="lead"))
-    yield s
-    s.close()
 
 
 @pytest.fixture

@@ -18,6 +18,21 @@ from agentmaild.control.protocol import socket_path_for
 from agentmaild.errors import ControlError
 from tests.support.waiting import wait_for
 
+AGENTS = Path(__file__).resolve().parent.parent / "agents"
+# Test-speed daemon settings: quick polls and backoffs, no jitter (timings stay predictable).
+FAST = {
+    "AGENTMAILD_DAEMON_POLL_INTERVAL_S": "0.2",
+    "AGENTMAILD_DAEMON_BACKOFF_INITIAL_S": "0.05",
+    "AGENTMAILD_DAEMON_BACKOFF_MAX_S": "0.2",
+    "AGENTMAILD_DAEMON_BACKOFF_JITTER": "0",
+    "AGENTMAILD_DAEMON_SHUTDOWN_GRACE_S": "10",
+}
+
+
+def agent_cmd(script: str, *args: str) -> tuple[str, ...]:
+    """argv running one of the stand-in agent CLIs in ``tests/agents``."""
+    return (sys.executable, str(AGENTS / script), *args)
+
 
 def base_env(
     tmp: Path, extra: dict[str, str] | None = None, defaults: dict[str, str] | None = None
