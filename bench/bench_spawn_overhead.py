@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from agentmaild.channels.claude import STREAM_JSON_FLAGS, ClaudeSpawnChannel  # noqa: E402
-from agentmaild.channels.spawn import user_line  # noqa: E402
+from agentmaild.channels.commands import user_line  # noqa: E402
 from agentmaild.config import Config  # noqa: E402
 from agentmaild.ids import iso_now, new_id  # noqa: E402
 from agentmaild.models import Agent, Batch, Message  # noqa: E402

@@ -1,9 +1,11 @@
 """Channels: how a batch of mail reaches an agent's session (tmux, spawn, stdin; pull has none).
 
 Owns: ``base`` (the ``Channel`` ABC: ``is_busy``, ``deliver``, ``aclose``), ``factory`` (a
-channel for an agent), ``spawn`` (one process per batch), ``stdin`` + ``stdin_turns`` (one
-long-lived process and its turn tracking), ``claude`` (the Claude Code preset: argv, sessions,
-environment), ``tmux*`` (pasting into a pane and reading its screen), ``testing`` (FakeChannel).
+channel for an agent), ``commands`` (an agent command's argv, environment, stream-json line and
+pre-fork checks), ``spawn`` (one process per batch), ``stdin`` + ``stdin_host`` + ``stdin_turns``
+(one long-lived process: the Channel API, the process host, the turn tracking), ``claude`` (the
+Claude Code preset: argv, sessions, environment), ``tmux*`` (pasting into a pane and reading its
+screen), ``testing`` (FakeChannel).
 May import: ``procs``, ``models``, ``errors``, ``config``, ``render``, ``store`` (to save a
 session id). Never imports ``delivery``, ``daemon``, ``control`` or ``cli``.
 """

@@ -25,14 +25,8 @@ from typing import Any
 
 import anyio
 
-from agentmaild.channels.spawn import (
-    SpawnChannel,
-    StreamJsonEvents,
-    _check_executable,
-    _Launch,
-    child_env,
-    user_line,
-)
+from agentmaild.channels.commands import check_executable, child_env, user_line
+from agentmaild.channels.spawn import SpawnChannel, StreamJsonEvents, _Launch
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
@@ -269,7 +263,7 @@ class ClaudeSpawnChannel(SpawnChannel):
         argv = claude_argv(self.agent, session_args)
         cwd = self._cwd()
         env = agent_env(self.agent, db=self.store_path, delivery_id=batch.delivery_id)
-        _check_executable(argv[0], cwd, env)
+        check_executable(argv[0], cwd, env)
         return _Launch(argv=argv, cwd=cwd, env=env, delivery_id=batch.delivery_id)
 
     def describe(self) -> dict[str, object]:

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,51 +23,27 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.base import Channel
+from agentmaild.channels.commands import (
+    check_executable,
+    child_env,
+    render_argv,
+    stall_timeout,
+    user_line,
+)
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.jsoninput import storable
 from agentmaild.models import Agent, Batch
-from agentmaild.procs.child import Child, ChildExit, ChildStartError, open_child
+from agentmaild.procs.child import Child, ChildExit, ChildStartError
 from agentmaild.procs.journal import ProcJournal, ScopeRecord
 from agentmaild.procs.lines import Line
 from agentmaild.procs.logfiles import RotatingLog, log_path
+from agentmaild.procs.scope import open_child
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
 SUCCESS_RULES = ("exit0", "result")
-_PLACEHOLDER = re.compile(r"\{(agent|session_id|delivery_id)\}")
 _REASON_MAX = 200
-
-
-def render_argv(template: tuple[str, ...], values: Mapping[str, str]) -> list[str]:
-    """Substitute ``{agent}``, ``{session_id}``, ``{delivery_id}`` in each element, one pass.
-
-    Other braces are left alone and substituted values are never re-scanned; no shell is involved.
-    """
-    return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], part) for part in template]
-
-
-def child_env(base: Mapping[str, str], *, agent: str, db: Path, delivery_id: str) -> dict[str, str]:
-    """The inherited environment without Claude Code's own markers, plus the AGENTMAIL_* trio.
-
-    Dropping ``CLAUDECODE``/``CLAUDE_CODE_*`` keeps a daemon started from inside a Claude session
-    from making the child believe it is nested; AGENTMAIL_DELIVERY lets our hooks inside the turn
-    skip the mail this very turn carries.
-    """
-    env = {k: v for k, v in base.items() if k != "CLAUDECODE" and not k.startswith("CLAUDE_CODE_")}
-    env.update(AGENTMAIL_AGENT=agent, AGENTMAIL_DB=str(db), AGENTMAIL_DELIVERY=delivery_id)
-    return env
-
-
-def user_line(text: str, delivery_id: str) -> bytes:
-    """The stream-json user message that carries one batch; its uuid is the delivery id."""
-    message = {
-        "type": "user",
-        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
-        "parent_tool_use_id": None,
-        "uuid": delivery_id,
-    }
-    return json.dumps(message, ensure_ascii=False).encode() + b"\n"
 
 
 @dataclass(slots=True)
@@ -142,7 +115,7 @@ class SpawnChannel(Channel):
         self.log_path = log_path(self.store_path, agent.name)
         self._spawn = config.spawn
         self._success = _success_rule(agent)
-        self._stall_timeout_s = _stall_timeout(agent, config.spawn.stall_timeout_s)
+        self._stall_timeout_s = stall_timeout(agent, config.spawn.stall_timeout_s)
         self._child: Child | None = None
         self._in_turn = False  # set before the fork too, so a second deliver can never overlap
         self._earlier: int | None = None  # an earlier daemon's process seen by the last is_busy()
@@ -196,7 +169,7 @@ class SpawnChannel(Channel):
         env = child_env(
             os.environ, agent=self.agent.name, db=self.store_path, delivery_id=batch.delivery_id
         )
-        _check_executable(argv[0], cwd, env)
+        check_executable(argv[0], cwd, env)
         return _Launch(argv=argv, cwd=cwd, env=env, delivery_id=batch.delivery_id)
 
     async def _run_turn(
@@ -303,25 +276,8 @@ class SpawnChannel(Channel):
         return cwd
 
 
-def _check_executable(executable: str, cwd: str | None, env: Mapping[str, str]) -> None:
-    """A clear AgentUnavailable before the fork, for the common cases; races still map later."""
-    if os.sep in executable:
-        path = Path(cwd or ".", executable) if not os.path.isabs(executable) else Path(executable)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise AgentUnavailable(f"executable {executable!r} not found or not executable")
-    elif shutil.which(executable, path=env.get("PATH", os.defpath)) is None:
-        raise AgentUnavailable(f"executable {executable!r} not found on PATH")
-
-
 def _success_rule(agent: Agent) -> str:
     rule = agent.settings.get("success", "exit0")
     if rule not in SUCCESS_RULES:
         raise AgentUnavailable(f"settings.success must be one of {SUCCESS_RULES}, got {rule!r}")
     return str(rule)
-
-
-def _stall_timeout(agent: Agent, default: float) -> float:
-    value = agent.settings.get("stall_timeout_s", default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise AgentUnavailable(f"settings.stall_timeout_s must be a positive number, got {value!r}")
-    return float(value)

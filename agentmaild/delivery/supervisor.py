@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -21,8 +20,9 @@ import structlog
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
 from agentmaild.delivery.loop import DeliveryLoop
+from agentmaild.delivery.roster import COUNTERS, Entry, Roster, in_flight_of
 from agentmaild.delivery.types import Clock, LoopSettings
-from agentmaild.errors import AgentmaildError, AgentUnavailable, NotFound
+from agentmaild.errors import AgentmaildError, AgentUnavailable
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, ChannelKind
 from agentmaild.store.aio import AsyncMailStore, PollGate
@@ -46,48 +46,13 @@ _CHANNEL_FIELDS = (
 _SWEEP_INTERVAL_S = 30.0
 _MIN_TICK_S = 0.01
 _CLOSE_TIMEOUT_S = 10.0
-_COUNTERS = ("delivered_total", "failed_total", "dead_total")
 
 
 def _channel_key(agent: Agent) -> tuple[Any, ...]:
     return tuple(repr(getattr(agent, f)) for f in _CHANNEL_FIELDS)
 
 
-@dataclass(eq=False)
-class _Entry:
-    agent: Agent
-    loop: DeliveryLoop | None = None
-    retired: bool = False
-    crashes: int = 0
-    last_crash: str | None = None
-    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTERS, 0))
-    kick: anyio.Event = field(default_factory=anyio.Event)
-
-    def halt(self, abandon: str | None = None) -> None:
-        """Stop the loop; with ``abandon`` (a reason) cancel its delivery in flight too."""
-        if self.loop is not None:
-            if abandon is None:
-                self.loop.stop()
-            else:
-                self.loop.abort(abandon)
-        self.kick.set()
-
-
-def _in_flight_of(entry: _Entry) -> str | None:
-    loop = entry.loop
-    return loop.in_flight.delivery_id if loop is not None and loop.in_flight else None
-
-
-def _crash_reason(entry: _Entry) -> str | None:
-    """A loop that cannot run: its channel could not be built (unavailable) or it crashed."""
-    crash = entry.last_crash
-    if crash is None:
-        return None
-    kind, _, message = crash.partition(": ")
-    return f"unavailable: {message}" if kind == AgentUnavailable.__name__ else f"crashed: {crash}"
-
-
-class Supervisor:
+class Supervisor(Roster):
     """Runs the loops; ``wake``/``pause``/``resume``/``stop``/``abort`` are sync, never block."""
 
     def __init__(
@@ -100,6 +65,7 @@ class Supervisor:
         gate: PollGate | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
+        super().__init__()
         self._store = store
         self._mailer = mailer
         self._config = config
@@ -107,13 +73,10 @@ class Supervisor:
         self._gate = gate
         self._registry_version: int | None = None  # as of the last sync()
         self._clock = clock
-        self._entries: dict[str, _Entry] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._poke = anyio.Event()
         self._sweep_due = True
         self._stopping = False
-        self._paused: set[str] = set()
-        self._all_paused = False
 
     # -- running ----------------------------------------------------------------------------
     async def run(
@@ -196,7 +159,7 @@ class Supervisor:
             if agent is None:
                 # Its turn is cut short and the batch given back uncounted: the channel's close
                 # then stops the process group (TERM, grace, KILL) instead of a stall timeout.
-                in_flight = _in_flight_of(entry)
+                in_flight = in_flight_of(entry)
                 log.info("supervisor.agent_removed", agent=name, in_flight_delivery=in_flight)
                 entry.retired = True
                 entry.halt(abandon="agent removed")
@@ -209,11 +172,11 @@ class Supervisor:
                 entry.agent = agent
         for name, agent in wanted.items():
             if name not in self._entries:
-                entry = _Entry(agent)
+                entry = Entry(agent)
                 self._entries[name] = entry
                 self._tg.start_soon(self._supervise, entry, name=f"loop:{name}")
 
-    async def _supervise(self, entry: _Entry) -> None:
+    async def _supervise(self, entry: Entry) -> None:
         while not (entry.retired or self._stopping):
             entry.kick = anyio.Event()
             try:
@@ -227,7 +190,7 @@ class Supervisor:
             with anyio.move_on_after(self._restart_delay(entry.crashes)):
                 await entry.kick.wait()
 
-    def _crashed(self, entry: _Entry, exc: Exception, emit: Callable[..., Any]) -> None:
+    def _crashed(self, entry: Entry, exc: Exception, emit: Callable[..., Any]) -> None:
         entry.crashes += 1
         entry.last_crash = f"{type(exc).__name__}: {exc}"
         emit(
@@ -238,7 +201,7 @@ class Supervisor:
             restart_in_s=round(self._restart_delay(entry.crashes), 3),
         )
 
-    async def _run_once(self, entry: _Entry) -> None:
+    async def _run_once(self, entry: Entry) -> None:
         agent = entry.agent
         channel = self._factory(agent, self._config)
         loop = DeliveryLoop(
@@ -259,7 +222,7 @@ class Supervisor:
             async with channel:
                 await loop.run()
         finally:
-            for key in _COUNTERS:
+            for key in COUNTERS:
                 entry.totals[key] += getattr(loop, key)
             entry.loop = None
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_S):
@@ -300,38 +263,6 @@ class Supervisor:
         self.wake(None)  # also covers an agent whose loop is (re)starting
         return sorted(retried)
 
-    def pause(self, agent: str | None = None) -> list[str]:
-        targets = self._targets(agent)
-        if agent is None:
-            self._all_paused = True
-        else:
-            self._paused.add(agent)
-        for name in targets:
-            loop = self._entries[name].loop
-            if loop is not None:
-                loop.pause()
-        return targets
-
-    def resume(self, agent: str | None = None) -> list[str]:
-        targets = self._targets(agent)
-        if agent is None:
-            self._all_paused = False
-            self._paused.clear()
-        else:
-            self._paused.discard(agent)
-        for name in targets:
-            loop = self._entries[name].loop
-            if loop is not None and not (self._all_paused and agent is not None):
-                loop.resume()
-        return targets
-
-    def _targets(self, agent: str | None) -> list[str]:
-        if agent is None:
-            return sorted(self._entries)
-        if agent not in self._entries:
-            raise NotFound(f"no delivery loop for {agent!r} (unknown agent, or channel pull)")
-        return [agent]
-
     def stop(self) -> None:
         """Claim nothing more; loops finish their delivery in flight, then ``run()`` returns."""
         self._stopping = True
@@ -345,23 +276,6 @@ class Supervisor:
         for entry in self._entries.values():
             if entry.loop is not None:
                 entry.loop.abort()
-
-    async def drain(self, timeout_s: float) -> dict[str, Any]:
-        """Pause every loop and wait up to ``timeout_s`` for deliveries in flight to settle."""
-        self.pause()
-        with anyio.move_on_after(timeout_s):
-            for entry in list(self._entries.values()):
-                if entry.loop is not None:
-                    await entry.loop.quiet.wait()
-        in_flight = self.in_flight()
-        return {"drained": not in_flight, "in_flight": in_flight}
-
-    def in_flight(self) -> list[str]:
-        return sorted(
-            e.loop.in_flight.delivery_id
-            for e in self._entries.values()
-            if e.loop is not None and e.loop.in_flight is not None
-        )
 
     def update_config(self, config: Config) -> None:
         """Apply a reloaded config: new settings at once; new channels if their section changed."""
@@ -379,36 +293,3 @@ class Supervisor:
             else:
                 entry.loop.settings = LoopSettings.from_config(config.daemon, entry.agent)
         self._poke.set()
-
-    # -- figures ----------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, dict[str, Any]]:
-        """Per-agent loop figures for ``status`` and ``metrics``."""
-        out: dict[str, dict[str, Any]] = {}
-        for name, entry in sorted(self._entries.items()):
-            loop = entry.loop
-            row: dict[str, Any] = (
-                loop.snapshot()
-                if loop is not None
-                else {
-                    "state": "restarting" if entry.crashes else "starting",
-                    "busy": False,
-                    "busy_reason": _crash_reason(entry),
-                    "busy_for_s": None,
-                    "stuck": False,
-                }
-            )
-            for key in _COUNTERS:
-                row[key] = entry.totals[key] + (getattr(loop, key) if loop is not None else 0)
-            row.update(
-                channel=entry.agent.channel,
-                paused=self._all_paused or name in self._paused,
-                crashes=entry.crashes,
-                last_crash=entry.last_crash,
-                channel_info=loop.channel.describe() if loop is not None else {},
-            )
-            out[name] = row
-        return out
-
-    @property
-    def agents(self) -> list[str]:
-        return sorted(self._entries)

@@ -1,8 +1,9 @@
 """Claude Code hooks: the per-prompt ``agentmaild hook EVENT`` path and the settings installer.
 
-Owns: ``run`` (the stdlib-only hook entry point, every prompt and tool call), ``io`` (its
-argv/stdin/env/log helpers), ``guard`` (the mail-poll detector for PreToolUse), ``state`` (marker
-files and the hook log), ``install`` (merging our hooks into ``.claude/settings.local.json``).
+Owns: ``run`` (the stdlib-only hook entry point, every prompt and tool call), ``events`` (the
+handlers of the rarer events, loaded only for them), ``io`` (its argv/stdin/env/log helpers),
+``guard`` (the mail-poll detector for PreToolUse), ``state`` (marker files and the hook log),
+``install`` (merging our hooks into ``.claude/settings.local.json``).
 May import: ``errors``, ``ids``, ``inject``, ``render``, ``location``, ``store.pull`` and
 ``control.client`` — lazily, and never typer, structlog, asyncio or ``config`` (the hook's cold
 start is benchmarked). Kept import-free so ``agentmaild.hooks.run`` loads only what it names.

@@ -1,6 +1,8 @@
-"""Claude Code hooks: the fast ``agentmaild hook EVENT`` entry point (the guard, the marker files
-and hook log, and the settings installer live in ``hooks_guard``, ``hooks_state`` and
-``hooks_install``).
+"""Claude Code hooks: the fast ``agentmaild hook EVENT`` entry point and its ``Hook`` plumbing.
+
+UserPromptSubmit and PreToolUse are handled here; the other events' handlers live in ``events``
+(loaded only for them); the guard, the marker files and hook log, and the settings installer live
+in ``guard``, ``state`` and ``install``.
 
 ``run_hook`` runs on every prompt and tool call, so it is stdlib only (no typer, structlog,
 asyncio or dataclasses; sqlite3 and the store helpers load only for events that need the store)
@@ -44,7 +46,6 @@ import time
 
 from agentmaild import inject
 from agentmaild.hooks.io import (
-    env_float,
     notification_waits,
     output_limit,
     parse_opts,
@@ -70,7 +71,6 @@ EVENTS = {
 }
 _BY_NAME = {k.replace("-", ""): v for k, v in EVENTS.items()}
 POLL_REASON = "mail is delivered to you; end your turn instead of polling"
-DEFAULT_DEBOUNCE_S = 30.0
 SEEN_KEEP_S = 7 * 86400.0
 # Patterns stay strings, compiled (and cached by re) on first use: every compile at import
 # would cost each hook call, and most calls need none of them.
@@ -94,7 +94,7 @@ def canonical_event(event: str) -> str | None:
 # -- entry point ----------------------------------------------------------------------------
 def run_hook(event: str, argv: Sequence[str]) -> int:
     """``agentmaild hook EVENT [--agent NAME] [--db PATH]`` with the hook JSON on stdin."""
-    hook = _Hook(event, argv)
+    hook = Hook(event, argv)
     try:
         return hook.run()
     except Exception as exc:  # the boundary: a hook must never break the user's session
@@ -102,7 +102,7 @@ def run_hook(event: str, argv: Sequence[str]) -> int:
         return 0
 
 
-class _Hook:
+class Hook:
     __slots__ = ("agent", "conn", "data", "db_flag", "db_path", "event", "name", "quiet", "raw")
 
     def __init__(self, event: str, argv: Sequence[str]) -> None:
@@ -142,7 +142,11 @@ class _Hook:
 
         # Left open: entry.py ends the process with os._exit, skipping the close-time checkpoint.
         self.conn = _open(self.db_path)
-        return _HANDLERS[self.name](self)
+        if self.name == "UserPromptSubmit":  # the common path loads no handler module
+            return self.user_prompt_submit()
+        from agentmaild.hooks.events import HANDLERS
+
+        return HANDLERS[self.name](self)
 
     def _parse(self) -> dict[str, Any]:
         if not self.raw.strip():
@@ -159,7 +163,7 @@ class _Hook:
             return notification_waits(self.data)
         return True
 
-    def _str(self, key: str) -> str:
+    def text(self, key: str) -> str:
         value = self.data.get(key)
         return value if isinstance(value, str) else ""
 
@@ -167,92 +171,29 @@ class _Hook:
     def pre_tool_use(self) -> int:
         tool_input = self.data.get("tool_input")
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
-        if self._str("tool_name") == "Bash" and isinstance(command, str) and _is_mail_poll(command):
+        if self.text("tool_name") == "Bash" and isinstance(command, str) and _is_mail_poll(command):
             sys.stderr.write(POLL_REASON + "\n")
             return 2
         return 0
 
-    def session_start(self) -> int:
-        if self._str("source") == "compact":  # fired mid-turn after an automatic compaction
-            return self._in_write(lambda: self._deliver(inject.plain))
-
-        def work() -> None:
-            self._set_state("idle")
-            self._deliver(inject.plain)
-
-        return self._in_write(work, poke=True)
-
     def user_prompt_submit(self) -> int:
         def work() -> None:
-            self._set_state("busy")
-            seen = re.findall(HEADER_RE, self._str("prompt"))
+            self.set_state("busy")
+            seen = re.findall(HEADER_RE, self.text("prompt"))
             if seen:
                 self._record_seen(seen)
             else:
-                self._deliver(inject.plain)
+                self.deliver(inject.plain)
 
-        return self._in_write(work)
-
-    def post_tool_use(self) -> int:
-        if self.quiet or self.data.get("agent_id"):
-            return 0
-        conn = self._db()
-        sql = "SELECT turn_state FROM am_agents WHERE name = ?"
-        row = conn.execute(sql, (self.agent,)).fetchone()
-        if row is not None and row[0] == "waiting":
-            self._in_write(lambda: self._set_state("busy", only_from="waiting"))
-        from agentmaild.hooks import state as hooks_state
-
-        marker = hooks_state.marker_path(self.db_path or "", self.agent, "mid-turn")
-        debounce_s = env_float("AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S", DEFAULT_DEBOUNCE_S)
-        if hooks_state.touched_within(marker, debounce_s) or not self._has_unread():
-            return 0
-        touch = hooks_state.touch(marker)
-        return self._in_write(lambda: self._deliver(inject.post_tool_use_json, before_ack=touch))
-
-    def stop(self) -> int:
-        if self._stop_with_mail():
-            return 0  # blocking the stop handed mail over and the turn goes on: still busy
-        return self._in_write(lambda: self._set_state("idle"), poke=True)
-
-    def _stop_with_mail(self) -> bool:
-        """Deliver by ``decision: block``, at most STOP_BLOCK_MAX times in a row (0: never)."""
-        limit = int(env_float("AGENTMAILD_HOOKS_STOP_BLOCK_MAX", 0))
-        if limit <= 0 or self.quiet or not self._has_unread():
-            return False
-        from agentmaild.hooks import state as hooks_state
-
-        marker = hooks_state.marker_path(self.db_path or "", self.agent, "stop-blocks")
-        active = self.data.get("stop_hook_active") is True
-        blocks = hooks_state.read_int(marker) if active else 0
-        if blocks >= limit:
-            return False
-        count = hooks_state.write_int(marker, blocks + 1)
-        delivered = False
-
-        def work() -> None:
-            nonlocal delivered
-            delivered = self._deliver(inject.stop_block_json, before_ack=count)
-
-        self._in_write(work)
-        return delivered
-
-    def permission_request(self) -> int:
-        return self._in_write(lambda: self._set_state("waiting"))
-
-    def notification(self) -> int:
-        return self._in_write(lambda: self._set_state("waiting"))
-
-    def session_end(self) -> int:
-        return self._in_write(lambda: self._set_state("gone"))
+        return self.in_write(work)
 
     # -- store work -------------------------------------------------------------------------
-    def _db(self) -> sqlite3.Connection:
+    def db(self) -> sqlite3.Connection:
         assert self.conn is not None
         return self.conn
 
-    def _in_write(self, work: Callable[[], object], *, poke: bool = False) -> int:
-        conn = self._db()
+    def in_write(self, work: Callable[[], object], *, poke: bool = False) -> int:
+        conn = self.db()
         conn.execute("BEGIN IMMEDIATE")
         try:
             work()
@@ -264,12 +205,12 @@ class _Hook:
             poke_daemon(self.db_path or "", self.agent)
         return 0
 
-    def _set_state(self, state: str, *, only_from: str | None = None) -> None:
+    def set_state(self, state: str, *, only_from: str | None = None) -> None:
         from agentmaild.ids import iso_now
 
-        sid = self._str("session_id")
+        sid = self.text("session_id")
         sid = sid if re.match(_SESSION_RE, sid) else ""
-        self._db().execute(
+        self.db().execute(
             "UPDATE am_agents SET turn_state = :state, turn_state_at = :at, session_id = CASE"
             " WHEN :sid = '' THEN session_id"
             " WHEN channel IN ('spawn', 'stdin') THEN COALESCE(session_id, :sid) ELSE :sid END"
@@ -280,8 +221,8 @@ class _Hook:
     def _record_seen(self, delivery_ids: list[str]) -> None:
         from agentmaild.ids import iso_now
 
-        conn, now = self._db(), time.time()
-        sid = self._str("session_id") or None
+        conn, now = self.db(), time.time()
+        sid = self.text("session_id") or None
         rows = [(d, self.agent, sid, iso_now(now)) for d in delivery_ids]
         sql = (
             "INSERT OR IGNORE INTO am_prompt_seen (delivery_id, agent, session_id, at)"
@@ -290,11 +231,11 @@ class _Hook:
         conn.executemany(sql, rows)  # the table exists from schema version 2 on
         conn.execute("DELETE FROM am_prompt_seen WHERE at < ?", (iso_now(now - SEEN_KEEP_S),))
 
-    def _has_unread(self) -> bool:
+    def has_unread(self) -> bool:
         sql = "SELECT 1 FROM messages WHERE to_agent = ? AND read = 0 LIMIT 1"
-        return self._db().execute(sql, (self.agent,)).fetchone() is not None
+        return self.db().execute(sql, (self.agent,)).fetchone() is not None
 
-    def _deliver(
+    def deliver(
         self, wrap: Callable[[str], str], before_ack: Callable[[], None] | None = None
     ) -> bool:
         """In the caller's write transaction: take, render, write, then mark what was written."""
@@ -302,7 +243,7 @@ class _Hook:
             return False
         from agentmaild.store import pull
 
-        conn, limit = self._db(), output_limit()
+        conn, limit = self.db(), output_limit()
         rows = pull.take_unread_rows(conn, self.agent, limit - 2500)
         if not rows:
             return False
@@ -316,24 +257,13 @@ class _Hook:
         return True
 
 
-_HANDLERS: dict[str, Callable[[_Hook], int]] = {
-    "SessionStart": _Hook.session_start,
-    "UserPromptSubmit": _Hook.user_prompt_submit,
-    "PostToolUse": _Hook.post_tool_use,
-    "Stop": _Hook.stop,
-    "PermissionRequest": _Hook.permission_request,
-    "Notification": _Hook.notification,
-    "SessionEnd": _Hook.session_end,
-}
-
-
 def delivery_seen(conn: sqlite3.Connection, delivery_id: str) -> bool:
     """True once a UserPromptSubmit hook has seen ``delivery_id``'s batch header in a prompt."""
     sql = "SELECT 1 FROM am_prompt_seen WHERE delivery_id = ?"
     return conn.execute(sql, (delivery_id,)).fetchone() is not None
 
 
-def _log_line(db_path: str | None, what: str, hook: _Hook, exc: BaseException | None) -> None:
+def _log_line(db_path: str | None, what: str, hook: Hook, exc: BaseException | None) -> None:
     """One line in ``hooks.log`` (see ``hooks_state.log_line``); never raises."""
     from agentmaild.hooks.state import log_line
 

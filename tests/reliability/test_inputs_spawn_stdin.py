@@ -18,7 +18,7 @@ import pytest
 
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
-from agentmaild.procs.child import open_child
+from agentmaild.procs.scope import open_child
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.reliability.conftest import DaemonProc, add_spawn, integrity, wait_for
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentmaild.procs.child import ChildStartError, open_child
+from agentmaild.procs.child import ChildStartError
 from agentmaild.procs.lines import Line, LineSplitter
 from agentmaild.procs.logfiles import RotatingLog, log_path
+from agentmaild.procs.scope import open_child
 from tests.support.waiting import alive
 from tests.support.waiting import wait_until as wait_for
 

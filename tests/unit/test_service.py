@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agentmaild.daemon.service import (
+from agentmaild.daemon.service import install_service, uninstall_service
+from agentmaild.daemon.service_render import (
     LAUNCHD_LABEL,
-    install_service,
     render_launchd_plist,
     render_systemd_unit,
-    uninstall_service,
 )
 from agentmaild.errors import ConfigError
 

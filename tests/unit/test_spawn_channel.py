@@ -13,8 +13,9 @@ import anyio
 import pytest
 
 from agentmaild.channels.claude import ClaudeSpawnChannel
+from agentmaild.channels.commands import render_argv
 from agentmaild.channels.factory import make_channel
-from agentmaild.channels.spawn import SpawnChannel, render_argv
+from agentmaild.channels.spawn import SpawnChannel
 from agentmaild.channels.stdin import StdinChannel
 from agentmaild.channels.tmux import TmuxChannel
 from agentmaild.config import Config, SpawnConfig

@@ -1,0 +1,101 @@
+"""How ``status`` prints: the daemon and store lines, the operator's unread note, the agent table.
+
+Pure rendering of the status dict (from the daemon, or the store's own counts when none answers);
+``daemon`` gathers it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import typer
+
+
+def print_operator(n: int | None) -> None:
+    if n:
+        typer.echo(f"operator: {n} unread — agentmaild inbox --agent operator")
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    h, m = divmod(s // 60, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s % 60:02d}s" if m else f"{s}s"
+
+
+_COLUMNS = (
+    "AGENT",
+    "CHANNEL",
+    "STATE",
+    "LOOP",
+    "BUSY",
+    "UNREAD",
+    "IN FLIGHT",
+    "LAST DELIVERY",
+    "FAILURES",
+    "BACKOFF",
+    "DEAD",
+    "REASON",
+)
+_REASON_MAX_CHARS = 48
+
+
+def _short(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s}s" if s < 60 else f"{s // 60}m" if s < 3600 else f"{s // 3600}h{s // 60 % 60:02d}m"
+
+
+def _reason(r: dict[str, Any]) -> str:
+    """Why no mail goes in: ``in turn 4m``, ``stuck 12m: pane:no-composer``, ``backoff 12s``."""
+    reason, busy_for = r.get("busy_reason"), r.get("busy_for_s")
+    if not reason:
+        return "-"
+    if reason == "backoff":
+        text = f"backoff {math.ceil(r.get('backoff_s') or 0)}s"
+    elif busy_for is None:
+        text = reason
+    elif r.get("stuck"):
+        text = f"stuck {_short(busy_for)}: {reason}"
+    else:
+        text = f"{reason} {_short(busy_for)}"
+    return text if len(text) <= _REASON_MAX_CHARS else text[: _REASON_MAX_CHARS - 1] + "\u2026"
+
+
+def _row(r: dict[str, Any]) -> tuple[str, ...]:
+    last = r.get("last_delivery") or {}
+    last_text = f"{last['result']} {last['at'][11:19]}" if last else "-"
+    backoff = r.get("backoff_s") or 0
+    return (
+        r["agent"],
+        r["channel"],
+        r["state"],
+        r.get("loop") or "-",
+        "yes" if r.get("busy") else "no",
+        str(r["unread"]),
+        str(r["in_flight"]),
+        last_text,
+        str(r.get("failures", "-")),
+        f"{backoff:.1f}s" if backoff else "-",
+        str(r["dead_letters"]),
+        _reason(r),
+    )
+
+
+def print_status(status: dict[str, Any]) -> None:
+    for warning in status.get("warnings", ()):
+        typer.echo(f"warning: {warning}", err=True)
+    d = status["daemon"]
+    if d is None:
+        typer.echo(f"daemon: {status.get('note') or 'not running'}")
+    else:
+        typer.echo(
+            f"daemon: running (pid {d['pid']}, up {_duration(d['uptime_s'])}, "
+            f"version {d['version']}{', stopping' if d.get('stopping') else ''})"
+        )
+    t = status["totals"]
+    typer.echo(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
+    print_operator(status.get("operator_unread"))
+    rows = [_COLUMNS, *(_row(r) for r in status["agents"])]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    for row in rows:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

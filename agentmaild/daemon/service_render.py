@@ -1,0 +1,137 @@
+"""The service files' text: the systemd user unit and the launchd agent plist for ``serve``.
+
+The repository's ``systemd/`` files are examples produced by these functions (a test keeps them
+equal), so the rendering here is the one source of truth; ``service`` installs what they render.
+"""
+
+from __future__ import annotations
+
+import math
+import plistlib
+from pathlib import Path
+
+from agentmaild.config import DaemonConfig
+from agentmaild.errors import ConfigError
+
+SERVICE_NAME = "agentmaild"
+LAUNCHD_LABEL = "dev.agentmaild.agentmaild"
+# systemd/launchd send SIGTERM, wait this much longer than the daemon's own drain deadline,
+# then SIGKILL: the daemon must get to release its claims and reap its children first.
+STOP_MARGIN_S = 10
+DEFAULT_GRACE_S = DaemonConfig().shutdown_grace_s
+
+
+def serve_argv(exe: str, db: Path | None, config: Path | None) -> list[str]:
+    argv = [exe, "serve"]
+    if db is not None:
+        argv += ["--db", str(db)]
+    if config is not None:
+        argv += ["--config", str(config)]
+    return argv
+
+
+def stop_timeout_s(shutdown_grace_s: float) -> int:
+    return math.ceil(shutdown_grace_s) + STOP_MARGIN_S
+
+
+def render_systemd_unit(
+    exe: str,
+    db: Path | None,
+    config: Path | None,
+    workdir: Path,
+    *,
+    shutdown_grace_s: float = DEFAULT_GRACE_S,
+    path_env: str | None = None,
+) -> str:
+    """A systemd *user* unit running ``<exe> serve``.
+
+    ``path_env``: a PATH for the daemon's children (``claude``, ``tmux``); a user manager's own
+    PATH often lacks ~/.local/bin and friends, so ``install_service`` passes the caller's.
+    """
+    _require_absolute(workdir, "workdir")
+    # ExecStart= expands $VAR, Environment= does not: only the command line doubles its "$".
+    exec_start = " ".join(_systemd_word(a.replace("$", "$$")) for a in serve_argv(exe, db, config))
+    env = ["Environment=PYTHONUNBUFFERED=1"]
+    if path_env:
+        env.append(f"Environment={_systemd_word(f'PATH={path_env}')}")
+    return "\n".join(
+        [
+            "# agentmaild delivery daemon, a systemd user unit.",
+            "# Rendered for these paths by `agentmaild service install --systemd [--print]`,",
+            "# which installs it as ~/.config/systemd/user/agentmaild.service;",
+            "# then: systemctl --user daemon-reload && systemctl --user enable --now agentmaild",
+            "",
+            "[Unit]",
+            "Description=agentmaild mail delivery daemon for AI coding agents",
+            # Give up after 5 failed starts a minute (e.g. another daemon holds the store lock).
+            "StartLimitIntervalSec=60",
+            "StartLimitBurst=5",
+            "",
+            "[Service]",
+            "Type=simple",
+            f"ExecStart={exec_start}",
+            "ExecReload=/bin/kill -HUP $MAINPID",
+            f"WorkingDirectory={_systemd_escape(str(workdir))}",
+            *env,
+            "Restart=on-failure",
+            "RestartSec=2",
+            # mixed: SIGTERM to the daemon only, so it drains and stops its own children (agent
+            # turns, in their own process groups); SIGKILL to the whole cgroup at the timeout.
+            "KillMode=mixed",
+            f"TimeoutStopSec={stop_timeout_s(shutdown_grace_s)}",
+            "",
+            "[Install]",
+            "WantedBy=default.target",
+            "",
+        ]
+    )
+
+
+def render_launchd_plist(
+    exe: str,
+    db: Path | None,
+    config: Path | None,
+    workdir: Path,
+    *,
+    log_path: Path,
+    shutdown_grace_s: float = DEFAULT_GRACE_S,
+    path_env: str | None = None,
+) -> str:
+    """A launchd agent running ``<exe> serve``, restarted on failure."""
+    _require_absolute(workdir, "workdir")
+    _require_absolute(log_path, "log_path")
+    env = {"PYTHONUNBUFFERED": "1"}
+    if path_env:
+        env["PATH"] = path_env  # launchd's default PATH is /usr/bin:/bin:/usr/sbin:/sbin
+    plist = {
+        "Label": LAUNCHD_LABEL,
+        "ProgramArguments": serve_argv(exe, db, config),
+        "WorkingDirectory": str(workdir),
+        "EnvironmentVariables": env,
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},  # like Restart=on-failure
+        "ExitTimeOut": stop_timeout_s(shutdown_grace_s),  # SIGTERM → this long → SIGKILL
+        "StandardOutPath": str(log_path),
+        "StandardErrorPath": str(log_path),
+    }
+    return plistlib.dumps(plist, sort_keys=False).decode("utf-8")
+
+
+def _require_absolute(path: Path, what: str) -> None:
+    if not path.is_absolute():
+        raise ConfigError(f"{what} must be an absolute path, got {str(path)!r}")
+
+
+def _systemd_escape(text: str) -> str:
+    """Escape specifier expansion (``%``); refuse what a unit line cannot hold."""
+    if "\n" in text or "\r" in text:
+        raise ConfigError(f"a service file cannot hold a line break: {text!r}")
+    return text.replace("%", "%%")
+
+
+def _systemd_word(arg: str) -> str:
+    """Quote one word of ExecStart= or Environment= (systemd.service, "Command lines")."""
+    word = _systemd_escape(arg)
+    if word and not any(c in word for c in " \t\"'\\;"):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'

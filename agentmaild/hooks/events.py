@@ -1,0 +1,99 @@
+"""The hook's handlers for every event but UserPromptSubmit and PreToolUse (those stay in ``run``).
+
+SessionStart, PostToolUse (mid-turn mail, debounced), Stop (mail by ``decision: block``, bounded),
+PermissionRequest, Notification and SessionEnd. Loaded by ``Hook.run`` only for these events, so
+the per-prompt path imports nothing more; stdlib only, like ``run``.
+"""
+
+from __future__ import annotations
+
+from agentmaild import inject
+from agentmaild.hooks.io import env_float
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from agentmaild.hooks.run import Hook
+
+DEFAULT_DEBOUNCE_S = 30.0
+
+
+def session_start(hook: Hook) -> int:
+    if hook.text("source") == "compact":  # fired mid-turn after an automatic compaction
+        return hook.in_write(lambda: hook.deliver(inject.plain))
+
+    def work() -> None:
+        hook.set_state("idle")
+        hook.deliver(inject.plain)
+
+    return hook.in_write(work, poke=True)
+
+
+def post_tool_use(hook: Hook) -> int:
+    if hook.quiet or hook.data.get("agent_id"):
+        return 0
+    conn = hook.db()
+    sql = "SELECT turn_state FROM am_agents WHERE name = ?"
+    row = conn.execute(sql, (hook.agent,)).fetchone()
+    if row is not None and row[0] == "waiting":
+        hook.in_write(lambda: hook.set_state("busy", only_from="waiting"))
+    from agentmaild.hooks import state as hooks_state
+
+    marker = hooks_state.marker_path(hook.db_path or "", hook.agent, "mid-turn")
+    debounce_s = env_float("AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S", DEFAULT_DEBOUNCE_S)
+    if hooks_state.touched_within(marker, debounce_s) or not hook.has_unread():
+        return 0
+    touch = hooks_state.touch(marker)
+    return hook.in_write(lambda: hook.deliver(inject.post_tool_use_json, before_ack=touch))
+
+
+def stop(hook: Hook) -> int:
+    if _stop_with_mail(hook):
+        return 0  # blocking the stop handed mail over and the turn goes on: still busy
+    return hook.in_write(lambda: hook.set_state("idle"), poke=True)
+
+
+def _stop_with_mail(hook: Hook) -> bool:
+    """Deliver by ``decision: block``, at most STOP_BLOCK_MAX times in a row (0: never)."""
+    limit = int(env_float("AGENTMAILD_HOOKS_STOP_BLOCK_MAX", 0))
+    if limit <= 0 or hook.quiet or not hook.has_unread():
+        return False
+    from agentmaild.hooks import state as hooks_state
+
+    marker = hooks_state.marker_path(hook.db_path or "", hook.agent, "stop-blocks")
+    active = hook.data.get("stop_hook_active") is True
+    blocks = hooks_state.read_int(marker) if active else 0
+    if blocks >= limit:
+        return False
+    count = hooks_state.write_int(marker, blocks + 1)
+    delivered = False
+
+    def work() -> None:
+        nonlocal delivered
+        delivered = hook.deliver(inject.stop_block_json, before_ack=count)
+
+    hook.in_write(work)
+    return delivered
+
+
+def permission_request(hook: Hook) -> int:
+    return hook.in_write(lambda: hook.set_state("waiting"))
+
+
+def notification(hook: Hook) -> int:
+    return hook.in_write(lambda: hook.set_state("waiting"))
+
+
+def session_end(hook: Hook) -> int:
+    return hook.in_write(lambda: hook.set_state("gone"))
+
+
+HANDLERS: dict[str, Callable[[Hook], int]] = {
+    "SessionStart": session_start,
+    "PostToolUse": post_tool_use,
+    "Stop": stop,
+    "PermissionRequest": permission_request,
+    "Notification": notification,
+    "SessionEnd": session_end,
+}
