@@ -1,7 +1,7 @@
 """Cold-process cost of the Claude Code hook (issue 5 item 5, SPEC §9).
 
 ``agentmaild hook user-prompt-submit --agent x --db DB`` runs through the installed console
-script (``entry.py`` routes ``hook`` to the stdlib-only ``agentmaild/hooks.py``) with Claude
+script (``entry.py`` routes ``hook`` to the stdlib-only ``agentmaild/hooks/run.py``) with Claude
 Code's UserPromptSubmit JSON on stdin, against a store holding 5 unread messages that it prints
 and acks. Beside it, in the same run and by the interpreter on the script's shebang line:
 ``python -c "import sqlite3, json"`` (issue 5: ≤ 1.5x) and ``python -c "import sqlite3"``

@@ -1,7 +1,7 @@
 """The typer CLI: the app, its global options, the sending commands (send, reply, limits reset)
-and ``run``; the other commands live in ``cli_read``, ``cli_agents``, ``cli_daemon``,
-``cli_deliveries``, ``cli_logs``, ``cli_service`` and ``cli_hooks``, registered here in the order
-``--help`` lists them.
+and ``run``; the other commands live in this package's ``read``, ``agents``, ``daemon``,
+``deliveries``, ``logs``, ``store``, ``service`` and ``hooks`` modules, registered here in the
+order ``--help`` lists them.
 
 Errors print one line, ``error: …``, on stderr and exit 1 (usage errors exit 2); with ``--json``
 the error is ``{"ok": false, "error": {"code", "message"}}`` on stdout.

@@ -1,8 +1,11 @@
 """The daemon process: ``agentmaild serve`` and installing it as a service.
 
-Owns: ``serve`` (store lock → recovery of a dead predecessor → task group of control server,
-signals, checkpoints and the delivery supervisor → bounded shutdown), ``recovery`` (re-queueing a
-crashed daemon's claims and reporting interrupted agents), ``checkpoints`` (the WAL checkpointer),
+Owns: ``serve`` (start-up checks → store lock → socket → recovery of a dead predecessor → task
+group of control server, signals, checkpoints, store watch, history pruning and the delivery
+supervisor → bounded shutdown), ``lock`` (the per-store lock, named from the resolved path),
+``recovery`` (re-queueing a crashed daemon's claims and reporting interrupted agents), ``orphans``
+(stopping a dead daemon's surviving agent processes), ``journal`` (the agent-process journal over
+the store), ``checkpoints`` (the WAL checkpointer), ``retention`` (pruning delivery history),
 ``service`` (installing and removing the systemd/launchd service files), ``service_render``
 (their text).
 May import: ``delivery``, ``control``, ``channels.factory`` (lazily), ``store``, ``mail``,

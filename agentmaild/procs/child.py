@@ -22,7 +22,6 @@ from agentmaild.procs.groups import group_alive, signal_group
 from agentmaild.procs.lines import Line, LineSplitter
 from agentmaild.procs.stdin_pipe import OwnedStdin
 
-_READ_CHUNK = 65536
 _GROUP_POLL_S = 0.02
 DRAIN_MIN_S = 2.0  # after the group is gone, EOF is near; bound it for pipes held elsewhere
 

@@ -102,13 +102,11 @@ def cli(db: Path, env: dict[str, str], *args: str) -> None:
 
 
 def install_hooks(db: Path, env: dict[str, str], project: Path) -> None:
-    """``agentmaild hooks install``; its Python API while the command is not wired in yet."""
+    """``agentmaild hooks install``, as a user runs it."""
     argv = [sys.executable, "-m", "agentmaild", "--db", str(db), "hooks", "install",
             "--agent", AGENT, "--dir", str(project)]
-    if subprocess.run(argv, env=env, capture_output=True, check=False).returncode != 0:
-        from agentmaild.hooks.run import install_hooks as install
-
-        install(project, AGENT, db, str(Path(sys.executable).parent / "agentmaild"))
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
     assert "hook user-prompt-submit" in (project / ".claude" / "settings.local.json").read_text()
 
 
