@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentmaild.mail import Mailer
-from agentmaild.models import Agent
+from agentmaild.models import Agent, Message
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.reliability.conftest import DaemonProc, add_spawn, integrity, wait_for
 from tests.support.daemon import raw_exchange
@@ -81,11 +81,16 @@ def test_agent_result_with_a_lone_surrogate_fails_the_attempt_not_the_loop(
 
     wait_for(dead, 30, "the batch to become a dead letter after max_attempts")
     assert not d.events("supervisor.loop_crashed"), d.tail()
-    s = SqliteMailStore(db)
-    try:
-        ndr = [m for m in s.inbox("lead") if m.type == "error"]
-    finally:
-        s.close()
+
+    def reports() -> list[Message]:
+        s = SqliteMailStore(db)
+        try:
+            return [m for m in s.inbox("lead") if m.type == "error"]
+        finally:
+            s.close()
+
+    # The report is its own transaction, right after the one that made the dead letter.
+    ndr = wait_for(reports, 5, "the non-delivery report")
     assert len(ndr) == 1 and "bad \\ud800 news" in ndr[0].body, ndr
     assert d.stop() == 0
     assert integrity(db) == "ok"
