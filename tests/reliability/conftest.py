@@ -16,6 +16,7 @@ import pytest
 
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.reliability.history import connect_ro, orphan_problems
 from tests.support.daemon import DaemonProc as DaemonProc  # re-exported for the tests
 from tests.support.daemon import base_env as support_env
 from tests.support.daemon import daemon_factory
@@ -45,6 +46,16 @@ def integrity(db: Path) -> str:
     conn = sqlite3.connect(str(db), timeout=10)
     try:
         return ";".join(r[0] for r in conn.execute("PRAGMA integrity_check"))
+    finally:
+        conn.close()
+
+
+def assert_sound(db: Path) -> None:
+    """How every reliability scenario ends: ``PRAGMA integrity_check`` says ok, no orphan rows."""
+    assert integrity(db) == "ok", integrity(db)
+    conn = connect_ro(db)
+    try:
+        assert orphan_problems(conn) == []
     finally:
         conn.close()
 

@@ -11,6 +11,7 @@ import json
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from tests.reliability.conftest import (
     DaemonProc,
     add_spawn,
     agent_cmd,
+    assert_sound,
     integrity,
     read_jsonl,
     wait_for,
@@ -138,31 +140,129 @@ def test_full_disk_clear_error_no_corruption_service_resumes(
     print(f"full disk: {len(ids)} x 60 KB messages filled 1 MiB; refused with {error.message!r}")
 
 
-def test_ack_failing_on_a_full_disk_is_redelivered_once_space_returns(
-    small_fs: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
-) -> None:
+def _gated_turn_then_full_disk(
+    small_fs: Path, tmp_path: Path, daemons: Callable[..., DaemonProc], lease_s: str,
+    *extra: str,
+) -> tuple[SqliteMailStore, DaemonProc, str, str]:
+    """A gated turn starts, the disk fills to the last WAL frame, then the turn is let finish:
+    the store, the daemon, the message id and the turn's delivery id."""
     db, rec, gate = small_fs / "mail.db", tmp_path / "gated.jsonl", tmp_path / "gate"
     store = _setup(db, tmp_path / "worker.jsonl")
-    add_spawn(store, "gated", agent_cmd("gated_agent.py", str(rec), str(gate)))
-    d = daemons({"AGENTMAILD_DAEMON_LEASE_S": "3"}, path=db)
+    add_spawn(store, "gated", agent_cmd("gated_agent.py", str(rec), str(gate), *extra))
+    d = daemons({"AGENTMAILD_DAEMON_LEASE_S": lease_s}, path=db)
+    mid = Mailer(store).send(sender="bob", to="gated", subject="s", body="x").ids[0]
+    [started] = wait_for(lambda: read_jsonl(rec), 30, "the gated turn to start")
+    _fill(Mailer(store), (BIG, "z" * 2000, "z"))
+    _fill_last_frames(store)
+    gate.touch()  # the turn ends, and whatever the daemon writes next meets the full disk
+    wait_for(lambda: len(read_jsonl(rec)) >= 2, 30, "the turn to end")
+    return store, d, mid, started["uuid"]
+
+
+def _failed(d: DaemonProc, event: str, delivery_id: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in d.events(event) if "disk is full" in e["error"]
+            and delivery_id in (None, e.get("delivery_id"))]
+
+
+def _turns(rec: Path) -> list[dict[str, Any]]:
+    return [r for r in read_jsonl(rec) if r["phase"] == "started"]
+
+
+def _acked_by(db: Path, mid: str) -> str | None:
+    conn = connect_ro(db)
     try:
-        mid = Mailer(store).send(sender="bob", to="gated", subject="s", body="x").ids[0]
-        wait_for(lambda: read_jsonl(rec), 15, "the gated turn to start")
-        _fill(Mailer(store), (BIG, "z" * 2000, "z"))
-        _fill_last_frames(store)
-        gate.touch()  # the turn succeeds, and the ack cannot be written
-        wait_for(lambda: len(read_jsonl(rec)) >= 2, 15, "the turn to end")
-        # The ack meets the full disk: retried while the lease holds, then the loop gives up.
-        wait_for(lambda: [e for e in d.events("delivery.ack_retrying")
-                          + d.events("supervisor.loop_crashed")
-                          if "disk is full" in e["error"]], 5, "the ack to fail")
+        row = conn.execute("SELECT read, acked_by FROM messages WHERE id = ?", (mid,)).fetchone()
+    finally:
+        conn.close()
+    return str(row["acked_by"]) if row["read"] == 1 else None
+
+
+def test_ack_failing_within_the_lease_is_retried_until_space_returns(
+    small_fs: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    """The ack meets the full disk, is retried (the lease is long), lands once space is back:
+    one turn, acked under its own delivery id, the loop never crashed."""
+    db = small_fs / "mail.db"
+    store, d, mid, dlv = _gated_turn_then_full_disk(small_fs, tmp_path, daemons, "60")
+    try:
+        wait_for(lambda: _failed(d, "delivery.ack_retrying", dlv), 30, "the ack to be retried")
         assert not store.get_message(mid).read  # type: ignore[union-attr]
         _grow(small_fs, "16m")
-        wait_for(lambda: store.get_message(mid).read, 6, "the batch to be acked after all")  # type: ignore[union-attr]
+        wait_for(lambda: _acked_by(db, mid), 30, "the retried ack to land")
+        assert _acked_by(db, mid) == dlv
+        assert d.stop() == 0
     finally:
         store.close()
         if d.alive():
             d.kill()
+    assert d.events("supervisor.loop_crashed") == []
+    assert [e["delivery_id"] for e in d.events("delivery.acked")] == [dlv]
+    assert [t["uuid"] for t in _turns(tmp_path / "gated.jsonl")] == [dlv]  # exactly one turn
+    assert_sound(db)
+
+
+def test_ack_failing_past_the_lease_is_reaped_and_redelivered_under_its_id(
+    small_fs: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    """Still full when the lease ends: the ack gives up, the running daemon's reaper re-queues
+    the batch once space is back, and the second turn carries the same delivery id."""
+    db, rec = small_fs / "mail.db", tmp_path / "gated.jsonl"
+    store, d, mid, dlv = _gated_turn_then_full_disk(small_fs, tmp_path, daemons, "3")
+    try:
+        wait_for(lambda: _failed(d, "supervisor.loop_crashed"), 30, "the ack to give up")
+        assert not store.get_message(mid).read  # type: ignore[union-attr]
+        _grow(small_fs, "16m")
+        wait_for(lambda: [e for e in d.events("supervisor.reaped_expired")
+                          if dlv in e["deliveries"]], 30, "the reaper to name the delivery")
+        wait_for(lambda: _acked_by(db, mid), 30, "the redelivery to be acked")
+        assert d.stop() == 0
+    finally:
+        store.close()
+        if d.alive():
+            d.kill()
+    first, second = _turns(rec)
+    assert first["uuid"] == second["uuid"] == dlv
+    assert "REDELIVERY" not in first["text"] and "REDELIVERY (attempt 2)" in second["text"]
+    assert _acked_by(db, mid) == dlv
+    assert_sound(db)
+
+
+def test_release_failing_on_a_full_disk_is_reaped_and_redelivered_under_its_id(
+    small_fs: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    """The turn fails while the disk is full: the release cannot be written, is given up at the
+    lease's end (logged), and the reaper re-queues the batch; the retry succeeds under its id."""
+    db, rec, ok = small_fs / "mail.db", tmp_path / "gated.jsonl", tmp_path / "ok"
+    store, d, mid, dlv = _gated_turn_then_full_disk(
+        small_fs, tmp_path, daemons, "3", "--exit", "1", "--exit-unless", str(ok)
+    )
+    try:
+        wait_for(lambda: _failed(d, "delivery.release_failed", dlv), 30, "the release to give up")
+        assert not store.get_message(mid).read  # type: ignore[union-attr]
+        ok.touch()  # the next turn succeeds
+        _grow(small_fs, "16m")
+        wait_for(lambda: [e for e in d.events("supervisor.reaped_expired")
+                          if dlv in e["deliveries"]], 30, "the reaper to name the delivery")
+        wait_for(lambda: _acked_by(db, mid), 30, "the redelivery to be acked")
+        assert d.stop() == 0
+    finally:
+        store.close()
+        if d.alive():
+            d.kill()
+    first, second = _turns(rec)
+    assert first["uuid"] == second["uuid"] == dlv
+    assert "REDELIVERY (attempt 2)" in second["text"]
+    assert _acked_by(db, mid) == dlv
+    assert _unsettled(db) == []
+    assert_sound(db)
+
+
+def _unsettled(db: Path) -> list[str]:
+    conn = connect_ro(db)
+    try:
+        return [r[0] for r in conn.execute("SELECT id FROM am_deliveries WHERE state != 'acked'")]
+    finally:
+        conn.close()
 
 
 def test_size_capped_store_in_process(tmp_path: Path) -> None:
