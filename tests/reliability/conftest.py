@@ -52,12 +52,14 @@ def integrity(db: Path) -> str:
 
 def assert_sound(db: Path) -> None:
     """How every reliability scenario ends: ``PRAGMA integrity_check`` says ok, no orphan rows."""
-    assert integrity(db) == "ok", integrity(db)
+    result = integrity(db)
+    assert result == "ok", f"integrity_check: {result}"
     conn = connect_ro(db)
     try:
-        assert orphan_problems(conn) == []
+        problems = orphan_problems(conn)
     finally:
         conn.close()
+    assert problems == [], problems
 
 
 def add_spawn(store: SqliteMailStore, name: str, command: tuple[str, ...], **kw: Any) -> None:

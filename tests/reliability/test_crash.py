@@ -16,10 +16,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from agentmaild.mail import Mailer
 from agentmaild.models import PRIORITY_RANK, Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.reliability.conftest import AGENTS, DaemonProc, add_spawn, agent_cmd, wait_for
+from tests.reliability.conftest import (
+    AGENTS,
+    DaemonProc,
+    add_spawn,
+    agent_cmd,
+    assert_sound,
+    wait_for,
+)
 from tests.reliability.history import (
     broadcast_problems,
     check_history,
@@ -246,3 +255,5 @@ def test_history_checker_catches_each_violation(tmp_path: Path) -> None:
     )
     assert "LOST" in problems(good, f"DELETE FROM messages WHERE id = '{ids[0]}'")
     store.close()
+    with pytest.raises(AssertionError, match="delivery without messages"):
+        assert_sound(db)  # the check every scenario ends with sees the orphan too

@@ -31,7 +31,14 @@ from agentmaild.procs.pids import start_time
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.base import AgentProc
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.reliability.conftest import DaemonProc, add_spawn, agent_cmd, read_jsonl, wait_for
+from tests.reliability.conftest import (
+    DaemonProc,
+    add_spawn,
+    agent_cmd,
+    assert_sound,
+    read_jsonl,
+    wait_for,
+)
 from tests.support.waiting import alive
 
 HANG = {"AGENTMAILD_CHANNELS_SPAWN_STALL_TIMEOUT_S": "60"}  # a silent turn is not a stall here
@@ -88,6 +95,7 @@ def test_a_setsid_grandchild_is_stopped_and_reaped_when_its_turn_ends(
     assert stopped["pids"] == [grandchild["pid"]] and stopped["agent"] == "esc"
     assert d.events("daemon.subreaper")[0]["enabled"] is True
     assert d.stop() == 0
+    assert_sound(db)
 
 
 def test_an_escapee_that_exits_during_its_turn_is_reaped_not_left_a_zombie(
@@ -102,6 +110,7 @@ def test_an_escapee_that_exits_during_its_turn_is_reaped_not_left_a_zombie(
     wait_for(lambda: _gone(grandchild["pid"]), 10, "the grandchild's zombie to be reaped")
     assert _events(ledger, "term") == []
     assert d.stop() == 0
+    assert_sound(db)
 
 
 def test_the_next_daemon_stops_an_orphaned_turn_before_redelivering(
@@ -135,6 +144,7 @@ def test_the_next_daemon_stops_an_orphaned_turn_before_redelivering(
         check.close()
     assert second.stop() == 0
     assert _gone(retry["pid"]) or not alive(retry["pid"])
+    assert_sound(db)
 
 
 def _sleeper() -> subprocess.Popen[bytes]:
@@ -174,6 +184,7 @@ def test_a_journalled_pid_now_held_by_another_process_is_not_signalled(
         for p in (reused, recorded):
             p.kill()
             p.wait(10)
+    assert_sound(db)
 
 
 async def _deliver_ignoring_failure(channel: SpawnChannel, batch: Batch) -> None:
@@ -221,3 +232,4 @@ async def test_a_live_process_of_an_earlier_daemon_keeps_its_agent_busy(
             earlier.kill()
             earlier.wait(10)
         await store.aclose()
+    assert_sound(db)

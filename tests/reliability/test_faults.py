@@ -18,11 +18,10 @@ from tests.reliability.conftest import (
     DaemonProc,
     add_spawn,
     agent_cmd,
-    integrity,
+    assert_sound,
     read_jsonl,
     wait_for,
 )
-from tests.reliability.history import connect_ro, orphan_problems
 
 MAX_ATTEMPTS = 3  # conftest.FAST
 # mode -> (agent settings, what the last error must mention)
@@ -64,15 +63,6 @@ def _status(d: DaemonProc) -> dict[str, dict[str, Any]]:
     return {r["agent"]: r for r in json.loads(result.stdout)["agents"]}
 
 
-def _check_store(db: Path) -> None:
-    assert integrity(db) == "ok"
-    conn = connect_ro(db)
-    try:
-        assert orphan_problems(conn) == []
-    finally:
-        conn.close()
-
-
 def test_fault_matrix_retries_then_dead_letters_without_loss(
     db: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
@@ -105,7 +95,7 @@ def test_fault_matrix_retries_then_dead_letters_without_loss(
     assert len(pinger.latencies) >= 3 and max(pinger.latencies) < 5, pinger.latencies
     _retry_after_the_fix(d, store, tmp_path, sent)
     assert d.stop() == 0
-    _check_store(db)
+    assert_sound(db)
     print(f"fault matrix: {len(pinger.latencies)} healthy round trips during the faults, "
           f"max {max(pinger.latencies) * 1000:.0f} ms")
 
@@ -162,7 +152,7 @@ def test_vanished_pane_retries_without_loss_or_stuck_loop(
     pulled = d.cli("check", "--agent", "pane", "--json")  # never a loss: the pull side has it
     assert pulled.returncode == 0 and mid in pulled.stdout.decode(), pulled.stderr
     assert d.stop() == 0
-    _check_store(db)
+    assert_sound(db)
 
 
 @pytest.mark.tmux
@@ -181,4 +171,4 @@ def test_vanished_pane_mail_becomes_a_dead_letter_with_an_ndr(
                  5, "the non-delivery report")
     finally:
         d.stop()
-        _check_store(db)
+        assert_sound(db)

@@ -28,7 +28,7 @@ from agentmaild.cli.app import app
 from agentmaild.control.protocol import COMMANDS, MAX_REQUEST_BYTES
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.reliability.conftest import DaemonProc, base_env, integrity
+from tests.reliability.conftest import DaemonProc, assert_sound, base_env
 from tests.support.daemon import raw_exchange
 
 FUZZ = settings(
@@ -126,7 +126,7 @@ def test_control_socket_survives_garbage(
     finally:
         print(f"control socket fuzz: replies by code {replies}")
     assert d.stop() == 0
-    assert integrity(db) == "ok"
+    assert_sound(db)
 
 
 # -- the CLI ----------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def test_cli_send_fuzz(runner: CliRunner, db: Path) -> None:
 
     one()
     print(f"cli send fuzz: exit codes {outcomes}")
-    assert integrity(db) == "ok"
+    assert_sound(db)
 
 
 def test_cli_ids_and_names_fuzz(runner: CliRunner, db: Path) -> None:
@@ -229,7 +229,7 @@ def test_cli_ids_and_names_fuzz(runner: CliRunner, db: Path) -> None:
             assert _count(db) == before
 
     one()
-    assert integrity(db) == "ok"
+    assert_sound(db)
 
 
 # -- the real entry point, bytes the OS hands it ------------------------------------------------
@@ -273,7 +273,7 @@ def test_entry_point_with_undecodable_bytes(
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert _count(db) == before
-    assert integrity(db) == "ok"
+    assert_sound(db)
 
 
 def test_retry_unknown_delivery_error_is_one_line(runner: CliRunner, db: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, Message
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.reliability.conftest import DaemonProc, add_spawn, integrity, wait_for
+from tests.reliability.conftest import DaemonProc, add_spawn, assert_sound, wait_for
 from tests.support.daemon import raw_exchange
 
 pytestmark = pytest.mark.timeout(90)
@@ -50,7 +50,7 @@ def test_control_requests_with_unstorable_json_get_a_protocol_error(
         assert d.status_row("bob")["paused"] is False, f"{case}: the request was acted on"
     assert d.ctl("ping")["pong"]
     assert d.stop() == 0
-    assert integrity(db) == "ok"
+    assert_sound(db)
 
 
 # Valid JSON whose result text is a lone surrogate: Python decodes it to an unencodable str.
@@ -93,4 +93,4 @@ def test_agent_result_with_a_lone_surrogate_fails_the_attempt_not_the_loop(
     ndr = wait_for(reports, 5, "the non-delivery report")
     assert len(ndr) == 1 and "bad \\ud800 news" in ndr[0].body, ndr
     assert d.stop() == 0
-    assert integrity(db) == "ok"
+    assert_sound(db)

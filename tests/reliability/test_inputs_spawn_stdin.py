@@ -20,7 +20,7 @@ from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.procs.scope import open_child
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.reliability.conftest import DaemonProc, add_spawn, integrity, wait_for
+from tests.reliability.conftest import DaemonProc, add_spawn, assert_sound, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -75,7 +75,7 @@ def test_exit_0_without_reading_is_never_acked(
     acked = {e["agent"] for e in d.events("delivery.acked")}
     assert acked == set(READERS), acked
     assert d.stop() == 0
-    assert integrity(db) == "ok"
+    assert_sound(db)
 
 
 # -- the pipe itself: bigger than its buffer, so a plain write would block --------------------

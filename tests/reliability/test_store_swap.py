@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.reliability.conftest import DaemonProc, integrity
+from tests.reliability.conftest import DaemonProc, assert_sound
 
 EXIT_WITHIN_S = 5.0
 
@@ -74,7 +74,7 @@ def test_a_store_replaced_under_the_daemon_stops_it_and_stays_intact(
     # A later command opens the restored file with whatever WAL is left beside it.
     assert d.cli("inbox", "--agent", "bob").returncode == 0
     assert _subjects(db) == ["old-1", "old-2", "old-3"]
-    assert integrity(db) == "ok"
+    assert_sound(db)
 
 
 def test_a_store_deleted_under_the_daemon_stops_it(
