@@ -45,7 +45,7 @@ def test_running_daemon_reaps_an_expired_claim_and_redelivers_it_under_its_id(
     ledger = tmp_path / "worker.jsonl"
     store = _store(db)
     add_spawn(store, "worker", agent_cmd("ledger_agent.py", str(ledger)))
-    d = daemons({"AGENTMAILD_DAEMON_LEASE_S": "2"})
+    d = daemons({"AGENTMAILD_DAEMON_LEASE_S": "3"})
     try:
         assert d.ctl("pause", {"agent": "worker"})["paused"] == ["worker"]
         mid = Mailer(store).send(sender="bob", to="worker", subject="s", body="x").ids[0]
@@ -83,10 +83,16 @@ def test_restart_resets_a_busy_parentless_spawn_agent_and_mails_the_operator(
     db: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     """SIGKILL mid-turn of a spawn agent with no parent: the next serve resets its turn state,
-    mails ``operator`` the interrupted report, and redelivers under the same delivery id."""
+    mails ``operator`` the interrupted report, and redelivers under the same delivery id.
+
+    Only daemon-owned (spawn, stdin) agents are reset; the spawn channel never consults
+    ``turn_state``, so a missed reset shows as a stale ``busy`` (and a report without it)."""
     rec, gate = tmp_path / "lone.jsonl", tmp_path / "gate"
     store = _store(db)
     add_spawn(store, "lone", agent_cmd("gated_agent.py", str(rec), str(gate)))  # no parent
+    # An interactive session's hook said busy: no daemon owned that turn, so it stays busy.
+    store.add_agent(Agent(name="desk", capability="lead", parent="bob"))
+    store.update_agent("desk", {"turn_state": "busy"})
     try:
         first = daemons()
         mid = Mailer(store).send(sender="bob", to="lone", subject="s", body="x").ids[0]
@@ -99,12 +105,14 @@ def test_restart_resets_a_busy_parentless_spawn_agent_and_mails_the_operator(
         gate.touch()
         second = daemons()
         wait_for(lambda: store.get_message(mid).read, 30, "the redelivery")  # type: ignore[union-attr]
+        assert store.get_agent("lone").turn_state is None  # type: ignore[union-attr]
+        assert store.get_agent("desk").turn_state == "busy"  # type: ignore[union-attr]
         recovered = second.events("daemon.recovered")[-1]  # the log is shared: the last
         assert (recovered["requeued"], recovered["reset_busy"]) == (1, 1)
-        assert store.get_agent("lone").turn_state is None  # type: ignore[union-attr]
         [report] = [m for m in store.inbox(OPERATOR) if m.from_agent == "agentmaild"]
         assert f"- lone: delivery {dlv} re-queued" in report.body
         assert "- lone: turn state was busy; reset" in report.body
+        assert "desk" not in report.body
         assert report.subject == "agentmaild restarted: 1 agent(s) were interrupted"
         assert [m for m in store.inbox("bob") if m.from_agent == "agentmaild"] == []
         assert second.stop() == 0
