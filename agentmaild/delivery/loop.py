@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import anyio
@@ -73,6 +74,7 @@ class DeliveryLoop(LoopFigures):
         self._deliver_scope: anyio.CancelScope | None = None
         self._aborted = False
         self._confirmed = False
+        self._lease_until = 0.0  # the lease the batch in flight holds (extended during its turn)
         # Set whenever no delivery is in flight; drain() waits on it.
         self.quiet = anyio.Event()
         self.quiet.set()
@@ -156,6 +158,7 @@ class DeliveryLoop(LoopFigures):
         self.state, self.in_flight = "delivering", batch
         self._spell.busy("in turn", started, fresh=True)
         self._confirmed, self.quiet = False, anyio.Event()
+        self._lease_until = batch.lease_until
         try:
             try:
                 outcome = await self._deliver(batch, text)
@@ -167,10 +170,10 @@ class DeliveryLoop(LoopFigures):
                     else Outcome(StepResult.CANCELLED, "cancelled")
                 )
                 with anyio.CancelScope(shield=True):
-                    await self._settle(batch, known, started)
+                    await self._settle(self._as_leased(batch), known, started)
                 raise
             with anyio.CancelScope(shield=True):
-                result = await self._settle(batch, outcome, started)
+                result = await self._settle(self._as_leased(batch), outcome, started)
         finally:
             self.in_flight = None
             self._spell.clear()
@@ -218,14 +221,20 @@ class DeliveryLoop(LoopFigures):
         self._confirmed = True
         return Outcome(StepResult.DELIVERED)
 
+    def _as_leased(self, batch: Batch) -> Batch:
+        """The batch with the lease it holds now: a long turn's ack or release that meets a
+        failing store is retried until the *extended* lease ends, not the first one."""
+        return replace(batch, lease_until=max(batch.lease_until, self._lease_until))
+
     async def _keep_lease(self, delivery_id: str) -> None:
         """Extend the lease while a long turn runs, so no reaper hands the batch out twice."""
         interval = max(self.settings.lease_s / 3, 0.01)
         while True:
             await anyio.sleep(interval)  # cancelled as soon as the delivery settles
+            now = self._wall()
             try:
                 kept = await self._store.extend_lease(
-                    delivery_id, lease_s=self.settings.lease_s, now=self._wall()
+                    delivery_id, lease_s=self.settings.lease_s, now=now
                 )
             except AgentmaildError as exc:
                 self._log.warning(
@@ -235,6 +244,7 @@ class DeliveryLoop(LoopFigures):
             if not kept:
                 self._log.warning("delivery.lease_lost", delivery_id=delivery_id)
                 return
+            self._lease_until = now + self.settings.lease_s
 
     # -- the loop ---------------------------------------------------------------------------
     async def run(self) -> None:

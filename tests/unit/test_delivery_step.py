@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -13,11 +14,12 @@ from structlog.testing import capture_logs
 from agentmaild.channels.testing import FakeChannel
 from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.types import LoopSettings, StepResult
-from agentmaild.errors import AgentUnavailable
+from agentmaild.errors import AgentUnavailable, StoreError
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.waiting import wait_until
 
 SETTINGS = LoopSettings(
     poll_interval_s=0.01,
@@ -311,3 +313,44 @@ async def test_a_busy_spell_keeps_its_start_and_is_warned_about_once(
     with capture_logs() as logs:
         loop.check_busy()
     assert [e["event"] for e in logs] == ["delivery.busy_long"]
+
+
+class AckFailsOnce(AsyncMailStore):
+    """The real store, but the first ack meets a failing disk (the store is not under test)."""
+
+    acks = 0
+
+    async def ack_delivery(self, delivery_id: str, **kw: Any) -> int:
+        self.acks += 1
+        if self.acks == 1:
+            raise StoreError("store write failed: database or disk is full")
+        return await super().ack_delivery(delivery_id, **kw)
+
+
+async def test_a_long_turns_failed_ack_is_retried_within_its_extended_lease(
+    store: SqliteMailStore, mailer: Mailer
+) -> None:
+    mid = send(mailer)
+    wall = Clock()
+    settings = replace(SETTINGS, lease_s=0.3)
+
+    def lease_until() -> float:
+        row = store.connection.execute("SELECT lease_until FROM am_deliveries").fetchone()
+        return float(row["lease_until"] or 0)
+
+    async def long_turn(batch: Batch, text: str) -> None:
+        assert batch.lease_until == pytest.approx(1000.3)
+        wall.now = 1000.25  # the turn outlives its first lease, which the loop extends
+        await wait_until(lambda: lease_until() > 1000.3, 10)
+        wall.now = 1000.4  # past the first lease, within the extended one
+
+    agent = store.get_agent("alice")
+    assert agent is not None
+    astore = AckFailsOnce(store)
+    channel = FakeChannel(long_turn)
+    loop = DeliveryLoop(agent, channel, astore, mailer, settings, clock=Clock(), wall=wall)
+    with anyio.fail_after(10):
+        assert await loop.step() is StepResult.DELIVERED
+    assert astore.acks == 2
+    message = store.get_message(mid)
+    assert message is not None and message.read
