@@ -48,7 +48,8 @@ class History:
     def summary(self) -> str:
         return (
             f"{self.messages} messages, {self.turns} turns ({self.redelivery_turns} marked as "
-            f"redeliveries), {self.redelivered_messages} messages redelivered, at most {self.max_deliveries_per_message} deliveries of one message, "
+            f"redeliveries), {self.redelivered_messages} messages redelivered, at most "
+            f"{self.max_deliveries_per_message} deliveries of one message, "
             f"at most {self.max_claims_per_delivery} claims of one delivery"
         )
 

@@ -264,7 +264,9 @@ def test_half_written_broadcast(run: Run) -> None:
             f"('{run.m[0]}', '{run.m[1]}', '{run.m[2]}')")
     assert _broadcast_problems(run, ["bc-whole"]) == []
     run.sql(f"UPDATE messages SET broadcast_id = 'bc-half' WHERE id = '{run.m[3]}'")
-    assert _broadcast_problems(run, ["bc-whole"]) == ["broadcast bc-half is half-written: 1 of 3 rows"]
+    assert _broadcast_problems(run, ["bc-whole"]) == [
+        "broadcast bc-half is half-written: 1 of 3 rows"
+    ]
 
 
 def test_committed_broadcast_gone(run: Run) -> None:
