@@ -130,6 +130,9 @@ def test_random_sigkills_of_the_daemon_lose_nothing(
     history.assert_ok(f"(seed {seed})")
     assert len(sender.ids) == N_MESSAGES and kills >= MIN_KILLS
     assert requeued >= 1, f"seed {seed}: no kill ever caught a delivery in flight"
+    # A re-queued batch is claimed again, so it is acked on attempt 2 or later, and the turn that
+    # acked it was told so (the checker also holds the marker to the store's claim count).
+    assert history.redelivery_turns >= 1, f"seed {seed}: no agent was shown a REDELIVERY marker"
 
 
 def _unread(store: SqliteMailStore, names: list[str]) -> int:
