@@ -8,9 +8,13 @@ lists all that is wrong, not just the first.
 Checked (SPEC §5, §9 "No loss"):
 
 - every sent message exists and was delivered at least once (it is in some ledger record);
-- it is acked exactly once: ``read = 1`` with one ``acked_at``/``acked_by`` record, made by the
-  delivery it was claimed under; and nothing is read that no agent was given under that id;
+- once settled, it is acked exactly once: ``read = 1`` with one ``acked_at``/``acked_by`` record,
+  made by the delivery it was claimed under; and nothing is read that no agent was given under
+  that id;
 - every repeat delivery of a message carried the first delivery id it was delivered under;
+- every repeat of a delivery said so: its ``REDELIVERY (attempt N)`` numbers rise from turn to
+  turn, a ``<delivery id>.<N>`` uuid (the claude channels' form) agrees with the text, and the
+  attempt the store acked is the last one the agent was shown;
 - no daemon logged two acks that marked rows read for one delivery, nor more rows than messages;
 - no orphan rows: deliveries without messages, messages pointing at missing deliveries, nudges or
   idempotency records pointing at missing messages, deliveries for unknown agents;
@@ -35,6 +39,7 @@ class History:
 
     messages: int = 0
     turns: int = 0
+    redelivery_turns: int = 0
     redelivered_messages: int = 0
     max_deliveries_per_message: int = 0
     max_claims_per_delivery: int = 0
@@ -42,8 +47,9 @@ class History:
 
     def summary(self) -> str:
         return (
-            f"{self.messages} messages, {self.turns} turns, {self.redelivered_messages} messages "
-            f"redelivered, at most {self.max_deliveries_per_message} deliveries of one message, "
+            f"{self.messages} messages, {self.turns} turns ({self.redelivery_turns} marked as "
+            f"redeliveries), {self.redelivered_messages} messages redelivered, at most "
+            f"{self.max_deliveries_per_message} deliveries of one message, "
             f"at most {self.max_claims_per_delivery} claims of one delivery"
         )
 
@@ -94,9 +100,9 @@ def check_history(
     settled: bool = True,
 ) -> History:
     """Check a finished run. ``sent``: the ids of the messages the test sent to ledger agents;
-    ``acked_events``: the daemons' ``delivery.acked`` log lines; ``settled``: every delivery is
-    expected to be acked by now."""
-    h = History(turns=len(ledger))
+    ``acked_events``: the daemons' ``delivery.acked`` log lines; ``settled``: every message and
+    delivery is expected to be acked by now."""
+    h = History(turns=len(ledger), redelivery_turns=sum(r["attempt"] > 1 for r in ledger))
     sent = list(sent)
     h.messages = len(sent)
     conn = connect_ro(db)
@@ -113,9 +119,10 @@ def check_history(
         if row is None:
             h.problems.append(f"{mid}: LOST (no row in the store)")
             continue
-        h.problems += _message_problems(mid, row, seen.get(mid, []))
+        h.problems += _message_problems(mid, row, seen.get(mid, []), settled)
     h.problems += _ack_problems(rows, seen)
     h.problems += _ledger_problems(ledger, deliveries)
+    h.problems += redelivery_problems(ledger, deliveries)
     h.problems += _event_problems(acked_events, len(rows))
     if settled:
         h.problems += [
@@ -132,13 +139,21 @@ def _delivery_ids_by_message(
     seen: dict[str, list[str]] = defaultdict(list)
     for record in ledger:
         for mid in record["message_ids"]:
-            seen[mid].append(record["uuid"])
+            seen[mid].append(split_uuid(record["uuid"])[0])
     h.redelivered_messages = sum(1 for uuids in seen.values() if len(uuids) > 1)
     h.max_deliveries_per_message = max((len(u) for u in seen.values()), default=0)
     return seen
 
 
-def _message_problems(mid: str, row: sqlite3.Row, uuids: list[str]) -> list[str]:
+def split_uuid(uuid: str) -> tuple[str, int | None]:
+    """A stream-json uuid as (delivery id, attempt suffix): ``dlv-x.3`` -> ("dlv-x", 3)."""
+    head, dot, tail = uuid.rpartition(".")
+    return (head, int(tail)) if dot and tail.isdigit() else (uuid, None)
+
+
+def _message_problems(
+    mid: str, row: sqlite3.Row, uuids: list[str], settled: bool
+) -> list[str]:
     problems = []
     if not uuids:
         problems.append(f"{mid}: never delivered")
@@ -147,7 +162,10 @@ def _message_problems(mid: str, row: sqlite3.Row, uuids: list[str]) -> list[str]
     elif row["delivery_id"] != uuids[0]:
         problems.append(f"{mid}: delivered as {uuids[0]}, store says {row['delivery_id']}")
     if row["read"] != 1:
-        problems.append(f"{mid}: not acked (read={row['read']}, delivery {row['delivery_id']})")
+        if settled:
+            problems.append(
+                f"{mid}: not acked (read={row['read']}, delivery {row['delivery_id']})"
+            )
     elif not row["acked_at"] or row["acked_by"] != row["delivery_id"]:
         problems.append(
             f"{mid}: ack record wrong (acked_at={row['acked_at']!r}, acked_by={row['acked_by']!r},"
@@ -170,16 +188,45 @@ def _ledger_problems(
 ) -> list[str]:
     problems = []
     for record in ledger:
-        d = deliveries.get(record["uuid"])
+        d = deliveries.get(split_uuid(record["uuid"])[0])
         if d is None:
-            problems.append(f"turn {record} carried an unknown delivery id")
+            problems.append(f"{_turn(record)}: unknown delivery id")
         elif record["attempt"] > d["attempts"]:
-            problems.append(
-                f"turn {record} says attempt {record['attempt']}, store {d['attempts']}"
-            )
+            problems.append(f"{_turn(record)}: the store counts only {d['attempts']} claims")
         if not record["message_ids"]:
-            problems.append(f"turn {record} carried no message")
+            problems.append(f"{_turn(record)}: carried no message")
     return problems
+
+
+def redelivery_problems(
+    ledger: Sequence[dict[str, Any]], deliveries: dict[str, sqlite3.Row]
+) -> list[str]:
+    """Each repeat of a delivery id was marked as one, with its attempt number (ledger order is
+    turn order: one agent's turns run one at a time and append to its one ledger)."""
+    problems = []
+    last: dict[str, int] = {}
+    for record in ledger:
+        delivery, suffix = split_uuid(record["uuid"])
+        attempt = record["attempt"]
+        if suffix is not None and (suffix < 2 or suffix != attempt):
+            problems.append(f"{_turn(record)}: the uuid says attempt {suffix}")
+        before = last.get(delivery)
+        if before is not None and attempt <= before:
+            problems.append(f"{_turn(record)}: a repeat of attempt {before} not marked as later")
+        last[delivery] = attempt
+    for delivery, shown in last.items():
+        d = deliveries.get(delivery)
+        if d is not None and d["state"] == "acked" and shown < d["attempts"]:
+            problems.append(
+                f"delivery {delivery}: acked at attempt {d['attempts']}, but the agent was last "
+                f"shown attempt {shown}"
+            )
+    return problems
+
+
+def _turn(record: dict[str, Any]) -> str:
+    where = f" in {record['ledger']}" if "ledger" in record else ""
+    return f"turn {record['uuid']} (attempt {record['attempt']}{where})"
 
 
 def _event_problems(events: Sequence[dict[str, Any]], rows: int) -> list[str]:
