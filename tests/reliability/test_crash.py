@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from agentmaild.mail import Mailer
 from agentmaild.models import PRIORITY_RANK, Agent
 from agentmaild.store.sqlite import SqliteMailStore
@@ -26,7 +24,6 @@ from tests.reliability.conftest import (
     DaemonProc,
     add_spawn,
     agent_cmd,
-    assert_sound,
     wait_for,
 )
 from tests.reliability.history import (
@@ -225,41 +222,3 @@ def test_senders_killed_mid_broadcast_leave_no_half_broadcast(db: Path, tmp_path
           f"{len(committed)} seen committed")
     assert not problems, f"seed {seed}: {problems}"
     assert len(committed) >= 8
-<<<<<<< HEAD
-
-
-# -- the checker itself must catch what it claims to ----------------------------------------
-
-
-def test_history_checker_catches_each_violation(tmp_path: Path) -> None:
-    db = tmp_path / "h.db"
-    store = SqliteMailStore(db)
-    store.add_agent(Agent(name="a", capability="builder"))
-    ids = [Mailer(store).send(sender="bob", to="a", subject=f"s{i}", body="b").ids[0]
-           for i in range(3)]
-    batch = store.claim("a", max_messages=10, max_chars=10_000, lease_s=60, now=time.time())
-    assert batch is not None
-    store.ack_delivery(batch.delivery_id, now=time.time())
-    good = [{"uuid": batch.delivery_id, "message_ids": ids, "attempt": 1, "pid": 1}]
-    assert check_history(db, good, ids).problems == []
-
-    def problems(ledger: list[dict[str, object]], sql: str = "") -> str:
-        if sql:
-            store.connection.execute(sql)
-        return "\n".join(check_history(db, ledger, ids).problems)
-
-    repeat = {"uuid": "dlv-other000", "message_ids": ids[:1], "attempt": 2, "pid": 2}
-    assert "changed the delivery id" in problems([*good, repeat])
-    assert "never delivered" in problems([{**good[0], "message_ids": ids[1:]}])
-    assert "never delivered under that id" in problems([{**good[0], "message_ids": ids[1:]}])
-    assert "not acked" in problems(good, f"UPDATE messages SET read = 0 WHERE id = '{ids[2]}'")
-    assert "delivery without messages" in problems(
-        good, "INSERT INTO am_deliveries (id, agent, state, created_at, updated_at) "
-        "VALUES ('dlv-orphan00', 'a', 'acked', '', '')"
-    )
-    assert "LOST" in problems(good, f"DELETE FROM messages WHERE id = '{ids[0]}'")
-    store.close()
-    with pytest.raises(AssertionError, match="delivery without messages"):
-        assert_sound(db)  # the check every scenario ends with sees the orphan too
-=======
->>>>>>> wt-t-checks

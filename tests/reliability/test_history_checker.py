@@ -18,6 +18,7 @@ import pytest
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.reliability.conftest import assert_sound
 from tests.reliability.history import broadcast_problems, check_history, connect_ro
 
 
@@ -135,6 +136,9 @@ DELIVERY = ("INSERT INTO am_deliveries (id, agent, state, attempts, created_at, 
 def test_orphans(run: Run, statements: list[str], expected: str) -> None:
     run.sql(*statements)
     assert run.problems() == [f"1 orphan row(s): {expected}"]
+    # the check every reliability scenario ends with sees the same orphan
+    with pytest.raises(AssertionError, match="orphan"):
+        assert_sound(run.db)
 
 
 def test_lost(run: Run) -> None:
