@@ -67,8 +67,8 @@ def test_retried_dead_letter_starts_its_backoff_afresh_under_the_same_id(
     first_round = [e["backoff_s"] for e in d.events("delivery.failed")]
     assert first_round == [0.2, 0.4, 0.8, 1.6]
 
-    asked = time.time()
     result = d.cli("retry", "--agent", "doomed", "--json")
+    answered = time.time()  # after the CLI's cold start, which a loaded machine stretches
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["requeued"] == [dead.delivery_id]
     retried = wait_for(
@@ -79,8 +79,10 @@ def test_retried_dead_letter_starts_its_backoff_afresh_under_the_same_id(
     # Before the fix the loop went on from failure 5: 6.4 s, then 12.8 s, ...
     assert [e["backoff_s"] for e in retried] == [0.2, 0.4]
     assert {e["delivery_id"] for e in retried} == {dead.delivery_id}
-    assert _at(retried[0]) - asked < 3.0  # the first redelivery: at once (CLI start-up aside)
-    assert _at(retried[1]) - _at(retried[0]) < 0.2 + 1.0  # the first backoff, plus a step
+    assert _at(retried[0]) - answered < 3.0  # the first redelivery: at once
+    # The first backoff plus a cold agent start: before the fix it was 6.4 s, so 4 s of slack for
+    # a loaded machine still tell the two apart.
+    assert _at(retried[1]) - _at(retried[0]) < 0.2 + 4.0
     [again] = wait_for(lambda: store.dead_letters("doomed"), 20, "the second dead letter")
     assert again.delivery_id == dead.delivery_id
 
