@@ -390,20 +390,20 @@ def test_tui_in_tmux_paste_submit_busy_idle(claude_bin: str, stub: AnthropicStub
         # the file appears first without "status"; it is added a moment later
         idle_file = wait_until(
             lambda: (f := session_file(ws.home, pid)) and "status" in f and f,
-            10,
+            20,
             what="session file with status",
         )
         assert idle_file["status"] == "idle"
         assert idle_file["pid"] == pid
         assert idle_file["kind"] == "interactive"
         (start,) = wait_until(
-            lambda: hook_records(ws.hooks, "SessionStart"), 10, what="SessionStart hook"
+            lambda: hook_records(ws.hooks, "SessionStart"), 20, what="SessionStart hook"
         )
         assert start["session_id"] == idle_file["sessionId"]
 
         stub.hold("MARKER-E")
         tmux.paste(target, "hello from tmux MARKER-E")
-        wait_until(lambda: "MARKER-E" in tmux.capture(target), 10, what="pasted text shown")
+        wait_until(lambda: "MARKER-E" in tmux.capture(target), 20, what="pasted text shown")
         tmux.send_keys(target, "Enter")
         stub.wait_for("MARKER-E", timeout=20)
 
@@ -415,7 +415,7 @@ def test_tui_in_tmux_paste_submit_busy_idle(claude_bin: str, stub: AnthropicStub
         print("(e) busy screen:\n" + busy_screen.rstrip())
         busy_file = wait_until(
             lambda: (f := session_file(ws.home, pid)) and f.get("status") == "busy" and f,
-            10,
+            20,
             what="status busy",
         )
         (prompt,) = hook_records(ws.hooks, "UserPromptSubmit")
@@ -432,10 +432,10 @@ def test_tui_in_tmux_paste_submit_busy_idle(claude_bin: str, stub: AnthropicStub
         print("(e) after turn:\n" + done_screen.rstrip())
         wait_until(
             lambda: (f := session_file(ws.home, pid)) and f.get("status") == "idle",
-            10,
+            20,
             what="status idle",
         )
-        (stop,) = wait_until(lambda: hook_records(ws.hooks, "Stop"), 10, what="Stop hook")
+        (stop,) = wait_until(lambda: hook_records(ws.hooks, "Stop"), 20, what="Stop hook")
         assert stop["last_assistant_message"] == REPLY
         print("(e) session file:", json.dumps(session_file(ws.home, pid)))
         print(

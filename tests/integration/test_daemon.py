@@ -11,7 +11,6 @@ import random
 import re
 import signal
 import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,7 +70,7 @@ def test_fail_twice_then_succeed_shows_retries_and_backoff(
     )
     mid = Mailer(store).send(sender="bob", to="flaky", subject="hi", body="x").ids[0]
     poke(d.sock, ["flaky"])
-    row = wait_for(lambda: (r := d.status_row("flaky"))["backoff_s"] > 0 and r, 10, "backoff")
+    row = wait_for(lambda: (r := d.status_row("flaky"))["backoff_s"] > 0 and r, 20, "backoff")
     assert row["failures"] >= 1 and row["last_delivery"]["result"] == "failed"
     wait_for(lambda: store.get_message(mid).read, 15, "the third attempt to ack")  # type: ignore[union-attr]
     runs = records(Path(str(counter) + ".log"))
@@ -97,7 +96,7 @@ def test_always_failing_agent_dead_letters_ndr_and_retry(
     [dead] = wait_for(lambda: store.dead_letters("doomed"), 15, "a dead letter")
     assert dead.message_ids == (mid,) and dead.attempts == 3
     assert len({r["uuid"] for r in records(rec)}) == 1
-    ndr = wait_for(lambda: store.inbox("bob", unread_only=True), 5, "the NDR")
+    ndr = wait_for(lambda: store.inbox("bob", unread_only=True), 20, "the NDR")
     assert ndr[0].type == "error" and mid in ndr[0].body
     assert d.status_row("doomed")["dead_letters"] == 1
     human = d.cli("status")
@@ -181,7 +180,7 @@ def test_sigterm_drains_in_flight_delivery_and_exits_0(
     wait_for(lambda: records(rec), 15, "the turn to start")
     assert d.proc is not None
     d.proc.send_signal(signal.SIGTERM)
-    wait_for(lambda: d.events("daemon.stopping"), 10, "the daemon to start draining")
+    wait_for(lambda: d.events("daemon.stopping"), 20, "the daemon to start draining")
     assert d.proc.poll() is None  # still waiting for the turn in flight
     gate.touch()
     assert d.proc.wait(20) == 0
@@ -192,17 +191,15 @@ def test_sigterm_drains_in_flight_delivery_and_exits_0(
 def test_agent_added_while_running_is_picked_up_after_a_poke(
     store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
-    d = daemons({"AGENTMAILD_DAEMON_POLL_INTERVAL_S": "30"})
+    d = daemons({"AGENTMAILD_DAEMON_POLL_INTERVAL_S": "600"})  # only the poke can find it
     rec = tmp_path / "late.jsonl"
     add_spawn(store, "late", agent_cmd("record_agent.py", str(rec)))
     mid = Mailer(store).send(sender="bob", to="late", subject="welcome", body="x").ids[0]
-    started = time.monotonic()
     assert poke(d.sock, ["late"])
-    wait_for(lambda: store.get_message(mid).read, 5, "delivery to the new agent")  # type: ignore[union-attr]
-    assert time.monotonic() - started < 5
+    wait_for(lambda: store.get_message(mid).read, 20, "delivery to the new agent")  # type: ignore[union-attr]
     store.remove_agent("late")
     poke(d.sock)  # what `agentmaild agents remove` does
-    wait_for(lambda: "late" not in {a["name"] for a in d.ctl("agents")["agents"]}, 5, "removal")
+    wait_for(lambda: "late" not in {a["name"] for a in d.ctl("agents")["agents"]}, 20, "removal")
 
 
 def test_second_sigterm_forces_and_releases(
@@ -216,13 +213,13 @@ def test_second_sigterm_forces_and_releases(
     [started] = wait_for(lambda: records(rec), 15, "the turn to start")
     assert d.proc is not None
     d.proc.send_signal(signal.SIGTERM)
-    wait_for(lambda: d.events("daemon.stopping"), 10, "draining")
+    wait_for(lambda: d.events("daemon.stopping"), 20, "draining")
     d.proc.send_signal(signal.SIGTERM)
     assert d.proc.wait(15) == 1
     assert not store.get_message(mid).read  # type: ignore[union-attr]
     assert store.counts()["stuck"].in_flight == 0  # released, not left claimed
     with pytest.raises(ProcessLookupError):  # the turn did not outlive the daemon
-        wait_for(lambda: os.kill(started["pid"], 0), 10, "the child to be reaped")
+        wait_for(lambda: os.kill(started["pid"], 0), 20, "the child to be reaped")
 
 
 def test_status_without_daemon_shows_store_counts(
@@ -245,14 +242,14 @@ def test_pause_resume_drain_and_metrics(
     rec = tmp_path / "p.jsonl"
     add_spawn(store, "pausy", agent_cmd("record_agent.py", str(rec)))
     d = daemons()
-    wait_for(lambda: d.status_row("pausy")["loop"] is not None, 5, "the agent's loop")
+    wait_for(lambda: d.status_row("pausy")["loop"] is not None, 20, "the agent's loop")
     assert d.ctl("pause", {"agent": "pausy"}) == {"paused": ["pausy"]}
     mid = Mailer(store).send(sender="bob", to="pausy", subject="s", body="x").ids[0]
     poke(d.sock, ["pausy"])
-    wait_for(lambda: d.status_row("pausy")["loop"] == "paused", 5, "the loop to park")
+    wait_for(lambda: d.status_row("pausy")["loop"] == "paused", 20, "the loop to park")
     assert not store.get_message(mid).read  # type: ignore[union-attr]
     d.ctl("resume", {"agent": "pausy"})
-    wait_for(lambda: store.get_message(mid).read, 5, "delivery after resume")  # type: ignore[union-attr]
+    wait_for(lambda: store.get_message(mid).read, 20, "delivery after resume")  # type: ignore[union-attr]
     assert d.ctl("drain", {"timeout_s": 1}) == {"drained": True, "in_flight": []}
     metrics = d.cli("ctl", "metrics")
     assert metrics.returncode == 0, metrics.stderr
@@ -270,11 +267,11 @@ def test_resume_without_an_agent_undoes_a_drain(
     rec = tmp_path / "d.jsonl"
     add_spawn(store, "drained", agent_cmd("record_agent.py", str(rec)))
     d = daemons()
-    wait_for(lambda: d.status_row("drained")["loop"] is not None, 5, "the agent's loop")
+    wait_for(lambda: d.status_row("drained")["loop"] is not None, 20, "the agent's loop")
     assert d.ctl("drain", {"timeout_s": 1}) == {"drained": True, "in_flight": []}
     mid = Mailer(store).send(sender="bob", to="drained", subject="s", body="x").ids[0]
     poke(d.sock, ["drained"])
-    wait_for(lambda: d.status_row("drained")["loop"] == "paused", 5, "the drained loop to park")
+    wait_for(lambda: d.status_row("drained")["loop"] == "paused", 20, "the drained loop to park")
     assert not store.get_message(mid).read  # type: ignore[union-attr]
     assert d.ctl("resume") == {"resumed": ["drained"]}
-    wait_for(lambda: store.get_message(mid).read, 5, "delivery after resume")  # type: ignore[union-attr]
+    wait_for(lambda: store.get_message(mid).read, 20, "delivery after resume")  # type: ignore[union-attr]

@@ -27,11 +27,11 @@ def test_sighup_reloads_the_config_file(daemons: Callable[..., DaemonProc], tmp_
     config.write_text('[log]\nlevel = "debug"\n')
     assert d.proc is not None
     d.proc.send_signal(signal.SIGHUP)
-    wait_for(lambda: d.events("daemon.reloaded"), 10, "the reload")
+    wait_for(lambda: d.events("daemon.reloaded"), 20, "the reload")
     d.ctl("ping")
     wait_for(
         lambda: [e for e in d.events("control.request") if e.get("cmd") == "ping"],
-        10,
+        20,
         "a debug line for the ping after the reload",
     )
     assert d.ctl("ping")["pong"]
@@ -46,7 +46,7 @@ def test_sighup_with_a_broken_config_keeps_serving(
     config.write_text("[daemon]\npoll_interval_s = 'soon'\n")
     assert d.proc is not None
     d.proc.send_signal(signal.SIGHUP)
-    [failed] = wait_for(lambda: d.events("daemon.reload_failed"), 10, "the reload to fail")
+    [failed] = wait_for(lambda: d.events("daemon.reload_failed"), 20, "the reload to fail")
     assert "poll_interval_s" in failed["error"]
     assert d.ctl("ping")["pong"]
 

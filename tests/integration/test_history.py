@@ -77,7 +77,7 @@ def test_a_delivery_shows_one_acked_attempt_and_read_names_it(
     mid = Mailer(store).send(sender="bob", to="ok", subject="hi", body="x").ids[0]
     poke(d.sock, ["ok"])
     wait_for(lambda: store.get_message(mid).read, 15, "the delivery")  # type: ignore[union-attr]
-    [row] = wait_for(lambda: attempts(d, "--agent", "ok"), 5, "the history row")
+    [row] = wait_for(lambda: attempts(d, "--agent", "ok"), 20, "the history row")
     assert (row["agent"], row["message_ids"], row["attempt"]) == ("ok", [mid], 1)
     assert (row["outcome"], row["error"]) == ("acked", None)
     assert row["delivery_id"].startswith("dlv-") and row["duration_s"] > 0
@@ -132,7 +132,7 @@ def test_deliveries_filters_by_agent_message_since_and_limit(
     later = mailer.send(sender="bob", to="flaky", subject="two", body="y").ids[0]
     poke(d.sock, ["flaky"])
     wait_for(lambda: store.get_message(later).read, 15, "the retried delivery")  # type: ignore[union-attr]
-    every = wait_for(lambda: (r := attempts(d)) and len(r) == 3 and r, 5, "three rows")
+    every = wait_for(lambda: (r := attempts(d)) and len(r) == 3 and r, 20, "three rows")
     assert [(r["agent"], r["outcome"]) for r in every] == [
         ("flaky", "acked"),
         ("flaky", "failed"),
@@ -205,10 +205,10 @@ def test_the_daemon_prunes_expired_history_at_start(
 ) -> None:
     seed_history(store, ("bob", 2 * DAY_S), ("bob", 3600))
     d = daemons({"AGENTMAILD_STORE_ATTEMPTS_KEEP_DAYS": "1"})
-    wait_for(lambda: len(store.list_attempts()) == 1, 10, "the expired row to go")
+    wait_for(lambda: len(store.list_attempts()) == 1, 20, "the expired row to go")
     [kept] = store.list_attempts()
     assert kept.delivery_id == "dlv-seeded0001"
-    [event] = wait_for(lambda: d.events("daemon.history_pruned"), 5, "the prune log line")
+    [event] = wait_for(lambda: d.events("daemon.history_pruned"), 20, "the prune log line")
     assert (event["deleted"], event["keep_days"]) == (1, 1.0)
 
 
@@ -266,12 +266,12 @@ def test_logs_follow_across_rotation_until_ctrl_c(store: SqliteMailStore, tmp_pa
         wait_for(lambda: out.read_bytes() == b"two\n", 15, "the last line")
         with log.open("a") as f:
             f.write("three\n")
-        wait_for(lambda: out.read_bytes().endswith(b"three\n"), 10, "an appended line")
+        wait_for(lambda: out.read_bytes().endswith(b"three\n"), 20, "an appended line")
         with log.open("a") as f:
             f.write("four, last before the rotation\n")
         log.rename(log.with_name("sp.log.1"))  # as RotatingLog rotates
         log.write_text("five, in the new file\n")
-        wait_for(lambda: out.read_bytes().endswith(b"five, in the new file\n"), 10, "rotation")
+        wait_for(lambda: out.read_bytes().endswith(b"five, in the new file\n"), 20, "rotation")
         assert (
             out.read_text() == "two\nthree\nfour, last before the rotation\nfive, in the new file\n"
         )

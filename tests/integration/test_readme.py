@@ -199,7 +199,7 @@ def test_readme_commands_run_as_written(tmp_path: Path) -> None:
                 f"a README command failed (exit {done.returncode});\n"
                 f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-6000:]}"
             )
-            wait_for(lambda: lock_is_free(lock), 5, "the README's daemon to have exited")
+            wait_for(lambda: lock_is_free(lock), 20, "the README's daemon to have exited")
         # each delivery path really ran: a spawned process, a headless `claude -p`, a tmux paste
     acked = {e.get("agent") for e in log_events(done.stderr) if e.get("event") == "delivery.acked"}
     assert {"demo", "reviewer", "ui-dev"} <= acked, acked

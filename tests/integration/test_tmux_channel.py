@@ -247,7 +247,7 @@ async def test_idle_pane_gets_the_batch_verified_by_the_hook(pane: Pane) -> None
     channel = pane.channel()
     assert await channel.is_busy() is False
     batch, text = make_batch("line one\nline two")
-    with anyio.fail_after(10):
+    with anyio.fail_after(30):
         await channel.deliver(batch, text)
     assert channel.describe()["last_submission"] == {
         "delivery_id": batch.delivery_id,
@@ -263,7 +263,7 @@ async def test_without_hooks_the_pane_verifies(pane: Pane) -> None:
     pane.start(FAKE_TUI_HOOKS="0")
     channel = pane.channel()
     batch, text = make_batch()
-    with anyio.fail_after(10):
+    with anyio.fail_after(30):
         await channel.deliver(batch, text)
     assert channel.describe()["last_submission"]["verified_by"] == "pane"  # type: ignore[index]
     assert pane.prompts(1) == [text.rstrip("\n")]
@@ -378,7 +378,7 @@ async def test_unverifiable_submission_clears_the_composer(pane: Pane) -> None:
     pane.flag("ignore-enter")
     channel = pane.channel(verify_timeout_s=1.5, enter_retries=2)
     batch, text = make_batch()
-    with anyio.fail_after(10), pytest.raises(DeliveryFailed, match="not verified"):
+    with anyio.fail_after(30), pytest.raises(DeliveryFailed, match="not verified"):
         await channel.deliver(batch, text)
     assert pane.composer_text() == ""
     assert pane.prompts() == []

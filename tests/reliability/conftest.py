@@ -32,7 +32,9 @@ FAST = {
     "AGENTMAILD_DAEMON_BACKOFF_MAX_S": "0.2",
     "AGENTMAILD_DAEMON_MAX_ATTEMPTS": "3",
     "AGENTMAILD_DAEMON_SHUTDOWN_GRACE_S": "5",
-    "AGENTMAILD_CHANNELS_SPAWN_STALL_TIMEOUT_S": "1",
+    # Stand-in agents are silent until they exit, so the stall clock also runs through a cold
+    # interpreter start: 3 s, not 1, or a loaded 2-core machine turns a good turn into a stall.
+    "AGENTMAILD_CHANNELS_SPAWN_STALL_TIMEOUT_S": "3",
     "AGENTMAILD_CHANNELS_SPAWN_KILL_GRACE_S": "0.2",
 }
 

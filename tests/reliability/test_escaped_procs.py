@@ -89,7 +89,7 @@ def test_a_setsid_grandchild_is_stopped_and_reaped_when_its_turn_ends(
     (grandchild,) = wait_for(lambda: _events(ledger, "grandchild"), 15, "the grandchild")
     wait_for(lambda: d.events("delivery.acked"), 15, "the turn to be acked")
     # Gone from /proc altogether: stopped, and reaped by the daemon it was re-parented to.
-    wait_for(lambda: _gone(grandchild["pid"]), 10, "the escaped grandchild to be gone")
+    wait_for(lambda: _gone(grandchild["pid"]), 20, "the escaped grandchild to be gone")
     assert [e["pid"] for e in _events(ledger, "term")] == [grandchild["pid"]]
     (stopped,) = d.events("proc.escaped_stopped")
     assert stopped["pids"] == [grandchild["pid"]] and stopped["agent"] == "esc"
@@ -107,7 +107,7 @@ def test_an_escapee_that_exits_during_its_turn_is_reaped_not_left_a_zombie(
     (grandchild,) = wait_for(lambda: _events(ledger, "grandchild"), 15, "the grandchild")
     wait_for(lambda: d.events("delivery.acked"), 15, "the turn to be acked")
     # It exited on its own mid-turn; as the daemon's re-parented child only the daemon can reap it.
-    wait_for(lambda: _gone(grandchild["pid"]), 10, "the grandchild's zombie to be reaped")
+    wait_for(lambda: _gone(grandchild["pid"]), 20, "the grandchild's zombie to be reaped")
     assert _events(ledger, "term") == []
     assert d.stop() == 0
     assert_sound(db)
@@ -164,14 +164,14 @@ def test_a_journalled_pid_now_held_by_another_process_is_not_signalled(
 ) -> None:
     reused, recorded = _sleeper(), _sleeper()
     try:
-        started = wait_for(lambda: start_time(recorded.pid), 5, "the sleeper's start time")
+        started = wait_for(lambda: start_time(recorded.pid), 20, "the sleeper's start time")
         store = SqliteMailStore(db)
         # The same pid as a live process, but another start time: the pid was reused.
         store.record_proc(_row(reused.pid, "1", "stale"))
         store.record_proc(_row(recorded.pid, started, "real"))  # the control: that one goes
         store.close()
         d = daemons()
-        wait_for(lambda: recorded.poll() is not None, 10, "the recorded orphan to be stopped")
+        wait_for(lambda: recorded.poll() is not None, 20, "the recorded orphan to be stopped")
         assert reused.poll() is None, "a reused pid was signalled"
         assert [e["agent"] for e in d.events("daemon.orphan_stopped")] == ["real"]
         check = SqliteMailStore(db)
@@ -219,7 +219,7 @@ async def test_a_live_process_of_an_earlier_daemon_keeps_its_agent_busy(
         async with anyio.create_task_group() as tg:
             tg.start_soon(_deliver_ignoring_failure, channel, batch)
             pid_file = tmp_path / "pid.json"
-            with anyio.fail_after(10):
+            with anyio.fail_after(30):
                 while not pid_file.exists():  # noqa: ASYNC110 - another process's progress
                     await anyio.sleep(0.01)
             (row,) = store.sync.list_procs()

@@ -42,7 +42,7 @@ def test_control_requests_with_unstorable_json_get_a_protocol_error(
     add_spawn(store, "bob", ("cat",))
     store.close()
     d = daemons()
-    wait_for(lambda: "paused" in d.status_row("bob"), 10, "bob's delivery loop")
+    wait_for(lambda: "paused" in d.status_row("bob"), 20, "bob's delivery loop")
     for case, line in BAD_REQUESTS.items():
         reply = json.loads(raw_exchange(d.sock, line))
         assert reply["ok"] is False, (case, reply)
@@ -90,7 +90,7 @@ def test_agent_result_with_a_lone_surrogate_fails_the_attempt_not_the_loop(
             s.close()
 
     # The report is its own transaction, right after the one that made the dead letter.
-    ndr = wait_for(reports, 5, "the non-delivery report")
+    ndr = wait_for(reports, 20, "the non-delivery report")
     assert len(ndr) == 1 and "bad \\ud800 news" in ndr[0].body, ndr
     assert d.stop() == 0
     assert_sound(db)

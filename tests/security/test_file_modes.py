@@ -29,7 +29,7 @@ def test_a_store_created_by_the_daemon_is_private_with_its_wal_and_shm(
     db: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
     d = daemons()  # serve creates the store; WAL and -shm exist while it runs
-    wait_for(lambda: all(db.with_name(n).exists() for n in SIDE), 10, "the WAL and -shm files")
+    wait_for(lambda: all(db.with_name(n).exists() for n in SIDE), 20, "the WAL and -shm files")
     assert _modes(db) == dict.fromkeys(SIDE, 0o600)
     assert d.cli("agents", "add", "bob", "--capability", "lead").returncode == 0
     assert _modes(db) == dict.fromkeys(SIDE, 0o600)

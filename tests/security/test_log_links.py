@@ -64,7 +64,7 @@ def test_the_daemon_never_writes_agent_output_through_a_planted_symlink(
     d = daemons()
     assert d.cli("send", "--to", "b1", "--subject", "hello", "--body", "x").returncode == 0
     wait_for(lambda: read_jsonl(record), 20, "the delivery to b1")  # delivered all the same
-    wait_for(lambda: d.events("proc.log_refused"), 10, "proc.log_refused")
+    wait_for(lambda: d.events("proc.log_refused"), 20, "proc.log_refused")
     assert target.read_bytes() == PRECIOUS
     assert planted.is_symlink()
     assert d.alive()

@@ -175,7 +175,7 @@ async def test_timeout_releases_with_a_failure(store: SqliteMailStore, mailer: M
 
     channel = FakeChannel(hang)
     loop = make_loop(store, mailer, channel, Clock(), replace(SETTINGS, deliver_timeout_s=0.05))
-    with anyio.fail_after(5):
+    with anyio.fail_after(30):
         assert await loop.step() is StepResult.TIMEOUT
     assert delivery_state(store, channel.attempts[0].delivery_id) == ("pending", 1, 1)
     assert channel.delivered == []
@@ -196,7 +196,7 @@ async def test_abort_mid_deliver_releases_not_acks(store: SqliteMailStore, maile
     async def run_step() -> None:
         results.append(await loop.step())
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_step)
             await started.wait()
@@ -216,7 +216,7 @@ async def test_outer_cancel_mid_deliver_releases(store: SqliteMailStore, mailer:
 
     channel = FakeChannel(hang)
     loop = make_loop(store, mailer, channel, Clock())
-    with anyio.fail_after(5):
+    with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(loop.step)
             await started.wait()
@@ -272,7 +272,7 @@ async def test_run_waits_for_wake_and_stops(store: SqliteMailStore, mailer: Mail
     agent = store.get_agent("alice")
     assert agent is not None
     loop = DeliveryLoop(agent, channel, AsyncMailStore(store), mailer, SETTINGS, gated=True)
-    with anyio.fail_after(5):
+    with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(loop.run)
             event = channel.event
