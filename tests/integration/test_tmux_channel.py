@@ -242,18 +242,19 @@ async def wait_not_busy(channel: TmuxChannel) -> None:
 # -- idle: paste, Enter, verify ---------------------------------------------------------------
 
 
-async def test_idle_pane_gets_the_batch_verified_by_the_hook(pane: Pane) -> None:
+async def test_idle_pane_gets_the_batch_and_the_hook_sees_it(pane: Pane) -> None:
     pane.start()
     channel = pane.channel()
     assert await channel.is_busy() is False
     batch, text = make_batch("line one\nline two")
     with anyio.fail_after(30):
         await channel.deliver(batch, text)
-    assert channel.describe()["last_submission"] == {
-        "delivery_id": batch.delivery_id,
-        "verified_by": "hook",
-    }
-    assert pane.seen(batch.delivery_id)
+    # Whichever proof came first (the hook's record or the pane's busy footer; under load the
+    # pane can win the race), the submission was verified, and the hook saw the delivery id.
+    last = channel.describe()["last_submission"]
+    assert last["delivery_id"] == batch.delivery_id  # type: ignore[index]
+    assert last["verified_by"] in ("hook", "pane")  # type: ignore[index]
+    wait_for(lambda: pane.seen(batch.delivery_id), what="the hook's record of the delivery id")
     assert pane.prompts(1) == [text.rstrip("\n")]
     assert len(pane.pastes()) == 1
     wait_for(lambda: pane.turn_state() == "idle", what="Stop hook: idle")
