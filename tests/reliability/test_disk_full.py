@@ -199,6 +199,15 @@ def test_ack_failing_within_the_lease_is_retried_until_space_returns(
     assert_sound(db)
 
 
+def _space_back_then_reaped_and_acked(small_fs: Path, d: DaemonProc, dlv: str, mid: str) -> None:
+    """Grow the disk; the running daemon's reaper must name ``dlv`` and its redelivery be acked."""
+    _grow(small_fs, "16m")
+    wait_for(lambda: [e for e in d.events("supervisor.reaped_expired")
+                      if dlv in e["deliveries"]], 30, "the reaper to name the delivery")
+    wait_for(lambda: _acked_by(small_fs / "mail.db", mid), 30, "the redelivery to be acked")
+    assert d.stop() == 0
+
+
 def test_ack_failing_past_the_lease_is_reaped_and_redelivered_under_its_id(
     small_fs: Path, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
@@ -209,11 +218,7 @@ def test_ack_failing_past_the_lease_is_reaped_and_redelivered_under_its_id(
     try:
         wait_for(lambda: _failed(d, "supervisor.loop_crashed"), 30, "the ack to give up")
         assert not store.get_message(mid).read  # type: ignore[union-attr]
-        _grow(small_fs, "16m")
-        wait_for(lambda: [e for e in d.events("supervisor.reaped_expired")
-                          if dlv in e["deliveries"]], 30, "the reaper to name the delivery")
-        wait_for(lambda: _acked_by(db, mid), 30, "the redelivery to be acked")
-        assert d.stop() == 0
+        _space_back_then_reaped_and_acked(small_fs, d, dlv, mid)
     finally:
         store.close()
         if d.alive():
@@ -238,11 +243,7 @@ def test_release_failing_on_a_full_disk_is_reaped_and_redelivered_under_its_id(
         wait_for(lambda: _failed(d, "delivery.release_failed", dlv), 30, "the release to give up")
         assert not store.get_message(mid).read  # type: ignore[union-attr]
         ok.touch()  # the next turn succeeds
-        _grow(small_fs, "16m")
-        wait_for(lambda: [e for e in d.events("supervisor.reaped_expired")
-                          if dlv in e["deliveries"]], 30, "the reaper to name the delivery")
-        wait_for(lambda: _acked_by(db, mid), 30, "the redelivery to be acked")
-        assert d.stop() == 0
+        _space_back_then_reaped_and_acked(small_fs, d, dlv, mid)
     finally:
         store.close()
         if d.alive():
