@@ -1,13 +1,13 @@
-"""Mutation testing of the delivery core (``make mutate``): runs mutmut, writes ``bench/mutation.md``.
+"""Mutation testing of the delivery core: runs mutmut, writes ``bench/mutation.md``.
 
-    python bench/mutation.py            # fresh run over SCOPE, then the report  (this is `make mutate`)
+    python bench/mutation.py            # a fresh run over SCOPE, then the report (`make mutate`)
     python bench/mutation.py --report   # the report only, from the results in ./mutants
 
 Run from the repository root with mutmut installed (``pip install -e '.[mutate]'``). The files
 are set in ``[tool.mutmut]`` of pyproject.toml (``only_mutate``, and the fast in-process tests that
 judge each mutant); ``SCOPE`` below narrows supervisor.py to its reaping. A mutant is *killed*
 when a test fails (or times out) with it in place; a *survivor* is a change no test noticed.
-Survivors judged equivalent or left on purpose carry their reason in ``mutation_reasons.py``.
+Each survivor's reason (equivalent, or why it was left) comes from ``mutation_reasons.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ OUT = BENCH_DIR / "mutation.md"
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
-from mutation_reasons import REASONS  # noqa: E402
+from mutation_reasons import reason_for  # noqa: E402
 
 # (source file, mutmut name patterns within it). Only these mutants are run and scored.
 SCOPE: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -79,7 +79,9 @@ def run_mutmut() -> float:
     patterns = [p for _, pats in SCOPE for p in pats]
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "mutmut", "run", *patterns], cwd=ROOT, check=False)
-    return time.monotonic() - started
+    seconds = time.monotonic() - started
+    (ROOT / "mutants" / "run-seconds.txt").write_text(f"{seconds:.0f}\n", "utf-8")
+    return seconds
 
 
 def collect() -> list[ModuleScore]:
@@ -140,9 +142,9 @@ def _meta_lines(seconds: float | None) -> list[str]:
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    took = f"{seconds:.0f} s" if seconds is not None else "(report only)"
+    took = f"{seconds:.0f} s" if seconds is not None else "(unknown)"
     return [f"- date: {now}", f"- commit: {commit or 'unknown'} (plus the working tree)",
-            f"- run time of `make mutate`'s mutmut run: {took}"]
+            f"- run time of the last fresh mutmut run (`make mutate`, 2 cores): {took}"]
 
 
 def _survivor_lines(scores: list[ModuleScore]) -> list[str]:
@@ -153,8 +155,8 @@ def _survivor_lines(scores: list[ModuleScore]) -> list[str]:
         lines += [f"### `{s.path}`", ""]
         for name in s.survivors:
             short = name.rsplit(".", 1)[-1].replace("xǁ", "").replace("ǁ", ".")
-            reason = REASONS.get(name, "not yet triaged")
-            lines.append(f"- `{short}` {one_line_diff(name, s.path)}: {reason}")
+            diff = one_line_diff(name, s.path)
+            lines.append(f"- `{short}` {diff}: {reason_for(short, diff)}")
         lines.append("")
     return lines or ["None.", ""]
 
@@ -187,6 +189,9 @@ def main() -> int:
     parser.add_argument("--report", action="store_true", help="report the last run only")
     args = parser.parse_args()
     seconds = None if args.report else run_mutmut()
+    saved = ROOT / "mutants" / "run-seconds.txt"
+    if seconds is None and saved.exists():
+        seconds = float(saved.read_text("utf-8"))
     scores = collect()
     OUT.write_text(render(scores, seconds), "utf-8")
     total = sum(s.total for s in scores)

@@ -31,7 +31,7 @@ class Clock:
     """A fixed monotonic clock that counts its reads (the tick reads it every time round)."""
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self.now = 1000.0
         self.reads = 0
 
     def __call__(self) -> float:
@@ -108,6 +108,8 @@ async def test_the_first_tick_reaps_an_expired_claim_and_redelivers_it(
         async with anyio.create_task_group() as tg:
             await tg.start(rig.supervisor.run)
             await wait_until(lambda: rig.delivered("alice"))
+            Mailer(store).send(sender="lead", to="bob", subject="s", body="b")
+            await wait_until(lambda: rig.delivered("bob"))  # a changed store wakes its loop
             rig.supervisor.stop()
     if gate is not None:
         await gate.aclose()
@@ -131,12 +133,13 @@ async def test_a_sweep_is_due_once_a_lease_and_not_on_every_tick(
             await wait_until(lambda: {r["state"] for r in rig.supervisor.snapshot().values()}
                              == {"idle"})
             lost = expired_claim(store, "alice")
+            Mailer(store).send(sender="bob", to="lead", subject="s", body="b")  # no loop: pull
             Mailer(store).send(sender="lead", to="bob", subject="s", body="b")
             # Bob's mail is delivered by a tick that ran after the claim expired: no sweep yet.
             await wait_until(lambda: rig.delivered("bob"))
             assert state_of(store, lost) == "claimed"
             assert not [e for e in logs if e["event"] == "supervisor.reaped_expired"]
-            rig.clock.now = sweep_after_s  # one lease (capped at 30 s) since the last sweep
+            rig.clock.now += sweep_after_s  # one lease (capped at 30 s) since the last sweep
             await wait_until(lambda: rig.delivered("alice"))
             rig.supervisor.stop()
     await gate.aclose()

@@ -7,11 +7,11 @@ operator) gets one report naming what happened, and a dead process's journal row
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from structlog.testing import capture_logs
 
@@ -79,11 +79,16 @@ async def test_every_claim_is_requeued_and_its_agent_parent_told(store: MailStor
     assert "dave" not in to_lead.body
     assert to_lead.type == "status" and to_lead.priority == "high"
     assert to_lead.to_agent == "lead"
-    assert [n["message_id"] for n in store.take_nudges("lead")] == [to_lead.id]
+    assert [(n["message_id"], n["reason"]) for n in store.take_nudges("lead")] == [
+        (to_lead.id, "high status")
+    ]
+    assert to_lead.id.startswith("msg")
     [to_operator] = reports(store, OPERATOR)
     assert f"- dave: delivery {other} re-queued" in to_operator.body.splitlines()
     assert to_operator.body.startswith("The previous agentmaild stopped without shutting down")
-    assert to_operator.body.endswith("redelivered with their original delivery ids.")
+    assert to_operator.body.splitlines()[-1] == (
+        "Re-queued batches are redelivered with their original delivery ids."
+    )
     [line] = [e for e in logs if e["event"] == "daemon.recovered"]
     assert line["requeued"] == 2 and line["reset_busy"] == 0
     assert line["interrupted"] == ["alice", "dave"]
@@ -133,8 +138,7 @@ async def test_nothing_interrupted_sends_nothing(store: MailStore) -> None:
 
 async def test_a_dead_processes_journal_row_is_forgotten(store: MailStore) -> None:
     register(store, "alice", "spawn")
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    done = await anyio.run_process([sys.executable, "-c", "import os; print(os.getpid())"])
     pid = int(done.stdout)  # exited: neither it nor its group runs any more
     store.record_proc(AgentProc(pid=pid, start_time="1", pgid=pid, agent="alice",
                                 delivery_id=None, daemon_pid=1, started_at=T0))
