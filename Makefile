@@ -7,7 +7,7 @@ PKG_STAMP := $(VENV)/.installed-pkg
 DB      ?= $(CURDIR)/.agentmail/mail.db
 PYTEST_ARGS ?=
 
-.PHONY: test bench serve lint venv clean claude
+.PHONY: test bench mutate serve lint venv clean claude
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,15 @@ test: $(STAMP) claude
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
+# Mutation testing of the delivery core (bench/mutation.md; minutes, not part of `make test`).
+MUTATE_STAMP := $(VENV)/.installed-mutate
+$(MUTATE_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,dev,mutate]'
+	touch $(MUTATE_STAMP)
+
+mutate: $(MUTATE_STAMP)
+	$(BIN)/python bench/mutation.py
+
 serve: $(PKG_STAMP)
 	@echo "agentmaild: serving $(DB); in another shell:"
 	@echo "  $(BIN)/agentmaild --db $(DB) agents add demo --capability builder --channel spawn --command 'tee -a $(CURDIR)/demo-inbox.jsonl'"
@@ -46,4 +55,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache mutants
