@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import anyio
-import pytest
 from structlog.testing import capture_logs
 
 from agentmaild.channels.testing import FakeChannel
@@ -15,29 +12,13 @@ from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.types import LoopSettings, StepResult
 from agentmaild.errors import AgentUnavailable, DeliveryFailed
 from agentmaild.mail import Mailer
-from agentmaild.models import Agent, Batch
+from agentmaild.models import Batch
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.clock import Clock
 
 SETTINGS = LoopSettings(lease_s=30.0, max_attempts=3, backoff_initial_s=1.0, backoff_jitter=0.0)
 WALL = 1_700_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteMailStore]:
-    s = SqliteMailStore(tmp_path / "mail.db")
-    s.add_agent(Agent(name="alice", capability="builder", channel="spawn"))
-    s.add_agent(Agent(name="bob", capability="lead"))
-    yield s
-    s.close()
 
 
 def send(store: SqliteMailStore) -> str:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,9 +15,10 @@ from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.types import LoopSettings, StepResult
 from agentmaild.errors import AgentUnavailable, StoreError
 from agentmaild.mail import Mailer
-from agentmaild.models import Agent, Batch
+from agentmaild.models import Batch
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.clock import Clock
 from tests.support.waiting import wait_until
 
 SETTINGS = LoopSettings(
@@ -30,23 +29,6 @@ SETTINGS = LoopSettings(
     backoff_max_s=10.0,
     backoff_jitter=0.0,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteMailStore]:
-    s = SqliteMailStore(tmp_path / "mail.db")
-    s.add_agent(Agent(name="alice", capability="builder", channel="spawn"))
-    s.add_agent(Agent(name="bob", capability="lead"))
-    yield s
-    s.close()
 
 
 @pytest.fixture

@@ -8,9 +8,7 @@ step result, and the lease kept alive through a long turn.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,32 +21,16 @@ from agentmaild.delivery.types import LoopSettings, StepResult
 from agentmaild.errors import AgentBusy, AgentUnavailable
 from agentmaild.ids import iso_now
 from agentmaild.mail import Mailer
-from agentmaild.models import Agent, Batch
+from agentmaild.models import Batch
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.clock import Clock
 from tests.support.waiting import wait_until
 
 SETTINGS = LoopSettings(
     lease_s=30.0, max_attempts=2, backoff_initial_s=1.0, backoff_max_s=10.0, backoff_jitter=0.0
 )
 WALL = 1_700_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteMailStore]:
-    s = SqliteMailStore(tmp_path / "mail.db")
-    s.add_agent(Agent(name="alice", capability="builder", channel="spawn"))
-    s.add_agent(Agent(name="bob", capability="lead"))
-    yield s
-    s.close()
 
 
 def send(store: SqliteMailStore, n: int = 1) -> list[str]:
