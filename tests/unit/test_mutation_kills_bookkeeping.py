@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 import structlog
@@ -21,41 +20,11 @@ from agentmaild.delivery.bookkeeping import Bookkeeper
 from agentmaild.errors import NotFound, StoreError
 from agentmaild.ids import iso_now
 from agentmaild.mail import DAEMON_SENDER, Mailer
-from agentmaild.models import Agent, Attempt, Batch
+from agentmaild.models import Agent, Batch
 from agentmaild.store.aio import AsyncMailStore
-from agentmaild.store.base import InsertRequest, InsertResult, Released
-from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.faulty_store import FaultyStore, store_full
 
 WALL = 1_700_000_000.0
-
-
-class FaultyStore(SqliteMailStore):
-    """The real store; ``faults[name]`` lists errors its next calls of ``name`` raise first."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.faults: dict[str, list[Exception]] = {}
-
-    def _fault(self, name: str) -> None:
-        queued = self.faults.get(name)
-        if queued:
-            raise queued.pop(0)
-
-    def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
-        self._fault("ack_delivery")
-        return super().ack_delivery(delivery_id, now=now, record=record)
-
-    def release(self, delivery_id: str, **kw: Any) -> Released:
-        self._fault("release")
-        return super().release(delivery_id, **kw)
-
-    def record_attempt(self, attempt: Attempt) -> None:
-        self._fault("record_attempt")
-        super().record_attempt(attempt)
-
-    def insert(self, request: InsertRequest) -> InsertResult:
-        self._fault("insert")
-        return super().insert(request)
 
 
 class Wall:
@@ -85,10 +54,6 @@ def claimed(store: FaultyStore, *, lease_s: float = 60.0, sender: str = "bob") -
 def books(store: FaultyStore, wall: Wall) -> Bookkeeper:
     return Bookkeeper("alice", AsyncMailStore(store), Mailer(store), wall=wall,
                       log=structlog.get_logger("test").bind(agent="alice"))
-
-
-def store_full() -> StoreError:
-    return StoreError("database or disk is full")
 
 
 async def test_ack_retries_a_failing_store_with_a_doubling_delay(store: FaultyStore) -> None:
@@ -189,3 +154,15 @@ async def test_a_dead_release_is_stamped_on_the_wall_clock(store: FaultyStore) -
     assert released is not None and released.state == "dead"
     [dead] = store.dead_letters("alice")
     assert dead.dead_at == iso_now(WALL)
+
+
+async def test_release_retries_with_a_doubling_delay_until_the_lease_ends(
+    store: FaultyStore,
+) -> None:
+    # The wall stands still, so the retry that gives up is the first whose delay reaches the
+    # lease: 0.05, 0.1 and 0.2 s are slept, 0.4 s would outlast a 0.3 s lease.
+    batch = claimed(store, lease_s=0.3)
+    store.faults["release"] = [store_full() for _ in range(10)]
+    assert await books(store, Wall()).release(batch, "x", count=1, max_attempts=3) is None
+    assert store.calls["release"] == 4
+    assert store.counts()["alice"].in_flight == 1  # left for the reaper

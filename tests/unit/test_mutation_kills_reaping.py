@@ -2,7 +2,9 @@
 
 Written against the survivors of ``make mutate``: an expired claim is reaped on the first tick
 and redelivered under its own id; after that a sweep is due once a lease (at most every 30 s),
-not on every tick in between; and a tick with nothing changed and no sweep due reads nothing.
+not on every tick in between; a tick with nothing changed and no sweep due reads nothing more
+than ``data_version``; a tick whose store read fails is logged and the next one goes on; and
+every tick looks for a loop busy past its warning.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from agentmaild.channels.testing import FakeChannel
 from agentmaild.config import Config
 from agentmaild.config.sections import DaemonConfig
 from agentmaild.delivery.supervisor import Supervisor
+from agentmaild.errors import StoreError
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.aio import AsyncMailStore, PollGate
@@ -40,9 +43,22 @@ class Clock:
 
 
 class CountingGate(PollGate):
-    """The real poll gate, counting the ticks that got as far as asking for pending agents."""
+    """The real poll gate, counting the ticks that got as far as asking for pending agents or
+    for the registry's version; ``fail_next`` makes the next reads of ``changed`` fail."""
 
     asked = 0
+    registry_reads = 0
+    fail_next = 0
+
+    async def changed(self) -> bool:
+        if self.fail_next:
+            self.fail_next -= 1
+            raise StoreError("poll query failed: disk I/O error")
+        return await super().changed()
+
+    async def registry_version(self) -> int:
+        self.registry_reads += 1
+        return await super().registry_version()
 
     async def pending_agents(self) -> set[str]:
         found = await super().pending_agents()
@@ -66,16 +82,21 @@ def store(db: Path) -> Iterator[SqliteMailStore]:
 
 
 class Rig:
-    def __init__(self, store: SqliteMailStore, lease_s: float, gate: PollGate | None) -> None:
+    def __init__(
+        self, store: SqliteMailStore, lease_s: float, gate: PollGate | None, *,
+        busy: frozenset[str] = frozenset(), busy_warn_after_s: float = 600.0,
+    ) -> None:
         self.channels: dict[str, FakeChannel] = {}
         self.clock = Clock()
-        config = Config(daemon=DaemonConfig(poll_interval_s=0.01, lease_s=lease_s))
+        self.busy = busy
+        config = Config(daemon=DaemonConfig(poll_interval_s=0.01, lease_s=lease_s,
+                                            busy_warn_after_s=busy_warn_after_s))
         self.supervisor = Supervisor(
             AsyncMailStore(store), Mailer(store), config, self.channel, gate=gate, clock=self.clock
         )
 
     def channel(self, agent: Agent, config: Config) -> Channel:
-        self.channels[agent.name] = FakeChannel()
+        self.channels[agent.name] = FakeChannel(busy=agent.name in self.busy)
         return self.channels[agent.name]
 
     def delivered(self, agent: str) -> list[str]:
@@ -156,8 +177,47 @@ async def test_an_unchanged_store_is_not_asked_for_pending_agents(
             await tg.start(rig.supervisor.run)
             await wait_until(lambda: gate.asked >= 1)
             seen, reads = gate.asked, rig.clock.reads
+            registry_reads = gate.registry_reads
             await wait_until(lambda: rig.clock.reads >= reads + 20)  # many ticks, no change
-            assert gate.asked == seen
+            assert gate.asked == seen and gate.registry_reads == registry_reads
             rig.supervisor.stop()
     await gate.aclose()
 
+
+
+async def test_a_failed_tick_is_logged_and_the_next_one_goes_on(
+    store: SqliteMailStore, db: Path
+) -> None:
+    gate = await CountingGate.open(db)
+    rig = Rig(store, 300.0, gate)
+    with capture_logs() as logs, anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            await tg.start(rig.supervisor.run)
+            await wait_until(lambda: gate.asked >= 1)
+            gate.fail_next = 1
+            await wait_until(lambda: gate.fail_next == 0)
+            Mailer(store).send(sender="lead", to="bob", subject="s", body="b")
+            await wait_until(lambda: rig.delivered("bob"))
+            rig.supervisor.stop()
+    await gate.aclose()
+    assert [e for e in logs if e["event"] == "supervisor.tick_failed"] == [{
+        "event": "supervisor.tick_failed", "log_level": "warning",
+        "error": "poll query failed: disk I/O error",
+    }]
+
+
+async def test_each_tick_warns_of_a_loop_busy_past_its_warning(
+    store: SqliteMailStore, db: Path
+) -> None:
+    gate = await CountingGate.open(db)
+    rig = Rig(store, 300.0, gate, busy=frozenset({"alice"}), busy_warn_after_s=5.0)
+    with capture_logs() as logs, anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            await tg.start(rig.supervisor.run)
+            await wait_until(lambda: rig.supervisor.snapshot()["alice"]["state"] == "busy")
+            rig.clock.now += 5.0  # the loops share the supervisor's clock
+            await wait_until(lambda: any(e["event"] == "delivery.busy_long" for e in logs))
+            rig.supervisor.stop()
+    await gate.aclose()
+    [line] = [e for e in logs if e["event"] == "delivery.busy_long"]
+    assert (line["agent"], line["busy_for_s"], line["delivery_id"]) == ("alice", 5.0, None)

@@ -2,11 +2,14 @@
 
 Written against the survivors of ``make mutate``: every claim is re-queued whatever its lease,
 only owned channels' busy turn states are reset, each interrupted agent's parent (else the
-operator) gets one report naming what happened, and a dead process's journal row is dropped.
+operator) gets one report naming what happened, a dead process's journal row is dropped, and a
+stray of this store that ignores SIGTERM is killed once the grace is over.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +22,7 @@ from agentmaild.daemon.recovery import recover
 from agentmaild.ids import iso_now, new_id
 from agentmaild.mail import DAEMON_SENDER, OPERATOR
 from agentmaild.models import Agent, Message
+from agentmaild.procs.escapes import SCOPE_ENV
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.base import AgentProc, InsertRequest, MailStore
 from agentmaild.store.memory import MemoryMailStore
@@ -144,3 +148,23 @@ async def test_a_dead_processes_journal_row_is_forgotten(store: MailStore) -> No
                                 delivery_id=None, daemon_pid=1, started_at=T0))
     await recover(AsyncMailStore(store))
     assert store.list_procs() == []
+
+
+async def test_a_stray_of_this_store_that_ignores_sigterm_is_killed_after_the_grace(
+    store: MailStore, tmp_path: Path
+) -> None:
+    # Not journalled: found by the scope marker and this store's path in its environment.
+    db = tmp_path / "mail.db"
+    env = {**os.environ, SCOPE_ENV: "agentmaild-test", "AGENTMAIL_DB": str(db),
+           "AGENTMAIL_AGENT": "alice"}
+    code = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)")
+    async with await anyio.open_process([sys.executable, "-c", code], env=env) as child:
+        assert child.stdout is not None
+        assert (await child.stdout.receive()).startswith(b"ready")
+        with capture_logs() as logs, anyio.fail_after(10):
+            await recover(AsyncMailStore(store), db, kill_grace_s=0.2)
+            assert await child.wait() == -signal.SIGKILL
+    [line] = [e for e in logs if e["event"] == "daemon.orphan_stopped"]
+    assert (line["agent"], line["pid"], line["killed"], line["gone"]) == (
+        "alice", child.pid, True, True)
