@@ -172,7 +172,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         as_json: JsonOpt = False,
     ) -> None:
         """Change an agent's registration; a running daemon picks it up at once."""
-        check_name(name)
+        check_name(name, loose=cli.overstory_mode_of(db))
         changes: dict[str, Any] = {
             k: v
             for k, v in {
@@ -221,7 +221,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     @command
     def show(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
         """Show one agent's registration."""
-        check_name(name)
+        check_name(name, loose=cli.overstory_mode_of(db))
         with open_store(db, readonly=True) as store:
             agent = store.get_agent(name)
         if agent is None:
@@ -242,7 +242,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         as_json: JsonOpt = False,
     ) -> None:
         """Move an agent to another state (guarded by the transition table)."""
-        check_name(name)
+        check_name(name, loose=cli.overstory_mode_of(db))
         with open_store(db) as store:
             agent = store.set_agent_state(name, state, force=force)
         out(
@@ -255,7 +255,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     @command
     def remove(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
         """Unregister an agent (its mail stays in the store)."""
-        check_name(name)
+        check_name(name, loose=cli.overstory_mode_of(db))
         with open_store(db) as store:
             store.remove_agent(name)
             cli.poke(store, None)
