@@ -108,7 +108,10 @@ class OverstoryLink:
             }
             try:
                 nudges.write(self.nudge_dir, agent, marker)
-            except OSError as exc:  # the mail is stored; a missing banner is not worth an error
+            except (
+                OSError,
+                ValueError,
+            ) as exc:  # the mail is stored; a banner is not worth an error
                 log.warning("overstory.nudge_failed", agent=agent, error=str(exc))
 
     def clear_acked(self, acked: Iterable[tuple[str, str]]) -> None:

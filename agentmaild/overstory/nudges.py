@@ -30,7 +30,13 @@ def nudge_dir(db: str) -> str:
 
 
 def nudge_path(directory: str, agent: str) -> str:
-    # Names never hold "/" (ids.check_name and its loose form refuse it), so this stays inside.
+    """The marker of ``agent``; ValueError for a name that is no plain file name.
+
+    Our names never are (``ids.check_name``), but a recipient in a row another tool wrote may be
+    anything: such a name must not lead a rename or delete out of the directory.
+    """
+    if not agent or agent.startswith(".") or any(c in agent for c in "/\\\x00"):
+        raise ValueError(f"not a plain file name: {agent!r}")
     return os.path.join(directory, agent + ".json")
 
 
@@ -47,8 +53,8 @@ def render(marker: dict[str, Any]) -> str:
 
 def write(directory: str, agent: str, marker: dict[str, Any]) -> None:
     """Replace ``agent``'s marker atomically (a reader never sees half a file)."""
-    os.makedirs(directory, exist_ok=True)
     path = nudge_path(directory, agent)
+    os.makedirs(directory, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(render(marker))
@@ -60,14 +66,12 @@ def take(directory: str, agent: str) -> dict[str, Any] | None:
 
     A corrupt marker is deleted and ignored (Overstory does the same).
     """
-    path = nudge_path(directory, agent)
     try:
+        path = nudge_path(directory, agent)
         with open(path, encoding="utf-8") as f:
             text = f.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError:
-        return None  # unreadable: leave it to Overstory, never break a hook
+    except (OSError, ValueError):
+        return None  # none, or unreadable: leave it to Overstory, never break a hook
     _unlink(path)
     try:
         marker = json.loads(text)
@@ -84,11 +88,11 @@ def clear_pointing_at(directory: str, agent: str, message_ids: Iterable[str]) ->
     The marker is moved aside first, so a newer one written meanwhile is never the one deleted:
     when the one taken names other mail it goes back, unless a newer one took its place.
     """
-    path = nudge_path(directory, agent)
-    aside = f"{path}.{os.getpid()}.acking"
     try:
+        path = nudge_path(directory, agent)
+        aside = f"{path}.{os.getpid()}.acking"
         os.rename(path, aside)
-    except OSError:
+    except (OSError, ValueError):
         return False
     try:
         with open(aside, encoding="utf-8") as f:
@@ -132,7 +136,7 @@ def take_banner(conn: sqlite3.Connection, db: str, agent: str, taken: Sequence[s
     No banner when the mail it names was read meanwhile (stale), or when our own PRIORITY banner
     already names it (agentmaild writes both for its priority mail in Overstory mode).
     """
-    marker = take(nudge_dir(db), agent)
+    marker = take(nudge_dir(db), agent) if db else None
     if marker is None:
         return ""
     mid = marker["messageId"]

@@ -247,3 +247,13 @@ def test_our_purge_and_the_daemons_housekeeping_sweep_orphans(
 
     anyio.run(housekeeping)
     assert _ours(store) == {"am_nudges": 0, "am_deliveries": 0, "am_idempotency": 0}
+
+
+def test_a_recipient_written_by_another_tool_never_leads_outside_the_banner_directory(
+    ov: OverstoryProject, store: SqliteMailStore
+) -> None:
+    victim = ov.dir / "evil.json"
+    victim.write_text("keep", encoding="utf-8")
+    mid = ov.send("../evil", "x", sender="lead-1")[0]  # Overstory takes any recipient name
+    assert store.ack([mid]) == [mid]
+    assert victim.read_text(encoding="utf-8") == "keep"
