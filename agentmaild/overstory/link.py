@@ -20,6 +20,7 @@ from agentmaild.overstory import nudges
 from agentmaild.overstory.flavor import ORCHESTRATOR
 from agentmaild.overstory.sessions import read_sessions, sessions_path
 from agentmaild.store.base import merged_state
+from agentmaild.vocab import OPERATOR
 
 log = structlog.get_logger(__name__)
 
@@ -34,7 +35,7 @@ class OverstoryLink:
         self.nudge_dir = nudges.nudge_dir(db)
 
     # Names that need no registration in Overstory mode: our operator and Overstory's default.
-    implicit = frozenset({"operator", ORCHESTRATOR})
+    implicit = frozenset({OPERATOR, ORCHESTRATOR})
 
     # -- the registry -----------------------------------------------------------------------
     def agents(self) -> list[Agent]:

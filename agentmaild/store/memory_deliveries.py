@@ -165,7 +165,11 @@ class MemoryDeliveries(MemoryState):
     def counts(self) -> dict[str, AgentCounts]:
         unread = Counter(m.to_agent for m in self._messages.values() if not m.read)
         live = {m.delivery_id for m in self._messages.values()}
-        states = Counter((d.agent, d.state) for d in self._deliveries.values() if d.id in live)
+        states = Counter(
+            (d.agent, d.state)
+            for d in self._deliveries.values()
+            if d.state == "claimed" or d.id in live
+        )
         agents = set(unread) | {a for a, s in states if s in ("claimed", "dead")}
         return {
             a: AgentCounts(

@@ -192,8 +192,10 @@ WHERE m.read = 0
 SELECT to_agent, count(*) FROM messages INDEXED BY am_idx_unread WHERE read = 0 GROUP BY to_agent;
 
 -- name: count_deliveries
-SELECT agent, state, count(*) FROM am_deliveries d WHERE state IN ('claimed', 'dead')
-  AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id)
+-- A claim is in flight until settled; a dead letter counts while it has messages to retry.
+SELECT agent, state, count(*) FROM am_deliveries d
+WHERE state = 'claimed'
+   OR (state = 'dead' AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id))
 GROUP BY agent, state;
 
 -- name: orphans_nudges_delete
