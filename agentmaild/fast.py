@@ -79,10 +79,15 @@ def _links(path: str) -> int:
 
 
 def take_and_render(
-    conn: sqlite3.Connection, agent: str, *, max_chars: int = INJECT_MAX_CHARS
+    conn: sqlite3.Connection, agent: str, *, max_chars: int = INJECT_MAX_CHARS, db: str = ""
 ) -> tuple[str, list[str]]:
-    """In one write transaction: take the agent's unread mail, render what fits, ack just that."""
+    """In one write transaction: take the agent's unread mail, render what fits, ack just that.
+
+    With mail to show, an Overstory pending-nudge file next to the store ``db`` is taken too and
+    its banner leads the output (``overstory.nudges``).
+    """
     from agentmaild import inject
+    from agentmaild.overstory.nudges import take_banner
     from agentmaild.store import pull
 
     conn.execute("BEGIN IMMEDIATE")
@@ -91,8 +96,9 @@ def take_and_render(
         if not rows:
             conn.execute("COMMIT")
             return "", []
+        lead = take_banner(conn, db, agent, [r["id"] for r in rows]) if db else ""
         # Rendered (with the banner of these messages) before the ack drops their nudges.
-        text, ids = inject.fit(conn, agent, rows, inject.plain, max_chars)
+        text, ids = inject.fit(conn, agent, rows, inject.plain, max_chars, lead)
         pull.mark_read(conn, ids, "pull")
         pull.mark_reached(conn, agent)
         conn.execute("COMMIT")
@@ -102,31 +108,46 @@ def take_and_render(
     return text, ids
 
 
-def _is_known(conn: sqlite3.Connection, agent: str) -> bool:
-    """Registered, or ever mailed. (The typer ``check`` also honours the config's
-    ``refuse_unknown_recipients``; this path never loads the config.)"""
+def _is_known(conn: sqlite3.Connection, agent: str, path: str, overstory: bool) -> bool:
+    """Registered (with us, or with Overstory in Overstory mode), or ever mailed. (The typer
+    ``check`` also honours the config's ``refuse_unknown_recipients``; this path never loads the
+    config.)"""
     sql = (
         "SELECT EXISTS (SELECT 1 FROM am_agents WHERE name = ?1)"
         " OR EXISTS (SELECT 1 FROM messages WHERE to_agent = ?1)"
     )
-    return bool(conn.execute(sql, (agent,)).fetchone()[0])
+    if conn.execute(sql, (agent,)).fetchone()[0]:
+        return True
+    if not overstory:
+        return False
+    from agentmaild.overstory.sessions import read_sessions, sessions_path
+
+    return bool(read_sessions(sessions_path(path), agent))
 
 
-def check_inject(agent: str, db: str | None) -> tuple[str, list[str]]:
+def check_inject(agent: str | None, db: str | None) -> tuple[str, list[str]]:
+    """``agent`` None: Overstory's default (``orchestrator``) in Overstory mode, else an error."""
     from agentmaild.location import resolve_db_str
+    from agentmaild.overstory.flavor import ORCHESTRATOR, overstory_mode
 
-    check_name(agent)
     path = resolve_db_str(db)
+    overstory = overstory_mode(path)
+    if not agent:
+        if not overstory:
+            raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
+        agent = ORCHESTRATOR
+    check_name(agent, loose=overstory)
+    implicit = agent in IMPLICIT_RECIPIENTS or (overstory and agent == ORCHESTRATOR)
     if not os.path.exists(path):
-        if agent in IMPLICIT_RECIPIENTS:
+        if implicit:
             return "", []
         raise UnknownAgent(agent)
     try:
         # Not closed here: entry.py ends the process with os._exit, skipping the checkpoint that
         # closing the last connection would run (see entry._exit_now).
         conn = _open(path)
-        text, ids = take_and_render(conn, agent)
-        if not ids and agent not in IMPLICIT_RECIPIENTS and not _is_known(conn, agent):
+        text, ids = take_and_render(conn, agent, db=path)
+        if not ids and not implicit and not _is_known(conn, agent, path, overstory):
             raise UnknownAgent(agent)
     except sqlite3.Error as exc:
         if os.path.isdir(path):
@@ -140,10 +161,8 @@ def run_check(argv: Sequence[str]) -> int:
     as_json = bool(opts.get("json"))
     try:
         agent = opts.get("agent") or os.environ.get("AGENTMAIL_AGENT")
-        if not agent:
-            raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
         db = opts.get("db")
-        text, ids = check_inject(str(agent), str(db) if db else None)
+        text, ids = check_inject(str(agent) if agent else None, str(db) if db else None)
     except AgentmaildError as exc:
         if as_json:
             sys.stdout.write(json.dumps(exc.to_json()) + "\n")

@@ -75,9 +75,17 @@ _OUTSIDE_ID_RE = re.compile(r"^msg-[a-z0-9]{1,64}$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
-def check_name(name: str, what: str = "agent name") -> str:
-    """Agent names: 1-64 of ``[a-z0-9._-]``, starting with a letter or digit (never a path)."""
+def check_name(name: str, what: str = "agent name", *, loose: bool = False) -> str:
+    """Agent names: 1-64 of ``[a-z0-9._-]``, starting with a letter or digit (never a path).
+
+    ``loose`` (Overstory mode) also takes the names Overstory accepts, e.g. ``Lead``, ``Builder 1``.
+    """
     from agentmaild.errors import ValidationError
+
+    if loose:
+        from agentmaild.overstory.flavor import check_loose_name
+
+        return check_loose_name(name, what)
 
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ValidationError(

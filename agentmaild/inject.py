@@ -40,8 +40,12 @@ def fit(
     rows: list[sqlite3.Row],
     wrap: Callable[[str], str],
     limit: int,
+    lead: str = "",
 ) -> tuple[str, list[str]]:
-    """The longest prefix of ``rows`` whose wrapped rendering stays under ``limit``."""
+    """The longest prefix of ``rows`` whose wrapped rendering stays under ``limit``.
+
+    ``lead``: a line put before everything (Overstory's banner of a pending-nudge file).
+    """
     import types
 
     from agentmaild.render import render_message
@@ -54,18 +58,18 @@ def fit(
     ).fetchone()[0]
     nudges = [dict(n) for n in nudge_rows_for(conn, agent, ids)]
     body_limit = max(500, limit - 3000)
-    used, cut = 600, 0
+    used, cut = 600 + len(lead), 0
     for i, m in enumerate(msgs, 1):
         used += len(render_message(m, i, len(msgs), body_limit=body_limit)) + 1
         if cut and used >= limit:
             break
         cut += 1
     while True:
-        out = wrap(_render(msgs[:cut], agent, nudges, body_limit, unread - cut))
+        out = wrap(_render(msgs[:cut], agent, nudges, body_limit, unread - cut, lead))
         if js_len(out) < limit:
             return out, ids[:cut]
         if cut == 1:
-            return _cut_hard(msgs[0], agent, nudges, wrap, limit), ids[:1]
+            return _cut_hard(msgs[0], agent, nudges, wrap, limit, lead), ids[:1]
         cut -= 1
 
 
@@ -75,11 +79,13 @@ def _render(
     nudges: list[dict[str, Any]],
     body_limit: int,
     waiting: int,
+    lead: str = "",
 ) -> str:
     from agentmaild.render import render_banner, render_batch
 
     taken = {m.id for m in msgs}
     banner = render_banner([n for n in nudges if n["message_id"] in taken])
+    banner = "\n".join(b for b in (lead, banner) if b)
     text = render_batch(msgs, agent=agent, banner=banner, body_limit=body_limit)
     if waiting > 0:
         text += (
@@ -95,10 +101,11 @@ def _cut_hard(
     nudges: list[dict[str, Any]],
     wrap: Callable[[str], str],
     limit: int,
+    lead: str,
 ) -> str:
     """One message too long even with its body cut (a large payload): cut the text itself."""
     note = f"\n[agentmail] output cut at the hook's size limit; run `agentmaild read {m.id}`.\n"
-    text = _render([m], agent, nudges, 500, 0)
+    text = _render([m], agent, nudges, 500, 0, lead)
     keep = limit - len(note)
     while True:
         out = wrap(text[: max(keep, 0)] + note)

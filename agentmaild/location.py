@@ -1,6 +1,7 @@
 """Where the store is: ``--db``, ``AGENTMAIL_DB``, the config file, else the project default.
 
-The project default is ``<project root>/.agentmail/mail.db`` where the project root is the main
+The project default is ``<project root>/.agentmail/mail.db`` (Overstory's ``.overstory/mail.db``
+when only that exists) where the project root is the main
 checkout of the git repository, found *through worktrees* the way ``git rev-parse
 --git-common-dir`` does it, so an agent in a worktree and the lead share one store. It reads the
 ``.git`` files directly instead of spawning git, and uses ``os.path`` rather than pathlib: this
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 STORE_DIR = ".agentmail"
+OVERSTORY_DIR = ".overstory"  # = overstory.flavor.OVERSTORY_DIR (not imported: hot path)
 STORE_FILE = "mail.db"
 
 
@@ -58,8 +60,14 @@ def project_root(start: str | None = None) -> str | None:
 
 
 def default_db(start: str | None = None) -> str:
+    """``<root>/.agentmail/mail.db``; Overstory's ``<root>/.overstory/mail.db`` when that file
+    exists and ``.agentmail/`` does not (an Overstory project: both tools share its store)."""
     root = project_root(start) or os.path.realpath(start or os.getcwd())
-    return os.path.join(root, STORE_DIR, STORE_FILE)
+    ours = os.path.join(root, STORE_DIR)
+    theirs = os.path.join(root, OVERSTORY_DIR, STORE_FILE)
+    if not os.path.exists(ours) and os.path.isfile(theirs):
+        return theirs
+    return os.path.join(ours, STORE_FILE)
 
 
 def resolve_db_str(

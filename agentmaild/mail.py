@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentmaild.config import LimitsConfig
 from agentmaild.errors import NotFound, ValidationError
@@ -73,12 +74,18 @@ class Mailer:
         caps = sorted({*KNOWN_CAPABILITIES, *(a.capability for a in agents)})
         return ["@all", *(f"@{c}" for c in caps)]
 
+    @property
+    def _overstory(self) -> Any:
+        """The store's Overstory project (a second registry, loose names), or None."""
+        return self.store.overstory
+
     def expand(self, to: str, sender: str) -> tuple[list[str], bool]:
         """Recipients for ``to`` (a name or a group) and whether it was a group."""
+        ov = self._overstory
         if not to.startswith("@"):
-            check_name(to, "recipient")
+            check_name(to, "recipient", loose=ov is not None)
             return [to], False
-        agents = self.store.list_agents()
+        agents = self.store.list_agents() if ov is None else ov.merge(self.store.list_agents())
         group = to[1:]
         if group == "all":
             members = [a for a in agents if a.state not in REFUSED_STATES]
@@ -138,7 +145,8 @@ class Mailer:
         payload: str | None = None,
         idempotency_key: str | None = None,
     ) -> Sent:
-        check_name(sender, "sender")
+        ov = self._overstory
+        check_name(sender, "sender", loose=ov is not None)
         canonical = self._validate(subject, body, type, priority, payload)
         if thread_id is not None:
             check_message_id(thread_id)
@@ -149,7 +157,7 @@ class Mailer:
             # A retried send returns what the first one wrote, whatever happened since
             # (the recipient may have completed): the key is the sender's proof of identity.
             earlier = self.store.find_idempotent(*idem)
-            if earlier is not None:
+            if earlier is not None and earlier.messages:
                 return Sent(
                     messages=earlier.messages,
                     duplicate=True,
@@ -158,7 +166,9 @@ class Mailer:
         recipients, is_group = self.expand(to, sender)
         # One recipient is checked inside the insert's transaction (group members were
         # filtered by state in expand()); the operator needs no registration.
-        checked = () if is_group or to in IMPLICIT_RECIPIENTS else (to,)
+        implicit = IMPLICIT_RECIPIENTS if ov is None else ov.implicit
+        checked = () if is_group or to in implicit else (to,)
+        theirs = ov.state_of(to) if ov is not None and checked else None
         now = time.time()
         stamp = iso_now(now)
         broadcast_id = new_id("bc") if is_group else None
@@ -192,6 +202,7 @@ class Mailer:
                 idempotency=idem,
                 check_recipients=checked,
                 refuse_unknown=self.limits.refuse_unknown_recipients,
+                known_elsewhere=((to, theirs),) if theirs is not None else (),
             )
         )
         bc = result.messages[0].broadcast_id if result.messages else broadcast_id

@@ -100,8 +100,14 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     def add(
         name: Annotated[str, typer.Argument(help="[a-z0-9][a-z0-9._-]{0,63}")],
         capability: Annotated[
-            str, typer.Option("--capability", "-c", help="coordinator lead builder … or custom.")
-        ],
+            str | None,
+            typer.Option(
+                "--capability",
+                "-c",
+                help="coordinator lead builder … or custom (Overstory mode: Overstory's, if it "
+                "knows the agent).",
+            ),
+        ] = None,
         parent: Annotated[
             str | None, typer.Option("--parent", help="Who gets its interruption reports.")
         ] = None,
@@ -117,16 +123,18 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         as_json: JsonOpt = False,
     ) -> None:
         """Register an agent and how mail reaches it."""
-        check_name(name)
-        check_name(capability, "capability")
+        loose = cli.overstory_mode_of(db)
+        check_name(name, loose=loose)
+        if capability is not None:
+            check_name(capability, "capability")
         if parent is not None:
-            check_name(parent, "parent")
+            check_name(parent, "parent", loose=loose)
         argv = _command_argv(command_)
         kind = channel or "pull"
         _check_channel(kind, argv, preset, tmux_target)
         agent = Agent(
             name=name,
-            capability=capability,
+            capability=capability or "",
             parent=parent,
             channel=kind,
             command=argv,
@@ -138,6 +146,10 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             settings=_parse_settings(setting or []),
         )
         with open_store(db) as store:
+            if store.overstory is not None:  # one identity: what Overstory knows of it holds
+                agent = store.overstory.adopt(agent)
+            if not agent.capability:
+                raise UsageError("agents add: --capability is required")
             stored = store.add_agent(agent)
             cli.poke(store, None)
         out({"ok": True, "agent": stored.to_dict()}, as_json, lambda: typer.echo(f"added {name}"))
@@ -160,7 +172,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         as_json: JsonOpt = False,
     ) -> None:
         """Change an agent's registration; a running daemon picks it up at once."""
-        check_name(name)
+        check_name(name, loose=cli.overstory_mode_of(db))
         changes: dict[str, Any] = {
             k: v
             for k, v in {
@@ -209,7 +221,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     @command
     def show(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
         """Show one agent's registration."""
-        check_name(name)
+        check_name(name, loose=cli.overstory_mode_of(db))
         with open_store(db, readonly=True) as store:
             agent = store.get_agent(name)
         if agent is None:
@@ -230,7 +242,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         as_json: JsonOpt = False,
     ) -> None:
         """Move an agent to another state (guarded by the transition table)."""
-        check_name(name)
+        check_name(name, loose=cli.overstory_mode_of(db))
         with open_store(db) as store:
             agent = store.set_agent_state(name, state, force=force)
         out(
@@ -243,7 +255,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     @command
     def remove(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
         """Unregister an agent (its mail stays in the store)."""
-        check_name(name)
+        check_name(name, loose=cli.overstory_mode_of(db))
         with open_store(db) as store:
             store.remove_agent(name)
             cli.poke(store, None)

@@ -114,7 +114,7 @@ def send(
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
     with open_store(db) as store:
         sent = mailer(store).send(
-            sender=sender_of(sender),
+            sender=sender_of(sender, store),
             to=to,
             subject=subject,
             body=_read_body(body),
@@ -150,7 +150,7 @@ def reply(
     with open_store(db) as store:
         sent = mailer(store).reply(
             message_id,
-            sender=sender_of(sender),
+            sender=sender_of(sender, store),
             body=_read_body(body),
             type=type,
             priority=priority,

@@ -16,7 +16,8 @@ import typer
 from agentmaild.errors import AgentmaildError, UnknownAgent, UsageError
 from agentmaild.ids import check_name
 from agentmaild.location import resolve_db
-from agentmaild.mail import IMPLICIT_RECIPIENTS, OPERATOR, Mailer
+from agentmaild.mail import IMPLICIT_RECIPIENTS, Mailer
+from agentmaild.overstory.flavor import default_identity, overstory_mode
 from agentmaild.render import visible
 from agentmaild.store.sqlite import SqliteMailStore
 
@@ -31,7 +32,12 @@ DbOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 FromOpt = Annotated[
-    str | None, typer.Option("--from", help="Sender (default: $AGENTMAIL_AGENT, else operator).")
+    str | None,
+    typer.Option(
+        "--from",
+        "--agent",
+        help="Sender (default: $AGENTMAIL_AGENT, else operator; orchestrator in Overstory mode).",
+    ),
 ]
 
 
@@ -95,7 +101,10 @@ def open_store(
     db: str | None, *, readonly: bool = False, create: bool = True
 ) -> Iterator[SqliteMailStore]:
     """The store; ``readonly`` for the commands that only look (they never create one)."""
-    store = SqliteMailStore(db_path(db), readonly=readonly, create=create and not readonly)
+    path = db_path(db)
+    store = SqliteMailStore(
+        path, readonly=readonly, create=create and not readonly, flavor=_flavor()
+    )
     try:
         yield store
     finally:
@@ -109,6 +118,9 @@ def known_agent(store: SqliteMailStore, name: str) -> None:
     name may receive mail, so no name is unknown.
     """
     if name in IMPLICIT_RECIPIENTS or store.get_agent(name) is not None:
+        return
+    ov = store.overstory
+    if ov is not None and (name in ov.implicit or ov.state_of(name) is not None):
         return
     if store.list_messages(to_agent=name, limit=1):
         return
@@ -124,8 +136,23 @@ def mailer(store: SqliteMailStore) -> Mailer:
     return Mailer(store, load_config().limits)
 
 
-def sender_of(flag: str | None) -> str:
-    return check_name(flag or os.environ.get("AGENTMAIL_AGENT") or OPERATOR, "sender")
+def sender_of(flag: str | None, store: SqliteMailStore | None = None) -> str:
+    """``--from``/``--agent``, else ``$AGENTMAIL_AGENT``, else the default identity (``operator``;
+    Overstory's ``orchestrator`` in Overstory mode)."""
+    ov = store is not None and store.overstory is not None
+    default = default_identity(ov)
+    return check_name(flag or os.environ.get("AGENTMAIL_AGENT") or default, "sender", loose=ov)
+
+
+def _flavor() -> str:
+    from agentmaild.config import load_config
+
+    return load_config().store.flavor
+
+
+def overstory_mode_of(db: str | None) -> bool:
+    """Whether the store ``db`` names (``--db``, else the default) is in Overstory mode."""
+    return overstory_mode(str(db_path(db)), _flavor())
 
 
 def poke(store: SqliteMailStore, agents: list[str] | None) -> None:

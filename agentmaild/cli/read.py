@@ -21,11 +21,13 @@ from agentmaild.cli.common import (
     known_agent,
     open_store,
     out,
+    overstory_mode_of,
 )
 from agentmaild.errors import UsageError
 from agentmaild.ids import check_message_id, check_name, iso_now
 from agentmaild.mail import Mailer
 from agentmaild.models import Message
+from agentmaild.overstory.flavor import ORCHESTRATOR
 from agentmaild.store.sqlite import SqliteMailStore
 
 
@@ -69,7 +71,7 @@ def inbox(
     as_json: JsonOpt = False,
 ) -> None:
     """Probe: list an agent's mail, metadata only (no bodies, no state change)."""
-    check_name(agent)
+    check_name(agent, loose=overstory_mode_of(db))
     with open_store(db, readonly=True) as store:
         found = store.inbox(agent, unread_only=unread)
         if not found:
@@ -118,7 +120,10 @@ def ack(
 
 def check(
     agent: Annotated[
-        str | None, typer.Option("--agent", "-a", help="Default: $AGENTMAIL_AGENT.")
+        str | None,
+        typer.Option(
+            "--agent", "-a", help="Default: $AGENTMAIL_AGENT (Overstory mode: else orchestrator)."
+        ),
     ] = None,
     inject: Annotated[
         bool, typer.Option("--inject", help="Print as context for an agent (hooks).")
@@ -129,13 +134,14 @@ def check(
     """Fetch all unread mail for an agent and mark it read (priority first)."""
     from agentmaild import fast
 
-    name = agent or os.environ.get("AGENTMAIL_AGENT")
+    overstory = overstory_mode_of(db)
+    name = agent or os.environ.get("AGENTMAIL_AGENT") or (ORCHESTRATOR if overstory else None)
     if not name:
         raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
-    check_name(name, "agent (--agent)")
+    check_name(name, "agent (--agent)", loose=overstory)
     with open_store(db, create=False) as store:
         if inject:
-            text, ids = fast.take_and_render(store.connection, name)
+            text, ids = fast.take_and_render(store.connection, name, db=str(store.path))
             if not ids:
                 known_agent(store, name)
             out(
@@ -156,7 +162,7 @@ def check(
 
 def list_cmd(
     sender: Annotated[str | None, typer.Option("--from")] = None,
-    to: Annotated[str | None, typer.Option("--to")] = None,
+    to: Annotated[str | None, typer.Option("--to", "--agent", help="Recipient.")] = None,
     type: Annotated[str | None, typer.Option("--type", "-t")] = None,
     unread: Annotated[bool, typer.Option("--unread")] = False,
     limit: Annotated[
@@ -235,7 +241,7 @@ def purge(
         cutoff_s = (datetime.now(UTC) - timedelta(days=days)).timestamp()
         cutoff = iso_now(cutoff_s)
     if agent is not None:
-        check_name(agent)
+        check_name(agent, loose=overstory_mode_of(db))
     with open_store(db) as store:
         n = store.purge(older_than=cutoff, agent=agent, everything=everything)
         attempts = _purge_history(store, cutoff_s, agent, everything)

@@ -16,6 +16,7 @@ from agentmaild.errors import ConfigError
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 LogFormat = Literal["auto", "json", "console"]
 AckOn = Literal["turn", "write"]
+StoreFlavor = Literal["auto", "agentmail", "overstory"]
 
 
 class _Bound:
@@ -69,6 +70,9 @@ class _Section:
 class StoreConfig(_Section):
     db: Path | None = None  # None: the project default, <project root>/.agentmail/mail.db
     attempts_keep_days: float = 30.0  # delivery history kept; `purge` and the daemon prune it
+    # "overstory": Overstory mode (its registry, banners, names, identity); "auto": when the store
+    # is .overstory/mail.db.
+    flavor: StoreFlavor = "auto"
 
     _bounds: ClassVar[Mapping[str, _Bound]] = {"attempts_keep_days": _POSITIVE}
 

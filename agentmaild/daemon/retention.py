@@ -1,5 +1,6 @@
-"""The daemon's pruning of the delivery history: rows older than ``[store] attempts_keep_days``
-go at start and then once an hour, so ``am_attempts`` stays bounded without anyone running purge.
+"""The daemon's housekeeping: delivery history older than ``[store] attempts_keep_days`` goes at
+start and then once an hour, so ``am_attempts`` stays bounded without anyone running purge; and
+rows of ours left naming messages another tool deleted (``ov mail purge``) are swept with it.
 """
 
 from __future__ import annotations
@@ -57,4 +58,15 @@ class HistoryPruner:
             return 0
         if deleted:
             log.info("daemon.history_pruned", deleted=deleted, keep_days=keep_days)
+        await self.sweep()
         return deleted
+
+    async def sweep(self) -> int:
+        try:
+            swept = await self._store.run_sync(self._store.sync.sweep_orphans)
+        except AgentmaildError as exc:
+            log.warning("daemon.orphans_sweep_failed", error=exc.message)
+            return 0
+        if swept:
+            log.info("daemon.orphans_swept", deleted=swept)
+        return swept

@@ -107,7 +107,7 @@ async def _main(given: Path, db: Path, config: Config) -> int:
     # Escaped agent descendants (setsid, double fork) are re-parented to us, not to init, so a
     # scope can still find, stop and reap them (procs.escapes); elsewhere only groups are stopped.
     subreaper = become_subreaper()  # logged once start-up succeeded: a failure is one line
-    store = SqliteMailStore(db)
+    store = SqliteMailStore(db, flavor=config.store.flavor)
     opened = identity(db)
     astore = AsyncMailStore(store)
     try:

@@ -17,6 +17,7 @@ import anyio
 import anyio.lowlevel
 import structlog
 
+from agentmaild.delivery.elsewhere import note, split_read_elsewhere
 from agentmaild.delivery.figures import LoopFigures
 from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
@@ -147,14 +148,22 @@ class DeliveryLoop(LoopFigures):
 
     async def _attempt(self, batch: Batch) -> StepResult:
         body_limit = max(1000, self.settings.batch_max_chars - _RENDER_OVERHEAD_CHARS)
+        with anyio.CancelScope(shield=True):  # the claimed batch must reach the try below
+            kept, gone = await split_read_elsewhere(self._store, batch)
+        started = self._clock()
+        if gone:
+            self._log.info("delivery.read_elsewhere", delivery_id=batch.delivery_id, ids=gone)
+            if not kept:  # nothing left to show: acked (as read elsewhere), no turn spent
+                with anyio.CancelScope(shield=True):
+                    return await self._settle(batch, Outcome(StepResult.DELIVERED), started)
         text = render_batch(
-            batch.messages,
+            kept,
             agent=self.agent.name,
             delivery_id=batch.delivery_id,
             attempt=batch.attempt,
             body_limit=body_limit,
+            banner=note(gone) if gone else "",
         )
-        started = self._clock()
         self.state, self.in_flight = "delivering", batch
         self._spell.busy("in turn", started, fresh=True)
         self._confirmed, self.quiet = False, anyio.Event()

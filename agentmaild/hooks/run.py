@@ -132,10 +132,11 @@ class Hook:
             return 0
         from agentmaild.ids import check_name
         from agentmaild.location import resolve_db_str
+        from agentmaild.overstory.flavor import overstory_mode
 
-        check_name(self.agent)
         start = os.environ.get("CLAUDE_PROJECT_DIR") or None
         self.db_path = resolve_db_str(self.db_flag, start=start)
+        check_name(self.agent, loose=overstory_mode(self.db_path))
         if not os.path.exists(self.db_path):
             return 0  # no store yet: nobody can have mail or a registration
         from agentmaild.fast import _open
@@ -247,7 +248,10 @@ class Hook:
         rows = pull.take_unread_rows(conn, self.agent, limit - 2500)
         if not rows:
             return False
-        out, ids = inject.fit(conn, self.agent, rows, wrap, limit)
+        from agentmaild.overstory.nudges import take_banner  # Overstory's marker, if any
+
+        lead = take_banner(conn, self.db_path or "", self.agent, [r["id"] for r in rows])
+        out, ids = inject.fit(conn, self.agent, rows, wrap, limit, lead)
         if before_ack is not None:
             before_ack()
         sys.stdout.buffer.write(out.encode("utf-8"))

@@ -51,6 +51,24 @@ class InsertRequest:
     # Recipients whose registration is checked in the same transaction as the insert.
     check_recipients: tuple[str, ...] = ()
     refuse_unknown: bool = True
+    # (name, state) of recipients another registry knows (Overstory's sessions.db): its state
+    # counts as much as ours (see ``merged_state``).
+    known_elsewhere: tuple[tuple[str, str], ...] = ()
+
+    def state_elsewhere(self, name: str) -> str | None:
+        return next((s for n, s in self.known_elsewhere if n == name), None)
+
+
+def merged_state(ours: str | None, theirs: str | None) -> str | None:
+    """One agent's state over two registries: terminal if either says so, else ours, else theirs.
+
+    Either tool may have ended the agent (Overstory's ``completed``, our ``agents set-state``), and
+    mail to an ended agent is never read, whoever sends it.
+    """
+    for state in (ours, theirs):
+        if state in REFUSED_STATES:
+            return state
+    return ours if ours is not None else theirs
 
 
 def recipient_refusal(
@@ -109,6 +127,9 @@ class MailStore(abc.ABC):
     both pass ``tests/contract/test_store_contract.py``.
     """
 
+    # The Overstory project this store belongs to (``overstory.link.OverstoryLink``), or None.
+    overstory: Any = None
+
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
         return None
@@ -164,6 +185,15 @@ class MailStore(abc.ABC):
 
     @abc.abstractmethod
     def reset_rate_limit(self, from_agent: str, to_agent: str) -> int: ...
+
+    @abc.abstractmethod
+    def sweep_orphans(self) -> int:
+        """Delete our rows left naming messages that are gone (another tool, e.g. ``ov mail
+        purge``, deleted them): nudges, finished deliveries, idempotency keys. Returns the count.
+
+        Readers already ignore such rows; this keeps them from piling up (``purge`` and the
+        daemon's hourly housekeeping call it).
+        """
 
     @abc.abstractmethod
     def take_nudges(self, agent: str) -> list[dict[str, Any]]:
@@ -262,6 +292,7 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def list_procs(self, agent: str | None = None) -> list[AgentProc]:
         """Journalled processes (of ``agent``), oldest first."""
+
     # -- delivery history -------------------------------------------------------------------
     @abc.abstractmethod
     def record_attempt(self, attempt: Attempt) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
@@ -68,6 +69,9 @@ class MemoryDeliveries(MemoryState):
 
     @atomic
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
+        for m in self._members(delivery_id, unread=False):
+            if m.read and m.acked_by is None:  # marked read by another tool meanwhile
+                self._messages[m.id] = replace(m, acked_by="elsewhere", acked_at=iso_now(now))
         members = self._members(delivery_id, unread=True)
         done = self._mark_read((m.id for m in members), delivery_id, now)
         d = self._deliveries.get(delivery_id)
@@ -122,7 +126,8 @@ class MemoryDeliveries(MemoryState):
 
     @atomic
     def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
-        dead = [d for d in self._deliveries.values() if d.state == "dead"]
+        live = {m.delivery_id for m in self._messages.values()}
+        dead = [d for d in self._deliveries.values() if d.state == "dead" and d.id in live]
         return [
             self._dead_letter(d)
             for d in sorted(dead, key=lambda d: (d.updated_at, d.id))
@@ -159,7 +164,12 @@ class MemoryDeliveries(MemoryState):
     @atomic
     def counts(self) -> dict[str, AgentCounts]:
         unread = Counter(m.to_agent for m in self._messages.values() if not m.read)
-        states = Counter((d.agent, d.state) for d in self._deliveries.values())
+        live = {m.delivery_id for m in self._messages.values()}
+        states = Counter(
+            (d.agent, d.state)
+            for d in self._deliveries.values()
+            if d.state == "claimed" or d.id in live
+        )
         agents = set(unread) | {a for a, s in states if s in ("claimed", "dead")}
         return {
             a: AgentCounts(

@@ -9,7 +9,7 @@ from typing import Any
 from agentmaild.errors import Conflict, InboxFull, RateLimited, StoreError
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store.base import InsertRequest, InsertResult, recipient_refusal
+from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
 from agentmaild.store.memory_state import MemoryState, RateLog, atomic, chrono, order
 
 
@@ -32,14 +32,15 @@ class MemoryMessages(MemoryState):
     def insert(self, request: InsertRequest) -> InsertResult:
         if request.idempotency is not None:
             earlier = self.find_idempotent(*request.idempotency)
-            if earlier is not None:
+            if earlier is not None and earlier.messages:
                 return earlier
+            if earlier is not None:  # every message it wrote was deleted since: the key is free
+                del self._idempotency[request.idempotency[:2]]
         # Checks first, writes after: a refused insert leaves nothing behind (a rollback).
         for name in request.check_recipients:
             agent = self._agents.get(name)
-            refusal = recipient_refusal(
-                name, agent.state if agent else None, request.refuse_unknown
-            )
+            state = merged_state(agent.state if agent else None, request.state_elsewhere(name))
+            refusal = recipient_refusal(name, state, request.refuse_unknown)
             if refusal is not None:
                 raise refusal
         self._check_unread_cap(request)
@@ -155,7 +156,7 @@ class MemoryMessages(MemoryState):
         for m in gone:
             del self._messages[m.id]
             self._nudges.pop((m.to_agent, m.id), None)
-        self._drop_orphan_deliveries()
+        self.sweep_orphans()
         return len(gone)
 
     def _drop_orphan_deliveries(self) -> None:
@@ -164,6 +165,16 @@ class MemoryMessages(MemoryState):
         for d in [d for d in self._deliveries.values() if d.state != "claimed"]:
             if d.id not in live:
                 del self._deliveries[d.id]
+
+    @atomic
+    def sweep_orphans(self) -> int:
+        before = len(self._nudges) + len(self._deliveries) + len(self._idempotency)
+        self._nudges = {k: v for k, v in self._nudges.items() if k[1] in self._messages}
+        self._drop_orphan_deliveries()
+        self._idempotency = {
+            k: v for k, v in self._idempotency.items() if any(i in self._messages for i in v[1])
+        }
+        return before - len(self._nudges) - len(self._deliveries) - len(self._idempotency)
 
     @atomic
     def reset_rate_limit(self, from_agent: str, to_agent: str) -> int:

@@ -31,8 +31,13 @@ def take_unread_rows(conn: sqlite3.Connection, agent: str, max_chars: int) -> li
 
 def mark_read(conn: sqlite3.Connection, ids: list[str], by: str) -> list[str]:
     """Mark ``ids`` read (when, by whom) and drop their nudges; returns the ids that changed."""
+    return [message_id for message_id, _ in mark_read_pairs(conn, ids, by)]
+
+
+def mark_read_pairs(conn: sqlite3.Connection, ids: list[str], by: str) -> list[tuple[str, str]]:
+    """``mark_read`` returning ``(id, recipient)`` of each message that changed."""
     stamp = iso_now()
-    done: list[str] = []
+    done: list[tuple[str, str]] = []
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         marks = ",".join("?" * len(chunk))
@@ -41,7 +46,7 @@ def mark_read(conn: sqlite3.Connection, ids: list[str], by: str) -> list[str]:
             f"WHERE id IN ({marks}) AND read = 0 RETURNING id, to_agent",
             (stamp, by, *chunk),
         ).fetchall()
-        done.extend(r[0] for r in rows)
+        done.extend((r[0], r[1]) for r in rows)
         conn.executemany(
             "DELETE FROM am_nudges WHERE agent = ? AND message_id = ?", [(r[1], r[0]) for r in rows]
         )

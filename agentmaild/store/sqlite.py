@@ -55,6 +55,17 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+def _overstory_link(path: str, flavor: str | None) -> object:
+    """The store's Overstory project (``[store] flavor``, else its path), or None."""
+    from agentmaild.overstory.flavor import overstory_mode
+
+    if path == ":memory:" or not overstory_mode(path, flavor):
+        return None
+    from agentmaild.overstory.link import OverstoryLink
+
+    return OverstoryLink(path)
+
+
 class SqliteMailStore(
     SqliteMessages, SqliteAgents, SqliteDeliveries, SqliteProcs, SqliteHistory, MailStore
 ):
@@ -62,10 +73,20 @@ class SqliteMailStore(
 
     ``readonly``: a ``mode=ro`` connection that never writes (nor creates) the file; its writes
     fail with a StoreError. ``create=False``: read-write, but a missing store is an error.
+    ``flavor``: ``[store] flavor``; in Overstory mode ``overstory`` links Overstory's registry and
+    banners (see ``agentmaild.overstory``).
     """
 
-    def __init__(self, path: str | Path, *, readonly: bool = False, create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        readonly: bool = False,
+        create: bool = True,
+        flavor: str | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.overstory = _overstory_link(str(path), flavor)
         try:
             check_path(self.path, create=create and not readonly)
             refuse_hard_links(self.path)  # two names, two WALs: not even for reading

@@ -93,8 +93,11 @@ def _claim(
     return _batch(delivery_id, agent, chosen, 1, lease_until)
 
 
-def _ack(conn: sqlite3.Connection, delivery_id: str, now: float, record: Attempt | None) -> int:
+def _ack(
+    conn: sqlite3.Connection, delivery_id: str, now: float, record: Attempt | None
+) -> list[sqlite3.Row]:
     stamp = iso_now(now)
+    conn.execute(Q["delivery_ack_read_elsewhere"], (stamp, delivery_id))
     # acked_by names the delivery, so a message's read mark points at the batch that carried it.
     rows = conn.execute(Q["delivery_ack_messages"], (stamp, delivery_id, delivery_id)).fetchall()
     for r in rows:
@@ -104,7 +107,7 @@ def _ack(conn: sqlite3.Connection, delivery_id: str, now: float, record: Attempt
         insert_attempt(conn, record)
     if rows:
         pull.mark_reached(conn, rows[0]["to_agent"])
-    return len(rows)
+    return rows
 
 
 def _release(
@@ -131,7 +134,10 @@ class SqliteDeliveries(SqliteTransactions):
         return self._write(lambda conn: _claim(conn, agent, max_messages, max_chars, lease_s, now))
 
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
-        return self._write(lambda conn: _ack(conn, delivery_id, now, record))
+        rows = self._write(lambda conn: _ack(conn, delivery_id, now, record))
+        if self.overstory is not None:
+            self.overstory.clear_acked((r["to_agent"], r["id"]) for r in rows)
+        return len(rows)
 
     def release(
         self,

@@ -12,7 +12,7 @@ from agentmaild.errors import Conflict, InboxFull, RateLimited
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import pull
-from agentmaild.store.base import InsertRequest, InsertResult, recipient_refusal
+from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_rows import message_from_row, message_params
 from agentmaild.store.sqlite_tx import SqliteTransactions
@@ -39,11 +39,14 @@ def _insert(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
     if req.idempotency is not None:
         # Checked again inside the write transaction: two racing sends write once.
         earlier = _find_idempotent(conn, *req.idempotency)
-        if earlier is not None:
+        if earlier is not None and earlier.messages:
             return earlier
+        if earlier is not None:  # every message it wrote was deleted since: the key is free
+            conn.execute(Q["idem_drop"], req.idempotency[:2])
     for name in req.check_recipients:
         row = conn.execute(Q["agent_state"], (name,)).fetchone()
-        refusal = recipient_refusal(name, row[0] if row else None, req.refuse_unknown)
+        state = merged_state(row[0] if row else None, req.state_elsewhere(name))
+        refusal = recipient_refusal(name, state, req.refuse_unknown)
         if refusal is not None:
             raise refusal
     _check_unread_cap(conn, req)
@@ -129,16 +132,31 @@ def _purge(conn: sqlite3.Connection, cond: str, params: list[Any]) -> int:
         params,
     )
     n = conn.execute(f"DELETE FROM messages WHERE {cond}", params).rowcount
-    # Deliveries left with no message at all are history nobody can act on.
-    conn.execute(Q["deliveries_orphaned_delete"])
+    # Deliveries left with no message at all are history nobody can act on; the sweep also
+    # takes what other tools' deletions left behind.
+    _sweep(conn)
     return int(n)
+
+
+def _sweep(conn: sqlite3.Connection) -> int:
+    return sum(
+        int(conn.execute(Q[name]).rowcount)
+        for name in (
+            "orphans_nudges_delete",
+            "deliveries_orphaned_delete",
+            "orphans_idempotency_delete",
+        )
+    )
 
 
 class SqliteMessages(SqliteTransactions):
     """The ``MailStore`` message operations on SQLite."""
 
     def insert(self, request: InsertRequest) -> InsertResult:
-        return self._write(lambda conn: _insert(conn, request))
+        result = self._write(lambda conn: _insert(conn, request))
+        if self.overstory is not None and request.nudges and not result.duplicate:
+            self.overstory.write_nudges(result.messages, request.nudges)
+        return result
 
     def find_idempotent(self, sender: str, key: str, digest: str) -> InsertResult | None:
         return self._read_with(lambda conn: _find_idempotent(conn, sender, key, digest))
@@ -161,10 +179,16 @@ class SqliteMessages(SqliteTransactions):
                 taken = [replace(m, read=True) for m in taken]
             return taken
 
-        return self._write(run)
+        taken = self._write(run)
+        if self.overstory is not None and ack:
+            self.overstory.clear_acked((m.to_agent, m.id) for m in taken)
+        return taken
 
     def ack(self, message_ids: Sequence[str], *, by: str = "pull") -> list[str]:
-        return self._write(lambda conn: pull.mark_read(conn, list(message_ids), by))
+        pairs = self._write(lambda conn: pull.mark_read_pairs(conn, list(message_ids), by))
+        if self.overstory is not None:
+            self.overstory.clear_acked((agent, mid) for mid, agent in pairs)
+        return [mid for mid, _ in pairs]
 
     def list_messages(
         self,
@@ -190,6 +214,9 @@ class SqliteMessages(SqliteTransactions):
             return 0
         cond = " AND ".join(where) if where else "1"
         return self._write(lambda conn: _purge(conn, cond, params))
+
+    def sweep_orphans(self) -> int:
+        return self._write(_sweep)
 
     def reset_rate_limit(self, from_agent: str, to_agent: str) -> int:
         return self._write(

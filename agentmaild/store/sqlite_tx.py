@@ -29,6 +29,8 @@ class SqliteTransactions:
     """One connection; each write is one short ``BEGIN IMMEDIATE … COMMIT``, retried while busy."""
 
     _conn: sqlite3.Connection
+    # ``overstory.link.OverstoryLink`` in Overstory mode: told of nudges and acks after commit.
+    overstory: Any = None
 
     def _retrying(self, fn: Callable[[], T]) -> T:
         deadline = time.monotonic() + _BUSY_DEADLINE_S

@@ -236,6 +236,25 @@ def test_purge_clears_nudges_and_empty_deliveries(store: MailStore) -> None:
     assert store.counts() == {}
 
 
+def test_an_idempotency_key_whose_messages_are_gone_is_free_again(store: MailStore) -> None:
+    put(store, make(), idempotency=("lead", "k9", "h9"))
+    assert store.purge(everything=True) == 1
+    assert store.sweep_orphans() == 0  # purge swept already
+    fresh = make()
+    again = put(store, fresh, idempotency=("lead", "k9", "h9"))
+    assert not again.duplicate and ids(again.messages) == [fresh.id]
+
+
+def test_a_claimed_batch_read_elsewhere_is_acked_as_read_elsewhere(store: MailStore) -> None:
+    put(store, make())
+    batch = claim(store)
+    assert batch is not None
+    store.ack([batch.message_ids[0]], by="elsewhere-test")  # by another reader, by name
+    assert store.ack_delivery(batch.delivery_id, now=T0) == 0
+    m = store.get_message(batch.message_ids[0])
+    assert m is not None and m.acked_by == "elsewhere-test"  # a recorded reader is kept
+
+
 # -- idempotency, limits, nudges --------------------------------------------------------------
 
 

@@ -119,7 +119,7 @@ def test_env_names() -> None:
         "AGENTMAILD_CHANNELS_SPAWN_STALL_TIMEOUT_S"
     )
     names = [name for _, _, name in config_keys()]
-    assert len(names) == len(set(names)) == 40
+    assert len(names) == len(set(names)) == 41
 
 
 def test_env_examples_from_the_brief() -> None:
@@ -149,7 +149,7 @@ def _other_value(current: Any, tmp_path: Path) -> tuple[str, Any]:
     return "", None  # choices: handled below
 
 
-CHOICE_OTHER = {"ack_on": "write", "level": "debug", "format": "json"}
+CHOICE_OTHER = {"ack_on": "write", "level": "debug", "format": "json", "flavor": "overstory"}
 
 
 @pytest.mark.parametrize(("section", "key", "name"), config_keys())

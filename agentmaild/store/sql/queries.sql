@@ -133,6 +133,12 @@ UPDATE am_deliveries SET state = ?, updated_at = ? WHERE id = ?;
 UPDATE messages SET read = 1, acked_at = ?, acked_by = ? WHERE delivery_id = ? AND read = 0
 RETURNING id, to_agent;
 
+-- name: delivery_ack_read_elsewhere
+-- Messages of the batch another tool marked read meanwhile (`ov mail check` sets read = 1 and
+-- nothing else): the ack records that they were read elsewhere, not by this delivery.
+UPDATE messages SET acked_by = 'elsewhere', acked_at = ?
+WHERE delivery_id = ? AND read = 1 AND acked_by IS NULL;
+
 -- name: delivery_ack
 UPDATE am_deliveries SET state = 'acked', failures = 0, lease_until = NULL, updated_at = ?
 WHERE id = ? AND state = 'claimed';
@@ -158,10 +164,15 @@ DELETE FROM am_deliveries WHERE state != 'claimed' AND NOT EXISTS
   (SELECT 1 FROM messages m WHERE m.delivery_id = am_deliveries.id);
 
 -- name: dead_list
-SELECT * FROM am_deliveries WHERE state = 'dead' ORDER BY updated_at, id;
+-- A dead letter whose messages another tool deleted (`ov mail purge`) is nothing to retry.
+SELECT * FROM am_deliveries d WHERE state = 'dead'
+  AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id)
+ORDER BY updated_at, id;
 
 -- name: dead_list_agent
-SELECT * FROM am_deliveries WHERE state = 'dead' AND agent = ? ORDER BY updated_at, id;
+SELECT * FROM am_deliveries d WHERE state = 'dead' AND agent = ?
+  AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id)
+ORDER BY updated_at, id;
 
 -- name: delivery_message_ids
 SELECT id FROM messages WHERE delivery_id = ? ORDER BY created_at, id;
@@ -181,8 +192,22 @@ WHERE m.read = 0
 SELECT to_agent, count(*) FROM messages INDEXED BY am_idx_unread WHERE read = 0 GROUP BY to_agent;
 
 -- name: count_deliveries
-SELECT agent, state, count(*) FROM am_deliveries WHERE state IN ('claimed', 'dead')
+-- A claim is in flight until settled; a dead letter counts while it has messages to retry.
+SELECT agent, state, count(*) FROM am_deliveries d
+WHERE state = 'claimed'
+   OR (state = 'dead' AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id))
 GROUP BY agent, state;
+
+-- name: orphans_nudges_delete
+-- Housekeeping after messages were deleted by any tool (`ov mail purge` knows no am_* table).
+DELETE FROM am_nudges WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = am_nudges.message_id);
+
+-- name: orphans_idempotency_delete
+DELETE FROM am_idempotency WHERE NOT EXISTS
+  (SELECT 1 FROM json_each(am_idempotency.message_ids) j JOIN messages m ON m.id = j.value);
+
+-- name: idem_drop
+DELETE FROM am_idempotency WHERE sender = ? AND key = ?;
 
 -- name: count_messages
 SELECT count(*), coalesce(sum(read = 0), 0) FROM messages;
