@@ -103,7 +103,14 @@ def _gemini(tmp: Path, api: LoopbackApi) -> tuple[Path, dict[str, str]]:
     (home / ".gemini").mkdir(parents=True, exist_ok=True)
     settings = {
         "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "general": {"maxAttempts": 1, "enableAutoUpdate": False},
+        # sessionRetention: at start-up Gemini CLI deletes session files it judges not
+        # resumable, and it judged a live session of a sibling gemini process (same HOME and
+        # project) so: that session's next --resume failed ("Invalid session identifier").
+        "general": {
+            "maxAttempts": 1,
+            "enableAutoUpdate": False,
+            "sessionRetention": {"enabled": False},
+        },
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
     }
