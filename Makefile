@@ -7,7 +7,7 @@ PKG_STAMP := $(VENV)/.installed-pkg
 DB      ?= $(CURDIR)/.agentmail/mail.db
 PYTEST_ARGS ?=
 
-.PHONY: test bench mutate serve lint venv clean claude
+.PHONY: test bench mutate serve lint venv clean claude vendors
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,7 +28,11 @@ venv: $(STAMP)
 claude:
 	bash scripts/install-claude.sh >/dev/null
 
-test: $(STAMP) claude
+# The real Codex, Gemini CLI and OpenCode CLIs (pinned), same rule.
+vendors:
+	bash scripts/install-vendors.sh >/dev/null
+
+test: $(STAMP) claude vendors
 	$(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -4,8 +4,9 @@ Owns: ``base`` (the ``Channel`` ABC: ``is_busy``, ``deliver``, ``aclose``), ``fa
 channel for an agent), ``commands`` (an agent command's argv, environment, stream-json line and
 pre-fork checks), ``spawn`` (one process per batch), ``stdin`` + ``stdin_host`` + ``stdin_turns``
 (one long-lived process: the Channel API, the process host, the turn tracking), ``claude`` (the
-Claude Code preset: argv, sessions, environment), ``tmux*`` (pasting into a pane and reading its
-screen), ``testing`` (FakeChannel).
+Claude Code preset: argv, sessions, environment), ``vendors`` + ``vendor_spawn`` (the Codex,
+Gemini CLI and OpenCode presets and their spawn channel), ``tmux*`` (pasting into a pane and
+reading its screen), ``testing`` (FakeChannel).
 May import: ``procs``, ``models``, ``errors``, ``config``, ``render``, ``store`` (to save a
 session id). Never imports ``delivery``, ``daemon``, ``control`` or ``cli``.
 """

@@ -9,6 +9,8 @@ from agentmaild.channels.claude import ClaudeSpawnChannel
 from agentmaild.channels.spawn import SpawnChannel
 from agentmaild.channels.stdin import StdinChannel
 from agentmaild.channels.tmux import TmuxChannel
+from agentmaild.channels.vendor_spawn import VendorSpawnChannel
+from agentmaild.channels.vendors import PRESETS
 from agentmaild.config import Config
 from agentmaild.errors import AgentUnavailable
 from agentmaild.models import Agent, ChannelKind
@@ -29,6 +31,12 @@ def make_channel(
         raise ValueError(f"agent {agent.name!r} uses the pull channel: it has no delivery loop")
     if kind == ChannelKind.SPAWN and agent.preset == "claude":
         return ClaudeSpawnChannel(agent, config, store_path, procs=procs)
+    if kind == ChannelKind.SPAWN and agent.preset in PRESETS:
+        return VendorSpawnChannel(
+            agent, config, store_path, preset=PRESETS[agent.preset], procs=procs
+        )
+    if agent.preset in PRESETS:
+        raise AgentUnavailable(f"preset {agent.preset!r} needs the spawn channel, not {kind!r}")
     if kind == ChannelKind.SPAWN:
         return SpawnChannel(agent, config, store_path, procs=procs)
     if kind == ChannelKind.TMUX:

@@ -199,7 +199,7 @@ class SpawnChannel(Channel):
                     await child.terminate()
                 await child.send(line)
                 await child.close_stdin()
-                done = await child.wait()
+                done = await self._await_exit(child)
                 unread = child.stdin_unread() or 0
             turn_log.write(f"--- exit {done.returncode} after {done.duration_s:.3f}s\n".encode())
         except ChildStartError as exc:
@@ -218,6 +218,10 @@ class SpawnChannel(Channel):
             duration_s=round(done.duration_s, 3),
         )
         return done, unread
+
+    async def _await_exit(self, child: Child) -> ChildExit:
+        """Wait for the turn's process to end; presets may do work alongside (save a session id)."""
+        return await child.wait()
 
     def _record(self, delivery_id: str | None) -> ScopeRecord | None:
         return self._procs.scope(self.agent.name, delivery_id) if self._procs is not None else None

@@ -16,7 +16,8 @@ from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
 from agentmaild.models import STATE_TRANSITIONS, Agent, ChannelKind
 
 CHANNELS = tuple(c.value for c in ChannelKind)
-PRESETS = ("claude",)
+PRESETS = ("claude", "codex", "gemini", "opencode")  # channels.vendors.PRESETS + claude
+VENDOR_CHANNELS = ("spawn",)  # where the codex/gemini/opencode presets work today
 
 
 def _agent_line(a: Agent) -> str:
@@ -46,8 +47,10 @@ def _check_channel(
         raise ValidationError(f"--channel: unknown {channel!r}; one of {', '.join(CHANNELS)}")
     if preset is not None and preset not in PRESETS:
         raise ValidationError(f"--preset: unknown {preset!r}; one of {', '.join(PRESETS)}")
+    if preset not in (None, "claude") and channel not in VENDOR_CHANNELS:
+        raise ValidationError(f"--preset {preset} works with --channel spawn, not {channel}")
     if channel in ("spawn", "stdin") and not command and preset is None:
-        raise UsageError(f"channel {channel} needs --command (or --preset claude)")
+        raise UsageError(f"channel {channel} needs --command (or a --preset)")
     if channel == "tmux" and not tmux_target:
         raise UsageError("channel tmux needs --tmux-target SESSION:WINDOW.PANE")
 
@@ -85,7 +88,10 @@ CommandOpt = Annotated[
 CwdOpt = Annotated[str | None, typer.Option("--cwd", help="Working directory of the agent.")]
 TargetOpt = Annotated[str | None, typer.Option("--tmux-target", help="SESSION:WINDOW.PANE")]
 SocketOpt = Annotated[str | None, typer.Option("--tmux-socket", help="tmux server name (-L).")]
-PresetOpt = Annotated[str | None, typer.Option("--preset", help="claude: Claude Code's flags.")]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option("--preset", help="claude codex gemini opencode: the CLI's headless flags."),
+]
 PollOpt = Annotated[
     float | None, typer.Option("--poll-interval", min=0.05, help="Seconds (default: config).")
 ]
