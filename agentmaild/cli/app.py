@@ -1,7 +1,7 @@
 """The typer CLI: the app, its global options, the sending commands (send, reply, limits reset)
 and ``run``; the other commands live in this package's ``read``, ``agents``, ``daemon``,
-``deliveries``, ``logs``, ``store``, ``service`` and ``hooks`` modules, registered here in the
-order ``--help`` lists them.
+``deliveries``, ``logs``, ``store``, ``service``, ``hooks`` and ``tokens`` modules, registered here
+in the order ``--help`` lists them.
 
 Errors print one line, ``error: …``, on stderr and exit 1 (usage errors exit 2); with ``--json``
 the error is ``{"ok": false, "error": {"code", "message"}}`` on stdout.
@@ -190,6 +190,7 @@ from agentmaild.cli import logs as cli_logs  # noqa: E402
 from agentmaild.cli import read as cli_read  # noqa: E402
 from agentmaild.cli import service as cli_service  # noqa: E402
 from agentmaild.cli import store as cli_store  # noqa: E402
+from agentmaild.cli import tokens as cli_tokens  # noqa: E402
 
 cli_read.register(app)
 cli_agents.register(agents_app)
@@ -199,6 +200,7 @@ cli_logs.register(app)
 cli_service.register(app)
 cli_store.register(app)
 cli_hooks.register(app)
+cli_tokens.register(app)
 
 
 def _show_help(exc: typer.TyperException) -> None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
-from agentmaild.errors import AgentmaildError, UnknownAgent, UsageError
+from agentmaild.errors import AgentmaildError, UsageError
 from agentmaild.ids import check_name
 from agentmaild.location import resolve_db
 from agentmaild.mail import IMPLICIT_RECIPIENTS, OPERATOR, Mailer
@@ -103,19 +103,11 @@ def open_store(
 
 
 def known_agent(store: SqliteMailStore, name: str) -> None:
-    """Raise UnknownAgent unless ``name`` is registered, implicit (operator) or was ever mailed.
-
-    The mail rule of ``send`` applies: with ``limits.refuse_unknown_recipients = false`` any
-    name may receive mail, so no name is unknown.
-    """
-    if name in IMPLICIT_RECIPIENTS or store.get_agent(name) is not None:
+    """Raise UnknownAgent unless ``name`` is registered, implicit (operator) or was ever mailed
+    (``Mailer.check_known``: the mail rule of ``send`` under the config's limits)."""
+    if name in IMPLICIT_RECIPIENTS:
         return
-    if store.list_messages(to_agent=name, limit=1):
-        return
-    from agentmaild.config import load_config
-
-    if load_config().limits.refuse_unknown_recipients:
-        raise UnknownAgent(name)
+    mailer(store).check_known(name)
 
 
 def mailer(store: SqliteMailStore) -> Mailer:
