@@ -30,6 +30,13 @@ DbOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+UrlOpt = Annotated[
+    str | None,
+    typer.Option("--url", help="The daemon's HTTP API (default: $AGENTMAIL_URL); not the store."),
+]
+TokenOpt = Annotated[
+    str | None, typer.Option("--token", help="Bearer token for --url (default: $AGENTMAIL_TOKEN).")
+]
 FromOpt = Annotated[
     str | None, typer.Option("--from", help="Sender (default: $AGENTMAIL_AGENT, else operator).")
 ]
@@ -38,6 +45,8 @@ FromOpt = Annotated[
 class _State:
     db: str | None = None
     json: bool = False
+    url: str | None = None
+    token: str | None = None
 
 
 STATE = _State()
@@ -84,6 +93,13 @@ def out(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> No
         typer.echo(json.dumps(data, ensure_ascii=False))
     elif human is not None:
         human()
+
+
+def remote(url: str | None, token: str | None) -> tuple[str, str | None] | None:
+    """The HTTP API to use instead of the store (``--url``, else ``$AGENTMAIL_URL``), or None."""
+    from agentmaild.http.client import target
+
+    return target(url or STATE.url, token or STATE.token)
 
 
 def db_path(db: str | None) -> Path:

@@ -1,6 +1,7 @@
 """The Starlette app of the HTTP face and ``ApiContext``, what every route shares.
 
-``build_app(ctx)`` assembles the routes of each concern module (``mail_routes``, ``meta_routes``):
+``build_app(ctx)`` assembles the routes of each concern module (``mail_routes``, ``meta_routes``,
+``hook_routes``):
 each exports ``routes() -> list[BaseRoute]`` so a later module (the dashboard) is one more list.
 """
 
@@ -49,10 +50,10 @@ def context_of(request: Request) -> ApiContext:
 
 
 def build_app(ctx: ApiContext, extra: Iterable[BaseRoute] = ()) -> Starlette:
-    from agentmaild.http import mail_routes, meta_routes
+    from agentmaild.http import hook_routes, mail_routes, meta_routes
 
     app = Starlette(
-        routes=[*meta_routes.routes(), *mail_routes.routes(), *extra],
+        routes=[*meta_routes.routes(), *mail_routes.routes(), *hook_routes.routes(), *extra],
         exception_handlers={
             AgentmaildError: errors.on_agentmaild_error,
             HTTPException: errors.on_http_exception,

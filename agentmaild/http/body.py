@@ -83,8 +83,14 @@ def required_text(data: dict[str, Any], key: str) -> str:
 
 
 def payload_field(data: dict[str, Any]) -> str | None:
-    """``payload`` is any JSON value; the mail rules get it as JSON text, as from the CLI."""
-    if "payload" not in data or data["payload"] is None:
+    """``payload`` is any JSON value, ``payload_json`` the same as JSON text (what the CLI sends,
+    so the rules see exactly its ``--payload``); the mail rules get JSON text either way."""
+    text = text_field(data, "payload_json")
+    if text is not None:
+        if data.get("payload") is not None:
+            raise ValidationError("payload: give payload or payload_json, not both")
+        return text
+    if data.get("payload") is None:
         return None
     return json.dumps(data["payload"], ensure_ascii=False)
 

@@ -21,10 +21,10 @@ from agentmaild.ids import check_message_id, check_name
 from agentmaild.mail import OPERATOR, Sent
 from agentmaild.models import Message
 
-SEND_FIELDS = frozenset(
-    {"to", "subject", "body", "type", "priority", "thread_id", "payload", "idempotency_key", "from"}
+REPLY_FIELDS = frozenset(
+    {"body", "type", "priority", "payload", "payload_json", "idempotency_key", "from"}
 )
-REPLY_FIELDS = frozenset({"body", "type", "priority", "payload", "idempotency_key", "from"})
+SEND_FIELDS = REPLY_FIELDS | {"to", "subject", "thread_id"}
 
 
 def routes() -> list[BaseRoute]:
@@ -200,7 +200,7 @@ async def list_messages(request: Request) -> JSONResponse:
         unread=True if flag(q.get("unread"), "unread") else None,
         limit=int(limit_text),
     )
-    return JSONResponse({"ok": True, "messages": [m.summary() for m in found]})
+    return JSONResponse({"ok": True, "messages": [_probe(m) for m in found]})
 
 
 async def take(request: Request) -> JSONResponse:

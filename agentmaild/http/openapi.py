@@ -66,6 +66,7 @@ _SEND = {
         "priority": {"enum": ["low", "normal", "high", "urgent"]},
         "thread_id": {"type": "string"},
         "payload": {"description": "any JSON value; required by protocol types"},
+        "payload_json": {"type": "string", "description": "the payload as JSON text instead"},
         "idempotency_key": {"type": "string", "maxLength": 200},
         "from": {"type": "string", "description": "operator tokens only; else the token's agent"},
     },
@@ -111,6 +112,9 @@ def document() -> dict[str, Any]:
            "properties": {"ids": {"type": "array", "items": {"type": "string"}}}}  # fmt: skip
     take = {"type": "object", "properties": {"agent": {"type": "string"},
                                              "inject": {"type": "boolean"}}}  # fmt: skip
+    hook = {"type": "object", "properties": {"agent": {"type": "string"},
+                                             "input": {"type": "string"},
+                                             "quiet": {"type": "boolean"}}}  # fmt: skip
     reply = {k: v for k, v in _SEND.items() if k != "required"}
     reply["required"] = ["body"]
     reply["properties"] = {k: v for k, v in _SEND["properties"].items()  # type: ignore[attr-defined]
@@ -145,6 +149,9 @@ def document() -> dict[str, Any]:
             "/v1/messages/{id}/reply": {"post": _op("Reply in the thread", _ref("Sent"),
                                                     status="201", body=reply, params=(_ID,))},
             "/v1/ack": {"post": _op("Mark read (idempotent)", {"type": "object"}, body=ids)},
+            "/v1/hooks/{event}": {"post": _op("Run a Claude Code hook event on the store",
+                                              {"type": "object"}, body=hook,
+                                              params=(("event", "path", True),))},
             "/v1/threads/{id}": {"get": _op("A thread, oldest first", _list_of("Message"),
                                             params=(_ID,))},
         },

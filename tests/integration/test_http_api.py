@@ -140,18 +140,18 @@ def test_openapi_document_names_exactly_the_routes(api: Api) -> None:
     documented = {(path, m.upper()) for path, ops in doc["paths"].items() for m in ops}
     from starlette.routing import Route
 
-    from agentmaild.http import mail_routes, meta_routes
+    from agentmaild.http import hook_routes, mail_routes, meta_routes
 
     served = {
         (r.path, m)
-        for r in [*mail_routes.routes(), *meta_routes.routes()]
+        for r in [*mail_routes.routes(), *meta_routes.routes(), *hook_routes.routes()]
         if isinstance(r, Route)
         for m in (r.methods or ()) - {"HEAD"}
     }
     assert documented == served
     for path, ops in doc["paths"].items():  # every documented operation answers (not 404/405)
         for method in ops:
-            url = path.replace("{id}", "msg-abc123")
+            url = path.replace("{id}", "msg-abc123").replace("{event}", "stop")
             r = api.client.request(method.upper(), url, json={})
             assert r.status_code not in (404, 405) or r.json()["error"]["code"] == "not_found"
             assert r.status_code != 405
