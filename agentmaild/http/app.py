@@ -60,5 +60,6 @@ def build_app(ctx: ApiContext, extra: Iterable[BaseRoute] = ()) -> Starlette:
             Exception: errors.on_unexpected,
         },
     )
+    app.router.redirect_slashes = False  # a 307 with no body is no API answer: 404 instead
     app.state.ctx = ctx
     return app
