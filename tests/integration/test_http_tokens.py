@@ -101,6 +101,17 @@ def test_without_tokens_only_loopback_is_served(
     )  # fmt: skip
     assert refused.returncode == 1
     assert "not a loopback address" in refused.stderr and "Traceback" not in refused.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = subprocess.run(
+            [sys.executable, "-m", "agentmaild", "serve", "--db", str(db),
+             "--http", f"127.0.0.1:{port}"],
+            env=base_env(tmp_path), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert busy.returncode == 1 and "Traceback" not in busy.stderr
+    assert f"error: http.listen: cannot bind 127.0.0.1:{port}" in busy.stderr
     d = daemons(http_env({"AGENTMAILD_HTTP_REQUIRE_TOKENS": "false"}))
     r = Api(d).post("/v1/messages", {"to": "bob", "subject": "from the operator"})
     assert r.status_code == 201 and r.json()["recipients"] == ["bob"]
