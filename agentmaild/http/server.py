@@ -79,10 +79,15 @@ class _DeadlineH11Protocol(H11Protocol):
 
     header_timeout_s = 10.0
     _deadline: asyncio.TimerHandle | None = None
+    _started = False  # bytes of a request arrived since the deadline was armed
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        self._started = True
+        super().data_received(data)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -96,11 +101,17 @@ class _DeadlineH11Protocol(H11Protocol):
     def _arm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
+        self._started = False
         self._deadline = self.loop.call_later(self.header_timeout_s, self._expired)
 
     def _expired(self) -> None:
         waiting = self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE
         if self.transport.is_closing() or not waiting:
+            return
+        if not self._started:
+            # An idle keep-alive connection, not a slow request: close it without an answer a
+            # client could take for the reply to a request it is sending right now.
+            self.transport.close()
             return
         body = json.dumps({"ok": False, "error": {
             "code": "request_timeout",

@@ -18,9 +18,11 @@ from tests.support.http_api import Api, base_url, error_of, http_env, mint
 from tests.support.waiting import wait_for
 
 
-def _setup(store: SqliteMailStore, daemons: Callable[..., DaemonProc]) -> DaemonProc:
+def _setup(
+    store: SqliteMailStore, daemons: Callable[..., DaemonProc], timeout_s: str = "10"
+) -> DaemonProc:
     store.add_agent(Agent(name="alice", capability="builder", channel="pull"))
-    return daemons(http_env({"AGENTMAILD_HTTP_REQUEST_TIMEOUT_S": "1"}))
+    return daemons(http_env({"AGENTMAILD_HTTP_REQUEST_TIMEOUT_S": timeout_s}))
 
 
 def test_tokens_act_as_their_agent_within_their_scopes(
@@ -134,7 +136,7 @@ def _read_all(s: socket.socket) -> bytes:
 def test_slow_clients_get_408_and_others_are_served_meanwhile(
     store: SqliteMailStore, daemons: Callable[..., DaemonProc]
 ) -> None:
-    d = _setup(store, daemons)
+    d = _setup(store, daemons, timeout_s="1")
     url = base_url(d)
     token = mint(d, "operator")
     api = Api(d, token)
