@@ -10,6 +10,8 @@
     │   ├── AgentBusy               busy          turned busy between the check and the write
     │   ├── AgentUnavailable        unavailable   the agent cannot take mail now (pane gone, ...)
     │   └── DeliveryFailed          delivery_failed  the channel tried and the agent did not confirm
+    ├── AccessError                 unauthorized  no valid bearer token (HTTP 401)
+    │   └── Forbidden               forbidden     the token may not do this (HTTP 403)
     ├── ControlError                control
     │   ├── DaemonNotRunning        daemon_not_running
     │   ├── DaemonNotAnswering      daemon_not_answering  no connection or reply in time
@@ -87,6 +89,18 @@ class AgentUnavailable(ChannelError):
 
 class DeliveryFailed(ChannelError):
     code = "delivery_failed"
+
+
+class AccessError(AgentmaildError):
+    """The HTTP API refused a request's credentials: none, unknown, expired or revoked."""
+
+    code = "unauthorized"
+
+
+class Forbidden(AccessError):
+    """A valid token asked for what its agent or scope does not allow."""
+
+    code = "forbidden"
 
 
 class ControlError(AgentmaildError):

@@ -2,14 +2,14 @@
 
 ``entry.main`` routes here only for argument shapes it fully understands; anything else goes to
 the typer CLI, which implements the same command (slower to start, same behaviour). This module
-talks to SQLite directly through ``store.pull`` so it never imports the models or dataclasses.
+talks to SQLite directly through ``store.pull`` so it never imports the models or dataclasses;
+with ``AGENTMAIL_URL`` it asks the HTTP API instead (``http.client``) and never loads sqlite3.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 
 from agentmaild.errors import AgentmaildError, StoreError, UnknownAgent, UsageError
@@ -18,24 +18,28 @@ from agentmaild.vocab import IMPLICIT_RECIPIENTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
     from collections.abc import Sequence
 
 INJECT_MAX_CHARS = 10_000
 
 
 def parse_check(argv: Sequence[str]) -> dict[str, str | bool | None] | None:
-    """``check --inject [--agent X] [--db P] [--json]``; None when argv holds anything else."""
-    opts: dict[str, str | bool | None] = {"inject": False, "json": False, "agent": None, "db": None}
+    """``check --inject [--agent X] [--db P] [--url U] [--token T] [--json]``; None when argv
+    holds anything else."""
+    opts: dict[str, str | bool | None] = {
+        "inject": False, "json": False, "agent": None, "db": None, "url": None, "token": None,
+    }  # fmt: skip
     it = iter(argv)
     for arg in it:
         if arg in ("--inject", "--json"):
             opts[arg[2:]] = True
-        elif arg in ("--agent", "--db"):
+        elif arg in ("--agent", "--db", "--url", "--token"):
             value = next(it, None)
             if value is None:
                 return None
             opts[arg[2:]] = value
-        elif arg.startswith(("--agent=", "--db=")):
+        elif arg.startswith(("--agent=", "--db=", "--url=", "--token=")):
             key, value = arg[2:].split("=", 1)
             opts[key] = value
         else:
@@ -46,6 +50,8 @@ def parse_check(argv: Sequence[str]) -> dict[str, str | bool | None] | None:
 def _open(path: str) -> sqlite3.Connection:
     """A connection to the existing store at ``path`` (callers never create it here: the file
     exists, so SQLite gives the WAL and shared-memory files its 0600 mode)."""
+    import sqlite3  # here, not at the top: ``check --inject`` over HTTP never needs it
+
     from agentmaild.store.migrate import SCHEMA_VERSION
 
     links = _links(path)
@@ -127,6 +133,8 @@ def _is_known(conn: sqlite3.Connection, agent: str, path: str, overstory: bool) 
 
 def check_inject(agent: str | None, db: str | None) -> tuple[str, list[str]]:
     """``agent`` None: Overstory's default (``orchestrator``) in Overstory mode, else an error."""
+    import sqlite3
+
     from agentmaild.location import resolve_db_str
     from agentmaild.overstory.flavor import ORCHESTRATOR, overstory_mode
 
@@ -156,13 +164,32 @@ def check_inject(agent: str | None, db: str | None) -> tuple[str, list[str]]:
     return text, ids
 
 
+def check_remote(remote: tuple[str, str | None], agent: str) -> tuple[str, list[str]]:
+    """``check --inject`` through the HTTP API (``AGENTMAIL_URL``): the server takes and renders."""
+    from agentmaild.http.client import call
+
+    check_name(agent)
+    answer = call(remote, "POST", "/v1/inbox/take", {"agent": agent, "inject": True})
+    return str(answer.get("text") or ""), [str(i) for i in answer.get("acked") or []]
+
+
 def run_check(argv: Sequence[str]) -> int:
     opts = parse_check(argv) or {}
     as_json = bool(opts.get("json"))
     try:
         agent = opts.get("agent") or os.environ.get("AGENTMAIL_AGENT")
-        db = opts.get("db")
-        text, ids = check_inject(str(agent) if agent else None, str(db) if db else None)
+        db, url, token = opts.get("db"), opts.get("url"), opts.get("token")
+        remote = None
+        if url or os.environ.get("AGENTMAIL_URL"):
+            from agentmaild.http.client import target
+
+            remote = target(str(url) if url else None, str(token) if token else None)
+        if remote is not None:
+            if not agent:
+                raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
+            text, ids = check_remote(remote, str(agent))
+        else:
+            text, ids = check_inject(str(agent) if agent else None, str(db) if db else None)
     except AgentmaildError as exc:
         if as_json:
             sys.stdout.write(json.dumps(exc.to_json()) + "\n")

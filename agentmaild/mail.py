@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmaild.config import LimitsConfig
-from agentmaild.errors import NotFound, ValidationError
+from agentmaild.errors import NotFound, UnknownAgent, ValidationError
 from agentmaild.ids import check_message_id, check_name, iso_now, new_id
 from agentmaild.models import (
     KNOWN_CAPABILITIES,
@@ -262,6 +262,21 @@ class Mailer:
         if found is None:
             raise NotFound(f"no message {message_id}")
         return found
+
+    def check_known(self, name: str) -> None:
+        """Raise UnknownAgent unless ``name`` is registered, implicit (operator) or was mailed.
+
+        With ``refuse_unknown_recipients = false`` any name may receive mail: none is unknown.
+        """
+        if name in IMPLICIT_RECIPIENTS or not self.limits.refuse_unknown_recipients:
+            return
+        ov = self._overstory
+        if ov is not None and (name in ov.implicit or ov.state_of(name) is not None):
+            return
+        if self.store.get_agent(name) is None and not self.store.list_messages(
+            to_agent=name, limit=1
+        ):
+            raise UnknownAgent(name)
 
     def non_delivery_report(self, agent: str, messages: Sequence[Message], reason: str) -> None:
         """Tell each original sender that their mail to ``agent`` became a dead letter."""

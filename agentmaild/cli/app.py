@@ -1,7 +1,7 @@
 """The typer CLI: the app, its global options, the sending commands (send, reply, limits reset)
 and ``run``; the other commands live in this package's ``read``, ``agents``, ``daemon``,
-``deliveries``, ``logs``, ``store``, ``service`` and ``hooks`` modules, registered here in the
-order ``--help`` lists them.
+``deliveries``, ``logs``, ``store``, ``service``, ``hooks`` and ``tokens`` modules, registered here
+in the order ``--help`` lists them.
 
 Errors print one line, ``error: …``, on stderr and exit 1 (usage errors exit 2); with ``--json``
 the error is ``{"ok": false, "error": {"code", "message"}}`` on stdout.
@@ -10,8 +10,9 @@ the error is ``{"ok": false, "error": {"code", "message"}}`` on stdout.
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,15 +22,18 @@ from agentmaild.cli.common import (
     DbOpt,
     FromOpt,
     JsonOpt,
+    TokenOpt,
+    UrlOpt,
     command,
     mailer,
     open_store,
     out,
     poke,
+    remote,
     sender_of,
 )
 from agentmaild.errors import ValidationError
-from agentmaild.ids import check_name
+from agentmaild.ids import check_message_id, check_name
 
 app = typer.Typer(
     name="agentmaild",
@@ -57,6 +61,22 @@ def _read_body(body: str) -> str:
         ) from exc
 
 
+def _remote_sender(flag: str | None) -> str | None:
+    """Over HTTP the token names the sender; ``--from``/``$AGENTMAIL_AGENT`` must agree."""
+    given = flag or os.environ.get("AGENTMAIL_AGENT")
+    return check_name(given, "sender") if given else None
+
+
+def _post(api: tuple[str, str | None], path: str, fields: dict[str, Any]) -> dict[str, Any]:
+    from agentmaild.http.client import call
+
+    return call(api, "POST", path, {k: v for k, v in fields.items() if v is not None})
+
+
+def _print_sent(data: dict[str, Any], as_json: bool) -> None:
+    out(data, as_json, lambda: typer.echo("\n".join(data["ids"])))
+
+
 def _print_version(value: bool) -> None:
     """Eager: runs while the options are parsed, before typer asks for a command."""
     if not value:
@@ -72,6 +92,8 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def main_options(
     db: DbOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON output for every command.")] = False,
     version: Annotated[
         bool,
@@ -83,6 +105,8 @@ def main_options(
     """Mail for teams of AI coding agents. Store: one SQLite file per project."""
     STATE.db = db
     STATE.json = as_json
+    STATE.url = url
+    STATE.token = token
 
 
 # -- sending --------------------------------------------------------------------------------
@@ -109,9 +133,18 @@ def send(
         str | None, typer.Option("--idempotency-key", help="Same key + content → same ids.")
     ] = None,
     db: DbOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
+    api = remote(url, token)
+    if api is not None:
+        fields = {"to": to, "subject": subject, "body": _read_body(body), "type": type,
+                  "priority": priority, "thread_id": thread, "payload_json": payload,
+                  "idempotency_key": idempotency_key, "from": _remote_sender(sender)}  # fmt: skip
+        _print_sent(_post(api, "/v1/messages", fields), as_json)
+        return
     with open_store(db) as store:
         sent = mailer(store).send(
             sender=sender_of(sender, store),
@@ -144,9 +177,19 @@ def reply(
     payload: Annotated[str | None, typer.Option("--payload")] = None,
     idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
     db: DbOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Reply in the thread: to the original sender (or, from the sender, to the recipient)."""
+    api = remote(url, token)
+    if api is not None:
+        check_message_id(message_id)
+        fields = {"body": _read_body(body), "type": type, "priority": priority,
+                  "payload_json": payload, "idempotency_key": idempotency_key,
+                  "from": _remote_sender(sender)}  # fmt: skip
+        _print_sent(_post(api, f"/v1/messages/{message_id}/reply", fields), as_json)
+        return
     with open_store(db) as store:
         sent = mailer(store).reply(
             message_id,
@@ -190,6 +233,7 @@ from agentmaild.cli import logs as cli_logs  # noqa: E402
 from agentmaild.cli import read as cli_read  # noqa: E402
 from agentmaild.cli import service as cli_service  # noqa: E402
 from agentmaild.cli import store as cli_store  # noqa: E402
+from agentmaild.cli import tokens as cli_tokens  # noqa: E402
 
 cli_read.register(app)
 cli_agents.register(agents_app)
@@ -199,6 +243,7 @@ cli_logs.register(app)
 cli_service.register(app)
 cli_store.register(app)
 cli_hooks.register(app)
+cli_tokens.register(app)
 
 
 def _show_help(exc: typer.TyperException) -> None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
-from agentmaild.errors import AgentmaildError, UnknownAgent, UsageError
+from agentmaild.errors import AgentmaildError, UsageError
 from agentmaild.ids import check_name
 from agentmaild.location import resolve_db
 from agentmaild.mail import IMPLICIT_RECIPIENTS, Mailer
@@ -31,6 +31,13 @@ DbOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+UrlOpt = Annotated[
+    str | None,
+    typer.Option("--url", help="The daemon's HTTP API (default: $AGENTMAIL_URL); not the store."),
+]
+TokenOpt = Annotated[
+    str | None, typer.Option("--token", help="Bearer token for --url (default: $AGENTMAIL_TOKEN).")
+]
 FromOpt = Annotated[
     str | None,
     typer.Option(
@@ -44,6 +51,8 @@ FromOpt = Annotated[
 class _State:
     db: str | None = None
     json: bool = False
+    url: str | None = None
+    token: str | None = None
 
 
 STATE = _State()
@@ -92,6 +101,13 @@ def out(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> No
         human()
 
 
+def remote(url: str | None, token: str | None) -> tuple[str, str | None] | None:
+    """The HTTP API to use instead of the store (``--url``, else ``$AGENTMAIL_URL``), or None."""
+    from agentmaild.http.client import target
+
+    return target(url or STATE.url, token or STATE.token)
+
+
 def db_path(db: str | None) -> Path:
     return resolve_db(db or STATE.db)
 
@@ -112,22 +128,11 @@ def open_store(
 
 
 def known_agent(store: SqliteMailStore, name: str) -> None:
-    """Raise UnknownAgent unless ``name`` is registered, implicit (operator) or was ever mailed.
-
-    The mail rule of ``send`` applies: with ``limits.refuse_unknown_recipients = false`` any
-    name may receive mail, so no name is unknown.
-    """
+    """Raise UnknownAgent unless ``name`` is registered, implicit (operator) or was ever mailed
+    (``Mailer.check_known``: the mail rule of ``send`` under the config's limits)."""
     if name in IMPLICIT_RECIPIENTS or store.get_agent(name) is not None:
-        return
-    ov = store.overstory
-    if ov is not None and (name in ov.implicit or ov.state_of(name) is not None):
-        return
-    if store.list_messages(to_agent=name, limit=1):
-        return
-    from agentmaild.config import load_config
-
-    if load_config().limits.refuse_unknown_recipients:
-        raise UnknownAgent(name)
+        return  # the common answer, without loading the config
+    mailer(store).check_known(name)
 
 
 def mailer(store: SqliteMailStore) -> Mailer:

@@ -50,12 +50,23 @@ def _request(db: Path, cmd: str, args: dict[str, Any] | None = None, timeout: fl
     return request(_socket(db), cmd, args, timeout)
 
 
-def serve(db: DbOpt = None, config: ConfigOpt = None) -> None:
+def serve(
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    http: Annotated[
+        str | None,
+        typer.Option("--http", metavar="HOST:PORT", help="Serve the HTTP API (http.listen)."),
+    ] = None,
+) -> None:
     """Run the delivery daemon for the store (one per store) until SIGTERM/SIGINT."""
+    import dataclasses
+
     from agentmaild.config import load_config
     from agentmaild.daemon.serve import serve as run_daemon
 
     cfg = load_config(Path(config).expanduser() if config else None)
+    if http is not None:
+        cfg = dataclasses.replace(cfg, http=dataclasses.replace(cfg.http, listen=http))
     use_config_db = not db and not os.environ.get("AGENTMAIL_DB") and cfg.store.db is not None
     path = Path(str(cfg.store.db)) if use_config_db else db_path(db)
     raise typer.Exit(run_daemon(path, cfg))

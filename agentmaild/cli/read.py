@@ -3,7 +3,6 @@ print; no logic."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from datetime import UTC, datetime, timedelta
@@ -11,10 +10,13 @@ from typing import Annotated
 
 import typer
 
+from agentmaild.cli import mailview
 from agentmaild.cli.common import (
     STATE,
     DbOpt,
     JsonOpt,
+    TokenOpt,
+    UrlOpt,
     command,
     echo_text,
     emit_error,
@@ -22,44 +24,16 @@ from agentmaild.cli.common import (
     open_store,
     out,
     overstory_mode_of,
+    remote,
 )
+from agentmaild.cli.mailview import full as _full
+from agentmaild.cli.mailview import line as _line
+from agentmaild.cli.read_remote import api_call, api_rows, check_remote, print_rows, thread_remote
 from agentmaild.errors import UsageError
 from agentmaild.ids import check_message_id, check_name, iso_now
 from agentmaild.mail import Mailer
-from agentmaild.models import Message
 from agentmaild.overstory.flavor import ORCHESTRATOR
 from agentmaild.store.sqlite import SqliteMailStore
-
-
-def _line(m: Message) -> str:
-    flag = " " if m.read else "*"
-    return (
-        f"{flag} {m.id}  {m.created_at}  {m.from_agent} -> {m.to_agent}  "
-        f"[{m.type}/{m.priority}]  {json.dumps(m.subject, ensure_ascii=False)}  "
-        f"({len(m.body)} chars)"
-    )
-
-
-def _full(m: Message) -> str:
-    lines = [
-        f"id:       {m.id}",
-        f"from:     {m.from_agent}",
-        f"to:       {m.to_agent}",
-        f"subject:  {json.dumps(m.subject, ensure_ascii=False)}",
-        f"type:     {m.type}",
-        f"priority: {m.priority}",
-        f"thread:   {m.thread_id or '-'}",
-        f"sent:     {m.created_at}",
-        f"read:     {'yes' if m.read else 'no'}",
-    ]
-    if m.acked_at or m.acked_by:
-        lines.append(f"acked:    {m.acked_at or '-'} by {m.acked_by or '-'}")
-    if m.delivery_id:
-        lines.append(f"delivery: {m.delivery_id}")
-    if m.payload:
-        lines.append(f"payload:  {m.payload}")
-    return "\n".join(lines) + "\n\n" + m.body
-
 
 AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Whose mail.")]
 
@@ -68,10 +42,18 @@ def inbox(
     agent: AgentOpt,
     unread: Annotated[bool, typer.Option("--unread", help="Unread only.")] = False,
     db: DbOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Probe: list an agent's mail, metadata only (no bodies, no state change)."""
     check_name(agent, loose=overstory_mode_of(db))
+    api = remote(url, token)
+    if api is not None:
+        query = {"agent": agent, "unread": "1" if unread else "0"}
+        rows = api_rows(api, "GET", "/v1/inbox", query=query)
+        print_rows({"ok": True, "agent": agent}, rows, as_json, f"no mail for {agent}")
+        return
     with open_store(db, readonly=True) as store:
         found = store.inbox(agent, unread_only=unread)
         if not found:
@@ -86,10 +68,18 @@ def inbox(
 def read_cmd(
     message_id: Annotated[str, typer.Argument(metavar="ID")],
     db: DbOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch one whole message. Does not mark it read (use `ack`)."""
     check_message_id(message_id)
+    api = remote(url, token)
+    if api is not None:
+        data = api_call(api, "GET", f"/v1/messages/{message_id}")
+        shown = mailview.from_api(data["message"])
+        out(data, as_json, lambda: echo_text(_full(shown)))
+        return
     with open_store(db, readonly=True) as store:
         m = Mailer(store).get(message_id)
     out({"ok": True, "message": m.to_dict()}, as_json, lambda: echo_text(_full(m)))
@@ -100,13 +90,19 @@ def ack(
         list[str], typer.Argument(metavar="ID...", help="Messages to mark read.")
     ],
     db: DbOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Mark messages read. Unknown or already-read ids are reported, not errors."""
     for mid in message_ids:
         check_message_id(mid)
-    with open_store(db) as store:
-        done = store.ack(message_ids)
+    api = remote(url, token)
+    if api is not None:
+        done = list(api_call(api, "POST", "/v1/ack", {"ids": message_ids})["acked"])
+    else:
+        with open_store(db) as store:
+            done = store.ack(message_ids)
     skipped = [m for m in message_ids if m not in done]
     out(
         {"ok": True, "acked": done, "skipped": skipped},
@@ -129,6 +125,8 @@ def check(
         bool, typer.Option("--inject", help="Print as context for an agent (hooks).")
     ] = False,
     db: DbOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch all unread mail for an agent and mark it read (priority first)."""
@@ -139,6 +137,10 @@ def check(
     if not name:
         raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
     check_name(name, "agent (--agent)", loose=overstory)
+    api = remote(url, token)
+    if api is not None:
+        check_remote(api, name, inject, as_json)
+        return
     with open_store(db, create=False) as store:
         if inject:
             text, ids = fast.take_and_render(store.connection, name, db=str(store.path))
@@ -169,9 +171,18 @@ def list_cmd(
         int, typer.Option("--limit", "-n", min=1, help="At most this many, newest first.")
     ] = 50,
     db: DbOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List messages, newest first, with filters."""
+    api = remote(url, token)
+    if api is not None:
+        query = {"from": sender, "to": to, "type": type, "unread": "1" if unread else None,
+                 "limit": str(limit)}  # fmt: skip
+        print_rows({"ok": True}, api_rows(api, "GET", "/v1/messages", query=query), as_json,
+                    "no messages")  # fmt: skip
+        return
     with open_store(db, readonly=True) as store:
         found = store.list_messages(
             from_agent=sender, to_agent=to, type=type, unread=True if unread else None, limit=limit
@@ -188,13 +199,19 @@ def thread(
         str, typer.Argument(metavar="ID", help="A thread id or any message in it.")
     ],
     db: DbOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a whole thread, oldest first."""
     check_message_id(message_id)
-    with open_store(db, readonly=True) as store:
-        root = store.get_message(message_id)
-        found = store.thread(root.thread_id or root.id if root else message_id)
+    api = remote(url, token)
+    if api is not None:
+        found = [mailview.from_api(m) for m in thread_remote(api, message_id)]
+    else:
+        with open_store(db, readonly=True) as store:
+            root = store.get_message(message_id)
+            found = store.thread(root.thread_id or root.id if root else message_id)
     if not found:
         raise typer.Exit(_not_found(f"no thread {message_id}", as_json))
     out(

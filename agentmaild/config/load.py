@@ -35,6 +35,7 @@ _TYPES: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "int": ("an integer", int),
     "float": ("a number", (int, float)),
     "bool": ("true or false", bool),
+    "str": ("a string", str),
     "choice": ("a string", str),
     "path": ("a non-empty path string", str),
 }

@@ -6,7 +6,7 @@ Only the standard library: the CLI loads this on every command.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar, Literal, NamedTuple, get_args, get_origin, get_type_hints
@@ -51,6 +51,7 @@ class _Section:
     __slots__ = ()
     _bounds: ClassVar[Mapping[str, _Bound]] = {}
     _ordered: ClassVar[tuple[tuple[str, str], ...]] = ()  # (a, b): a must not exceed b
+    _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {}  # a value's format
 
     def __post_init__(self) -> None:
         for name in _specs(type(self)):
@@ -190,6 +191,32 @@ class HooksConfig(_Section):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HttpConfig(_Section):
+    listen: str = ""  # "HOST:PORT" serves the HTTP API (agentmaild.http); "" = off
+    require_tokens: bool = True  # false: loopback callers act without a token (loopback only)
+    max_body_bytes: int = 262144  # a larger request body is refused (413) before it is read
+    request_timeout_s: float = 10.0  # a request not fully received by then is refused (408)
+
+    _bounds: ClassVar[Mapping[str, _Bound]] = {
+        "max_body_bytes": _AT_LEAST_ONE,
+        "request_timeout_s": _POSITIVE,
+    }
+
+    _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {
+        "listen": lambda v: _host_port_problem(str(v)),
+    }
+
+
+def _host_port_problem(listen: str) -> str | None:
+    if not listen:
+        return None
+    host, sep, port = listen.rpartition(":")
+    if sep and host and port.isdigit() and int(port) <= 65535:
+        return None
+    return f"expected HOST:PORT (e.g. 127.0.0.1:8025) or \"\", got {listen!r}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LogConfig(_Section):
     level: LogLevel = "info"
     format: LogFormat = "auto"  # auto: JSON when stderr is not a TTY, else console
@@ -205,6 +232,7 @@ class Config:
     stdin: StdinConfig = field(default_factory=StdinConfig)
     tmux: TmuxConfig = field(default_factory=TmuxConfig)
     hooks: HooksConfig = field(default_factory=HooksConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
     log: LogConfig = field(default_factory=LogConfig)
     # The file the settings came from (SIGHUP reloads it); not part of equality.
     source: Path | None = field(default=None, compare=False)
@@ -223,6 +251,7 @@ _SECTIONS: dict[str, tuple[str, type[_Section]]] = {
     "channels.stdin": ("stdin", StdinConfig),
     "channels.tmux": ("tmux", TmuxConfig),
     "hooks": ("hooks", HooksConfig),
+    "http": ("http", HttpConfig),
     "log": ("log", LogConfig),
 }
 
@@ -235,7 +264,7 @@ def _section_name(cls: type[_Section]) -> str:
 
 
 class _Spec(NamedTuple):
-    kind: str  # int | float | bool | choice | path
+    kind: str  # int | float | bool | str | choice | path
     choices: tuple[str, ...] = ()
 
 
@@ -252,7 +281,7 @@ def _specs(cls: type[_Section]) -> dict[str, _Spec]:
 def _spec_of(hint: object) -> _Spec:
     if get_origin(hint) is Literal:
         return _Spec("choice", tuple(get_args(hint)))
-    if isinstance(hint, type) and hint in (int, float, bool):
+    if isinstance(hint, type) and hint in (int, float, bool, str):
         return _Spec(hint.__name__)
     if Path in get_args(hint):
         return _Spec("path")
@@ -263,6 +292,9 @@ def _problem(cls: type[_Section], key: str, value: object) -> str | None:
     spec = _specs(cls)[key]
     if spec.kind == "choice" and value not in spec.choices:
         return f"expected one of {', '.join(map(repr, spec.choices))}, got {value!r}"
+    check = cls._checks.get(key)
+    if check is not None and (problem := check(value)) is not None:
+        return problem
     bound = cls._bounds.get(key)
     if bound is not None and isinstance(value, int | float) and not bound.admits(value):
         return f"must be {bound}, got {value!r}"

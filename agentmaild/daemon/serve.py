@@ -78,6 +78,10 @@ def serve(db: Path, config: Config) -> int:
 
 
 def _serve(given: Path, real: Path, config: Config) -> int:
+    if config.http.listen:  # a refused address fails the start before the store is touched
+        from agentmaild.http.server import check_listen
+
+        check_listen(config.http)
     make_store_dir(real.parent)
     check_private_dir(real.parent)
     with hold_lock(real):
@@ -163,6 +167,10 @@ class Daemon:
 
         return make_channel(agent, config, self.db, procs=self.journal)
 
+    @property
+    def shutdown_event(self) -> anyio.Event:
+        return self._shutdown
+
     def request_shutdown(self) -> None:
         self._shutdown.set()
 
@@ -184,6 +192,10 @@ class Daemon:
                 # command is answered only once every registered agent has its loop.
                 await tg.start(self._run_supervisor)
                 await tg.start(server.serve)
+                if self.config.http.listen:  # the HTTP face (agentmaild.http), off by default
+                    from agentmaild.http.server import serve_daemon_http
+
+                    await tg.start(serve_daemon_http, self)
                 tg.start_soon(
                     Checkpointer(self.db, self.store, lambda: self.config.daemon,
                                  self._shutdown).run

@@ -57,7 +57,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable, Sequence
-    from typing import Any
+    from typing import Any, BinaryIO
 
 EVENTS = {
     "session-start": "SessionStart",
@@ -103,7 +103,10 @@ def run_hook(event: str, argv: Sequence[str]) -> int:
 
 
 class Hook:
-    __slots__ = ("agent", "conn", "data", "db_flag", "db_path", "event", "name", "quiet", "raw")
+    __slots__ = (
+        "agent", "conn", "data", "db_flag", "db_path", "event", "name", "out", "poke", "quiet",
+        "raw",
+    )  # fmt: skip
 
     def __init__(self, event: str, argv: Sequence[str]) -> None:
         self.event = event
@@ -116,6 +119,8 @@ class Hook:
         self.data: dict[str, Any] = {}
         self.raw = b""
         self.conn: sqlite3.Connection | None = None
+        self.out: BinaryIO = sys.stdout.buffer
+        self.poke: Callable[[], None] | None = None  # None: poke the daemon's control socket
 
     def run(self) -> int:
         self.raw = read_stdin()
@@ -131,6 +136,12 @@ class Hook:
         if not self.agent or not self._wants_store():
             return 0
         from agentmaild.ids import check_name
+
+        if os.environ.get("AGENTMAIL_URL"):  # the daemon's HTTP API instead of the store file
+            check_name(self.agent)
+            from agentmaild.hooks.remote import run_remote
+
+            return run_remote(self)
         from agentmaild.location import resolve_db_str
         from agentmaild.overstory.flavor import overstory_mode
 
@@ -143,11 +154,15 @@ class Hook:
 
         # Left open: entry.py ends the process with os._exit, skipping the close-time checkpoint.
         self.conn = _open(self.db_path)
+        return self.dispatch()
+
+    def dispatch(self) -> int:
+        """The event's work on ``self.conn`` (the hook's own, or the daemon's for an API call)."""
         if self.name == "UserPromptSubmit":  # the common path loads no handler module
             return self.user_prompt_submit()
         from agentmaild.hooks.events import HANDLERS
 
-        return HANDLERS[self.name](self)
+        return HANDLERS[self.name or ""](self)
 
     def _parse(self) -> dict[str, Any]:
         if not self.raw.strip():
@@ -203,7 +218,10 @@ class Hook:
             conn.execute("ROLLBACK")
             raise
         if poke and not self.quiet:
-            poke_daemon(self.db_path or "", self.agent)
+            if self.poke is not None:
+                self.poke()
+            else:
+                poke_daemon(self.db_path or "", self.agent)
         return 0
 
     def set_state(self, state: str, *, only_from: str | None = None) -> None:
@@ -254,8 +272,8 @@ class Hook:
         out, ids = inject.fit(conn, self.agent, rows, wrap, limit, lead)
         if before_ack is not None:
             before_ack()
-        sys.stdout.buffer.write(out.encode("utf-8"))
-        sys.stdout.buffer.flush()
+        self.out.write(out.encode("utf-8"))
+        self.out.flush()
         pull.mark_read(conn, ids, "hook")
         pull.mark_reached(conn, self.agent)
         return True

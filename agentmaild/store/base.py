@@ -17,6 +17,7 @@ from agentmaild.models import (
     DeadLetter,
     Message,
 )
+from agentmaild.tokens import ApiToken
 
 # Agent fields `update_agent` may change (name and created_at are fixed).
 AGENT_MUTABLE_FIELDS = frozenset(
@@ -292,6 +293,22 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def list_procs(self, agent: str | None = None) -> list[AgentProc]:
         """Journalled processes (of ``agent``), oldest first."""
+    # -- HTTP API tokens (schema 4) -----------------------------------------------------------
+    @abc.abstractmethod
+    def add_token(self, token: ApiToken) -> None:
+        """Store a new token record (its hash, never the secret)."""
+
+    @abc.abstractmethod
+    def find_token(self, digest: str) -> ApiToken | None:
+        """The token whose secret hashes to ``digest``, revoked or expired ones included."""
+
+    @abc.abstractmethod
+    def list_tokens(self) -> list[ApiToken]:
+        """Every token, oldest first."""
+
+    @abc.abstractmethod
+    def revoke_token(self, token_id: str, *, now: float) -> bool:
+        """Mark a token revoked at ``now``; False when there is none in force with that id."""
 
     # -- delivery history -------------------------------------------------------------------
     @abc.abstractmethod

@@ -11,6 +11,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from agentmaild.ids import iso_now
 from agentmaild.models import PRIORITY_RANK, Agent, Attempt, Batch, Message
 from agentmaild.store.base import AgentProc
+from agentmaild.tokens import ApiToken
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -76,6 +77,7 @@ class MemoryState:
         self._procs: dict[tuple[int, str], AgentProc] = {}  # (pid, start_time) -> row
         self._attempts: list[Attempt] = []  # the delivery history, oldest first
         self._attempt_seq = 0
+        self._tokens: dict[str, ApiToken] = {}  # HTTP API tokens by id
 
     def _unread(self, agent: str) -> Iterable[Message]:
         return (m for m in self._messages.values() if m.to_agent == agent and not m.read)

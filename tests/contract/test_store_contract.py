@@ -906,3 +906,27 @@ def test_purge_attempts_by_age_agent_or_everything(store: MailStore) -> None:
     assert [a.at for a in store.list_attempts()] == [T0 + 30, T0 + 10]
     assert store.purge_attempts(everything=True) == 2
     assert store.list_attempts() == []
+
+
+# -- HTTP API tokens (schema 4) ---------------------------------------------------------------
+def test_tokens_are_stored_by_hash_listed_and_revoked(store: MailStore) -> None:
+    from agentmaild.errors import StoreError
+    from agentmaild.tokens import hash_secret, mint
+
+    secret, record = mint("bob", ("read", "ack"), now=1000.0, expires_in_s=60.0)
+    store.add_token(record)
+    later_secret, later = mint("operator", ("read", "send", "ack"), now=2000.0, expires_in_s=None)
+    store.add_token(later)
+    assert store.find_token(hash_secret(secret)) == record
+    assert store.find_token(hash_secret(secret + "x")) is None
+    assert secret not in repr(store.list_tokens())  # only the hash is kept
+    assert [t.id for t in store.list_tokens()] == [record.id, later.id]
+    assert record.usable(1059.0) is None and record.usable(1060.0) == "expired"
+    assert store.revoke_token(record.id, now=1500.0) is True
+    assert store.revoke_token(record.id, now=1600.0) is False  # already revoked
+    assert store.revoke_token("tok-unknown", now=1600.0) is False
+    revoked = store.find_token(hash_secret(secret))
+    assert revoked is not None and revoked.revoked_at == 1500.0 and revoked.usable(0) == "revoked"
+    assert store.find_token(hash_secret(later_secret)) == later
+    with pytest.raises(StoreError):
+        store.add_token(record)  # the same id twice

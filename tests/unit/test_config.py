@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"
 SECTION_ATTR = {
     "store": "store",
+    "http": "http",
     "limits": "limits",
     "daemon": "daemon",
     "channels.spawn": "spawn",
@@ -119,7 +120,7 @@ def test_env_names() -> None:
         "AGENTMAILD_CHANNELS_SPAWN_STALL_TIMEOUT_S"
     )
     names = [name for _, _, name in config_keys()]
-    assert len(names) == len(set(names)) == 41
+    assert len(names) == len(set(names)) == 45
 
 
 def test_env_examples_from_the_brief() -> None:
@@ -146,6 +147,8 @@ def _other_value(current: Any, tmp_path: Path) -> tuple[str, Any]:
         return repr(current / 2), current / 2
     if current is None:
         return str(tmp_path / "x"), tmp_path / "x"
+    if current == "":  # http.listen
+        return "127.0.0.1:9", "127.0.0.1:9"
     return "", None  # choices: handled below
 
 
@@ -197,6 +200,8 @@ BAD_ENV = [
     ("channels.stdin", "ack_on", "never", "stdin.ack_on: expected one of 'turn', 'write'"),
     ("log", "format", "xml", "log.format: expected one of 'auto', 'json', 'console'"),
     ("log", "level", "loud", "log.level: expected one of"),
+    ("http", "listen", "8025", "http.listen: expected HOST:PORT"),
+    ("http", "listen", "host:port", "http.listen: expected HOST:PORT"),
 ]
 
 

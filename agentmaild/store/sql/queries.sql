@@ -242,3 +242,16 @@ LIMIT :limit;
 -- name: attempts_purge
 DELETE FROM am_attempts
 WHERE (:older IS NULL OR at < :older) AND (:agent IS NULL OR agent = :agent);
+
+-- name: token_insert
+INSERT INTO am_tokens (id, agent, scopes, hash, created_at, expires_at, revoked_at)
+VALUES (:id, :agent, :scopes, :hash, :created_at, :expires_at, :revoked_at);
+
+-- name: token_by_hash
+SELECT * FROM am_tokens WHERE hash = ?;
+
+-- name: token_list
+SELECT * FROM am_tokens ORDER BY created_at, id;
+
+-- name: token_revoke
+UPDATE am_tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL;

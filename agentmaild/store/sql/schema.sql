@@ -132,3 +132,15 @@ CREATE TABLE IF NOT EXISTS am_agent_procs (
   started_at REAL NOT NULL,
   PRIMARY KEY (pid, start_time)
 );
+
+-- Schema 4. Bearer tokens of the HTTP API (`agentmaild tokens`): only the SHA-256 of a token is
+-- kept. agent 'operator' acts for every agent; scopes is a comma-separated subset of read,send,ack.
+CREATE TABLE IF NOT EXISTS am_tokens (
+  id TEXT PRIMARY KEY,
+  agent TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_at REAL NOT NULL,     -- unix seconds
+  expires_at REAL,              -- NULL: never
+  revoked_at REAL               -- NULL: in force
+);

@@ -1,0 +1,50 @@
+"""``POST /v1/hooks/{event}``: a remote Claude Code hook's event, run on the daemon's store.
+
+The body is ``{"agent", "input": <the hook's stdin as text>, "quiet"}``; the answer is
+``{"ok", "exit", "stdout"}`` for the hook process to print (``hooks.remote``). Delivering mail
+acks it, so the token needs the read and ack scopes.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from agentmaild.errors import NotFound
+from agentmaild.http.app import context_of
+from agentmaild.http.auth import authorize
+from agentmaild.http.body import read_json, text_field
+from agentmaild.ids import check_name
+
+
+def routes() -> list[BaseRoute]:
+    return [Route("/v1/hooks/{event}", hook, methods=["POST"])]
+
+
+async def hook(request: Request) -> JSONResponse:
+    from agentmaild.hooks.remote import serve_hook
+    from agentmaild.hooks.run import canonical_event
+
+    caller = await authorize(request, "ack")
+    if "read" not in caller.scopes:
+        caller.forbid("a hook delivers mail: the token needs the 'read' scope too")
+    event = request.path_params["event"]
+    if canonical_event(event) is None:
+        raise NotFound(f"no hook event {event[:60]!r}")
+    ctx = context_of(request)
+    http = ctx.http
+    data = await read_json(request, max_bytes=http.max_body_bytes,
+                           timeout_s=http.request_timeout_s,
+                           allowed=frozenset({"agent", "input", "quiet"}))  # fmt: skip
+    agent = check_name(text_field(data, "agent") or caller.agent, "agent")
+    caller.act_as(agent)
+    raw = (text_field(data, "input") or "").encode("utf-8", "surrogatepass")
+    store = ctx.store.sync
+    conn, path = store.connection, str(store.path)  # type: ignore[attr-defined]
+    code, out, poked = await ctx.run(
+        serve_hook, event, agent, raw, data.get("quiet") is True, conn, path
+    )
+    if poked:
+        ctx.wake([agent])
+    return JSONResponse({"ok": True, "exit": code, "stdout": out})

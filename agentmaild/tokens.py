@@ -1,0 +1,100 @@
+"""API tokens of the HTTP face: the stored record, minting, hashing and the rules a token obeys.
+
+A token is ``amt_`` + 43 random URL-safe characters, shown once by ``tokens create``; the store
+keeps only its SHA-256 (a random 256-bit secret needs no slow hash: there is nothing to guess).
+A token acts as one agent (or, for ``operator``, as any agent and for ``@all``) within its scopes.
+Stdlib only: the CLI and the daemon both load it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import time
+from dataclasses import dataclass
+
+from agentmaild.errors import ValidationError
+
+PREFIX = "amt_"
+SCOPES = ("read", "send", "ack")
+OPERATOR_AGENT = "operator"  # = vocab.OPERATOR: its tokens act for every agent
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiToken:
+    """One ``am_tokens`` row (never the secret itself)."""
+
+    id: str
+    agent: str
+    scopes: tuple[str, ...]
+    hash: str
+    created_at: float
+    expires_at: float | None = None
+    revoked_at: float | None = None
+
+    @property
+    def operator(self) -> bool:
+        return self.agent == OPERATOR_AGENT
+
+    def usable(self, now: float) -> str | None:
+        """Why the token no longer works (``revoked``, ``expired``), or None."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and now >= self.expires_at:
+            return "expired"
+        return None
+
+    def to_dict(self, now: float | None = None) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "scopes": list(self.scopes),
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "revoked_at": self.revoked_at,
+            "state": self.usable(time.time() if now is None else now) or "active",
+        }
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def mint(
+    agent: str, scopes: tuple[str, ...], *, now: float, expires_in_s: float | None
+) -> tuple[str, ApiToken]:
+    """A fresh secret and the record to store for it."""
+    from agentmaild.ids import new_id
+
+    secret = PREFIX + secrets.token_urlsafe(32)
+    record = ApiToken(
+        id=new_id("tok"),
+        agent=agent,
+        scopes=scopes,
+        hash=hash_secret(secret),
+        created_at=now,
+        expires_at=None if expires_in_s is None else now + expires_in_s,
+    )
+    return secret, record
+
+
+def parse_scopes(given: list[str] | None) -> tuple[str, ...]:
+    """``--scope`` values (repeatable, or comma-separated); none given: every scope."""
+    words = [w.strip() for g in given or [] for w in g.split(",") if w.strip()]
+    for w in words:
+        if w not in SCOPES:
+            raise ValidationError(f"scope: unknown {w!r}; one of {', '.join(SCOPES)}")
+    return tuple(s for s in SCOPES if s in words) if words else SCOPES
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``30m``, ``12h``, ``7d``, ``2w`` → seconds."""
+    match = _DURATION_RE.fullmatch(text.strip())
+    if match is None or float(match.group(1)) <= 0:
+        raise ValidationError(
+            f"expires: expected a duration such as 30m, 12h, 7d or 2w, got {text!r}"
+        )
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
