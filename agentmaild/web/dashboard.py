@@ -1,0 +1,106 @@
+"""``Dashboard``: what the pages share (reader, hub, guard, templates) and the one SSE producer.
+
+The producer wakes every ``TICK_S`` while at least one browser is subscribed (and sleeps on the
+hub otherwise). Each tick costs one ``PRAGMA data_version`` and one in-memory supervisor
+snapshot; the bounded queries run only when the store changed. A fragment is rendered once per
+tick and topic and published only when its HTML changed, to every subscriber of that topic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from agentmaild.control.handler import ControlHandler
+from agentmaild.web.guard import Guard
+from agentmaild.web.hub import Hub
+from agentmaild.web.reader import Reader
+from agentmaild.web.templating import make_env
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from agentmaild.control.handler import DaemonPort
+    from agentmaild.tokens import ApiToken
+
+log = structlog.get_logger(__name__)
+TICK_S = 0.25
+
+
+class Dashboard:
+    """One per daemon run: ``routes()`` for the HTTP face, ``run()`` in its task group."""
+
+    def __init__(self, daemon: DaemonPort, stopping: anyio.Event) -> None:
+        self.daemon = daemon
+        self.reader = Reader(daemon.db)
+        self.hub = Hub()
+        self.env = make_env()
+        self.guard = Guard(daemon.config.http.require_tokens, self._find_token)
+        self.control = ControlHandler(daemon)
+        self._stopping = stopping
+        self._version: int | None = None
+        self._team_db: list[dict[str, Any]] = []
+        self._rendered: set[str] = set()
+
+    async def _find_token(self, digest: str) -> ApiToken | None:
+        store = self.daemon.store
+        return await store.run_sync(store.sync.find_token, digest)
+
+    def routes(self) -> list[BaseRoute]:
+        from agentmaild.web.views import routes
+
+        return routes(self)
+
+    def render(self, template: str, **context: Any) -> str:
+        return self.env.get_template(template).render(**context)
+
+    # -- what the pages show --------------------------------------------------------------
+    def team(self, db_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The store's rows joined with the supervisor's live view of each loop."""
+        loops = self.daemon.supervisor.snapshot()
+        return [{**row, "loop": loops.get(row["name"])} for row in db_rows]
+
+    async def team_now(self) -> list[dict[str, Any]]:
+        return self.team(await self.reader.call(self.reader.team))
+
+    # -- the producer -----------------------------------------------------------------------
+    async def run(self) -> None:
+        log.info("dashboard.started")
+        try:
+            while not self._stopping.is_set():
+                await self.hub.wait_wanted()
+                await self.publish_once()
+                # The store has no change feed for a reader: data_version is polled, but only
+                # while a browser watches, and the loop ends with the daemon.
+                with anyio.move_on_after(TICK_S):
+                    await self._stopping.wait()
+        finally:
+            self.hub.close_all()
+            with anyio.CancelScope(shield=True):
+                await self.reader.call(self.reader.close)
+
+    async def publish_once(self) -> None:
+        topics = self.hub.topics()
+        version = await self.reader.call(self.reader.data_version)
+        changed = version != self._version
+        if changed:
+            self._team_db = await self.reader.call(self.reader.team)
+            self._version = version
+        fresh = topics - self._rendered  # a new subscriber's topic is rendered at once
+        self._rendered = topics
+        if "team" in topics:
+            self._offer("team", self.render("_team.html", team=self.team(self._team_db)))
+        if "dead" in topics and (changed or "dead" in fresh):
+            dead = await self.reader.call(self.reader.dead)
+            self._offer("dead", self.render("_dead.html", dead=dead))
+        for topic in sorted(t for t in topics if t.startswith("timeline:")):
+            if changed or topic in fresh:
+                agent = topic.partition(":")[2] or None
+                data = await self.reader.call(self.reader.timeline, agent)
+                self._offer(topic, self.render("_timeline.html", **data, agent=agent))
+
+    def _offer(self, topic: str, html: str) -> None:
+        if self.hub.latest.get(topic) != html:
+            self.hub.publish(topic, html)
