@@ -8,6 +8,7 @@ tick and topic and published only when its HTML changed, to every subscriber of 
 
 from __future__ import annotations
 
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -71,7 +72,12 @@ class Dashboard:
         try:
             while not self._stopping.is_set():
                 await self.hub.wait_wanted()
-                await self.publish_once()
+                try:
+                    await self.publish_once()
+                except sqlite3.Error as exc:  # the daemon's own store watch handles a lost file
+                    log.warning("dashboard.read_failed", error=str(exc)[:200])
+                    await self.reader.call(self.reader.close)  # reopened on the next tick
+                    self._version = None
                 # The store has no change feed for a reader: data_version is polled, but only
                 # while a browser watches, and the loop ends with the daemon.
                 with anyio.move_on_after(TICK_S):
@@ -90,6 +96,8 @@ class Dashboard:
             self._version = version
         fresh = topics - self._rendered  # a new subscriber's topic is rendered at once
         self._rendered = topics
+        for gone in [t for t in self.hub.latest if t not in topics]:
+            del self.hub.latest[gone]  # keep only what someone watches
         if "team" in topics:
             self._offer("team", self.render("_team.html", team=self.team(self._team_db)))
         if "dead" in topics and (changed or "dead" in fresh):

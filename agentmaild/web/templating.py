@@ -18,7 +18,7 @@ _W, _H = 180, 28  # sparkline size in px: one 3-px bar per minute
 def make_env() -> Environment:
     # autoescape=True for every template (not only *.html): bodies are untrusted agent output.
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, auto_reload=False)
-    env.filters.update(ago=ago, dur=dur, clock=clock, spark=spark)
+    env.filters.update(ago=ago, dur=dur, clock=clock, spark=spark, spark_label=spark_label)
     return env
 
 
@@ -64,7 +64,8 @@ def spark(buckets: list[tuple[int, float | None, int]]) -> Markup:
     top = max((n for n, _, _ in buckets), default=0) or 1
     slow = max((m for _, m, _ in buckets if m is not None), default=0.0) or 1.0
     step = _W / max(len(buckets), 1)
-    parts, points = [], []
+    parts = [f'<line x1="0" y1="{_H - 0.5}" x2="{_W}" y2="{_H - 0.5}" class="axis"/>']
+    points = []
     for i, (n, mean, failed) in enumerate(buckets):
         x = i * step
         if n:
@@ -81,3 +82,17 @@ def spark(buckets: list[tuple[int, float | None, int]]) -> Markup:
         f'<svg class="spark" width="{_W}" height="{_H}" viewBox="0 0 {_W} {_H}" role="img" '
         f'aria-label="{label}"><title>{label}</title>{"".join(parts)}</svg>'
     )
+
+
+def spark_label(buckets: list[tuple[int, float | None, int]]) -> str:
+    """``12 in 1 h · 3 failed · mean 140 ms`` under a sparkline."""
+    total = sum(n for n, _, _ in buckets)
+    if not total:
+        return "nothing in 1 h"
+    failed = sum(f for _, _, f in buckets)
+    weighted = sum(n * m for n, m, _ in buckets if m is not None)
+    timed = sum(n for n, m, _ in buckets if m is not None)
+    text = f"{total} in 1 h"
+    if failed:
+        text += f" · {failed} failed"
+    return text + (f" · mean {dur(weighted / timed)}" if timed else "")

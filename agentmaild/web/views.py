@@ -122,8 +122,7 @@ class _Views:
 
     # -- live updates -----------------------------------------------------------------------
     async def events(self, request: Request, session: Session) -> Response:
-        topics = frozenset(t[:MAX_QUERY] for t in request.query_params.getlist("topic")
-                           if t in ("team", "dead") or t.startswith("timeline:"))  # fmt: skip
+        topics = frozenset(t for t in request.query_params.getlist("topic") if _topic_ok(t))
         if not topics:
             return self.refused(Refused(400, "ask for a topic: team, dead or timeline:<agent>"))
         try:
@@ -186,6 +185,16 @@ def _sse(topic: str, fragment: str) -> str:
     event = "timeline" if topic.startswith("timeline:") else topic
     data = "".join(f"data: {line}\n" for line in fragment.splitlines() or [""])
     return f"event: {event}\n{data}\n"
+
+
+def _topic_ok(topic: str) -> bool:
+    if topic in ("team", "dead", "timeline:"):
+        return True
+    kind, _, agent = topic.partition(":")
+    try:
+        return kind == "timeline" and check_name(agent, "agent") == agent
+    except AgentmaildError:
+        return False
 
 
 def _agent_param(request: Request) -> str | None:

@@ -117,6 +117,8 @@ def test_bodies_are_escaped_and_the_stream_sends_the_team(
         assert got == "event: team"
         assert 'id="agent-bob"' in next(lines) + "".join(next(lines) for _ in range(12))
     assert client.get("/events").status_code == 400
+    bad = client.get("/events", params={"topic": "timeline:../<x>"})
+    assert bad.status_code == 400  # topics are checked: no unbounded set of rendered filters
 
 
 def test_dashboard_command_needs_a_daemon_with_http(
