@@ -9,6 +9,7 @@ tick and topic and published only when its HTML changed, to every subscriber of 
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -27,7 +28,11 @@ if TYPE_CHECKING:
     from agentmaild.tokens import ApiToken
 
 log = structlog.get_logger(__name__)
-TICK_S = 0.25
+# Snapshot fields that move with the clock alone (the page shows ages from stored times instead).
+_CLOCK_FIELDS = frozenset({"busy_for_s", "backoff_s", "backoff_until", "stuck"})
+TICK_S = 0.25  # the team table: a change shows within a tick (the tests hold it to 1 s)
+TIMELINE_EVERY_S = 1.0  # the timeline (the costliest fragment) at most this often
+IDLE_RENDER_S = 1.0  # unchanged data: re-render the team's ages this often
 
 
 class Dashboard:
@@ -44,6 +49,9 @@ class Dashboard:
         self._version: int | None = None
         self._team_db: list[dict[str, Any]] = []
         self._rendered: set[str] = set()
+        self._team_key: tuple[int | None, str] | None = None
+        self._team_at = 0.0
+        self._timeline_at = 0.0
 
     async def _find_token(self, digest: str) -> ApiToken | None:
         store = self.daemon.store
@@ -99,15 +107,33 @@ class Dashboard:
         for gone in [t for t in self.hub.latest if t not in topics]:
             del self.hub.latest[gone]  # keep only what someone watches
         if "team" in topics:
-            self._offer("team", self.render("_team.html", team=self.team(self._team_db)))
+            self._publish_team("team" in fresh)
         if "dead" in topics and (changed or "dead" in fresh):
             dead = await self.reader.call(self.reader.dead)
             self._offer("dead", self.render("_dead.html", dead=dead))
+        now = time.monotonic()
+        timeline_due = changed and now - self._timeline_at >= TIMELINE_EVERY_S
         for topic in sorted(t for t in topics if t.startswith("timeline:")):
-            if changed or topic in fresh:
+            if timeline_due or topic in fresh:
                 agent = topic.partition(":")[2] or None
                 data = await self.reader.call(self.reader.timeline, agent)
                 self._offer(topic, self.render("_timeline.html", **data, agent=agent))
+                self._timeline_at = now
+        if changed and not timeline_due and any(t.startswith("timeline:") for t in topics):
+            self._version = None  # not shown yet: look again next tick
+
+    def _publish_team(self, fresh: bool) -> None:
+        """Render when the store or a loop changed, or once a second for the ages shown."""
+        loops = self.daemon.supervisor.snapshot()
+        moving = {n: {k: v for k, v in r.items() if k not in _CLOCK_FIELDS}
+                  for n, r in loops.items()}  # fmt: skip
+        key = (self._version, repr(moving))
+        now = time.monotonic()
+        if not fresh and key == self._team_key and now - self._team_at < IDLE_RENDER_S:
+            return
+        self._team_key, self._team_at = key, now
+        team = [{**row, "loop": loops.get(row["name"])} for row in self._team_db]
+        self._offer("team", self.render("_team.html", team=team))
 
     def _offer(self, topic: str, html: str) -> None:
         if self.hub.latest.get(topic) != html:

@@ -25,11 +25,12 @@ from agentmaild.web.search import SearchIndex
 
 T = TypeVar("T")
 Q = parse_queries((Path(__file__).parent / "queries.sql").read_text(encoding="utf-8"))
-TIMELINE_ROWS = 100
+TIMELINE_ROWS = 60
 THREADS = 50
 THREAD_WINDOW = 2000  # threads are listed from the newest this many messages
 DEAD_ROWS = 200
 SPARK_MINUTES = 60
+SPARK_CACHE_S = 10.0  # per-minute buckets: recomputed at most this often per agent
 
 
 def _rows(conn: sqlite3.Connection, name: str, *args: Any) -> list[sqlite3.Row]:
@@ -44,6 +45,7 @@ class Reader:
         self._conn: sqlite3.Connection | None = None
         self._limiter = anyio.CapacityLimiter(1)
         self.search_index = SearchIndex(Q)
+        self._sparks: dict[str, tuple[float, list[tuple[int, float | None, int]]]] = {}
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._limiter)
@@ -93,7 +95,16 @@ class Reader:
         flying = [dict(r) for n in names for r in _rows(conn, "in_flight", n)]
         attempts = [{**dict(r), "n_messages": len(json.loads(r["message_ids"]))} for r in rows]
         return {"attempts": attempts, "in_flight": flying,
-                "sparks": {n: self.spark(n) for n in names[:50]}}  # fmt: skip
+                "sparks": {n: self.cached_spark(n) for n in names[:50]}}  # fmt: skip
+
+    def cached_spark(self, agent: str) -> list[tuple[int, float | None, int]]:
+        now = time.monotonic()
+        hit = self._sparks.get(agent)
+        if hit is None or now - hit[0] >= SPARK_CACHE_S:
+            if len(self._sparks) > 500:
+                self._sparks.clear()
+            hit = self._sparks[agent] = (now, self.spark(agent))
+        return hit[1]
 
     def spark(self, agent: str, now: float | None = None) -> list[tuple[int, float | None, int]]:
         """Per minute of the last hour, oldest first: (attempts, mean duration_s, failures)."""

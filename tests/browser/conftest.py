@@ -1,4 +1,7 @@
-"""One Chromium for the whole session and one dashboard daemon per module (the machine is small).
+"""One Chromium and one dashboard daemon for the browser tests (the machine is small).
+
+The browser lives for the module, not the session: Playwright's sync API runs an event loop of
+its own on this thread, and the async tests a worker runs afterwards need the thread back.
 
 The daemon serves the HTTP face on a kernel-picked loopback port with tokens required (the
 default); each test's browser context logs in through the URL ``agentmaild dashboard`` prints.
@@ -20,7 +23,7 @@ from tests.support.daemon import AGENTS, FAST, DaemonProc, daemon_factory
 from tests.support.http_api import base_url, http_env
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 

@@ -1,6 +1,6 @@
 """Debian's Chromium driven by Playwright (no browser download), and a dashboard daemon for it.
 
-One browser per test session (``browser`` fixture in ``tests/browser/conftest.py``); each test
+One browser for the browser tests (``browser`` fixture in ``tests/browser/conftest.py``); each test
 gets a fresh context, logged in once through the URL ``agentmaild dashboard`` prints.
 Screenshots go to ``$SCREENSHOTS_DIR`` when set (``make screenshots`` points it at
 ``docs/screenshots``), else to the test's temporary directory.
