@@ -7,7 +7,7 @@ PKG_STAMP := $(VENV)/.installed-pkg
 DB      ?= $(CURDIR)/.agentmail/mail.db
 PYTEST_ARGS ?=
 
-.PHONY: test bench mutate serve lint venv clean claude vendors
+.PHONY: test bench mutate serve lint venv clean claude vendors screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,10 @@ test: $(STAMP) claude vendors
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# The dashboard's screenshots in docs/screenshots/ (README "Dashboard"), taken by its browser tests.
+screenshots: $(STAMP)
+	SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest -q -n 0 tests/browser
 
 # Mutation testing of the delivery core (bench/mutation.md; minutes, not part of `make test`).
 MUTATE_STAMP := $(VENV)/.installed-mutate

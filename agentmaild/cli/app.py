@@ -227,6 +227,7 @@ def limits_reset(
 
 from agentmaild.cli import agents as cli_agents  # noqa: E402
 from agentmaild.cli import daemon as cli_daemon  # noqa: E402
+from agentmaild.cli import dashboard as cli_dashboard  # noqa: E402
 from agentmaild.cli import deliveries as cli_deliveries  # noqa: E402
 from agentmaild.cli import hooks as cli_hooks  # noqa: E402
 from agentmaild.cli import logs as cli_logs  # noqa: E402
@@ -238,6 +239,7 @@ from agentmaild.cli import tokens as cli_tokens  # noqa: E402
 cli_read.register(app)
 cli_agents.register(agents_app)
 cli_daemon.register(app)
+cli_dashboard.register(app)
 cli_deliveries.register(app)
 cli_logs.register(app)
 cli_service.register(app)

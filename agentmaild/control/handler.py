@@ -82,6 +82,8 @@ class ControlHandler:
             "socket": str(d.socket),
             "config": str(d.config.source) if d.config.source else None,
             "stopping": d.stopping,
+            # the bound HTTP face (a port 0 in the config is the kernel's pick): `dashboard`
+            "http": getattr(d, "http_address", None),
         }
 
     async def _cmd_ping(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -157,6 +157,7 @@ class Daemon:
         self._watched: tuple[Path, FileIdentity] | None = None
         self.store_lost: str | None = None  # "replaced" | "deleted" once the watch saw it
         self.subreaper = False  # escaped agent descendants come back to us (Linux)
+        self.http_address: str | None = None  # "HOST:PORT" once the HTTP face is bound
 
     def watch(self, path: Path, opened: FileIdentity | None) -> None:
         """Check once a tick that ``path`` still names the file ``opened`` identifies."""
@@ -195,7 +196,8 @@ class Daemon:
                 if self.config.http.listen:  # the HTTP face (agentmaild.http), off by default
                     from agentmaild.http.server import serve_daemon_http
 
-                    await tg.start(serve_daemon_http, self)
+                    host, port = await tg.start(serve_daemon_http, self)
+                    self.http_address = f"{host}:{port}"
                 tg.start_soon(
                     Checkpointer(self.db, self.store, lambda: self.config.daemon,
                                  self._shutdown).run

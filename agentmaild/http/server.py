@@ -13,7 +13,7 @@ import contextlib
 import ipaddress
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -21,6 +21,7 @@ import anyio.abc
 import h11
 import structlog
 import uvicorn
+from starlette.routing import BaseRoute
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from agentmaild.config import HttpConfig
@@ -136,10 +137,18 @@ class _EmbeddedServer(uvicorn.Server):
 class HttpServer:
     """The API on ``http.listen``; ``serve`` under ``task_group.start``, stopped by ``stopping``."""
 
-    def __init__(self, ctx: ApiContext, stopping: anyio.Event) -> None:
+    def __init__(
+        self,
+        ctx: ApiContext,
+        stopping: anyio.Event,
+        extra: Sequence[BaseRoute] = (),
+        tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
+    ) -> None:
         check_listen(ctx.http)
         self.ctx = ctx
         self._stopping = stopping
+        self._extra = extra  # more routes (the dashboard), after the API's
+        self._tasks = tasks  # run while the server serves (the dashboard's producer)
         self.address: tuple[str, int] | None = None
 
     async def serve(
@@ -150,8 +159,8 @@ class HttpServer:
         protocol = type("DeadlineH11", (_DeadlineH11Protocol,),
                         {"header_timeout_s": http.request_timeout_s})  # fmt: skip
         config = uvicorn.Config(
-            build_app(self.ctx), log_config=None, log_level="warning", access_log=False,
-            lifespan="off", http=protocol, timeout_keep_alive=5,
+            build_app(self.ctx, extra=self._extra), log_config=None, log_level="warning",
+            access_log=False, lifespan="off", http=protocol, timeout_keep_alive=5,
             timeout_graceful_shutdown=int(_GRACE_S), h11_max_incomplete_event_size=16384,
         )  # fmt: skip
         server = _EmbeddedServer(config)
@@ -163,6 +172,8 @@ class HttpServer:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._stop_on_shutdown, server)
+                for task in self._tasks:
+                    tg.start_soon(task)
                 await server.serve(sockets=[sock])
                 tg.cancel_scope.cancel()
         finally:
@@ -186,5 +197,8 @@ async def serve_daemon_http(
         http=daemon.config.http,
         wake=daemon.supervisor.wake,
     )
-    server = HttpServer(ctx, daemon.shutdown_event)
+    from agentmaild.web import Dashboard
+
+    board = Dashboard(daemon, daemon.shutdown_event)
+    server = HttpServer(ctx, daemon.shutdown_event, extra=board.routes(), tasks=[board.run])
     await server.serve(task_status=task_status)

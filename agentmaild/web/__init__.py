@@ -1,0 +1,18 @@
+"""The live web dashboard at ``/`` on the daemon's HTTP face: team, timeline, mail, dead letters.
+
+Owns: ``dashboard`` (what the routes share, and the one SSE producer), ``views`` (routes: pages,
+``/events``, the three guarded writes), ``reader`` + ``queries.sql`` (bounded reads on the
+dashboard's own read-only connection), ``search`` (FTS5 over the newest mail, built at query
+time), ``hub`` (fan-out with bounded per-browser queues), ``guard`` (sessions, Host check,
+same-origin + CSRF), ``templating`` (Jinja2, autoescaped; the SVG sparkline), ``templates/`` and
+``static/`` (htmx 2.0.11 vendored, ``live.js``, CSS: no CDN, no build step).
+May import: ``store`` (read-only opens, queries), ``control.handler`` (the writes go through
+the same commands as ``agentmaild retry/pause/resume``), ``tokens``, ``errors``, ``ids``.
+Only ``http.server`` imports it.
+"""
+
+from __future__ import annotations
+
+from agentmaild.web.dashboard import Dashboard
+
+__all__ = ["Dashboard"]
