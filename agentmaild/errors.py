@@ -22,7 +22,8 @@
         ├── RateLimited             rate_limited  the from→to window is full
         ├── InboxFull               inbox_full    the recipient has too many unread messages
         ├── Conflict                conflict      idempotency key reused with other content
-        └── StateError              invalid_state an agent state transition the table forbids
+        ├── StateError              invalid_state an agent state transition the table forbids
+        └── Untrusted               untrusted     a signed envelope failed a check (signature, …)
 
 "Busy" is a result of ``is_busy()``; ``AgentBusy`` only reports the race where an agent turned
 busy after that check, right before a channel would have typed (the batch is released uncounted).
@@ -145,3 +146,9 @@ class Conflict(MailError):
 
 class StateError(MailError):
     code = "invalid_state"
+
+
+class Untrusted(MailError):
+    """Mail from another trust domain that failed a check: signature, body hash, age, nonce."""
+
+    code = "untrusted"

@@ -13,6 +13,7 @@ STATUS = {
     "invalid": 400,
     "unauthorized": 401,
     "forbidden": 403,
+    "untrusted": 403,
     "not_found": 404,
     "method_not_allowed": 405,
     "request_timeout": 408,

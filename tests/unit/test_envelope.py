@@ -1,0 +1,95 @@
+"""Signed envelopes (agentmaild.trust.envelope): real Ed25519 keys, every refusal named."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import replace
+
+import pytest
+
+from agentmaild.errors import Untrusted, ValidationError
+from agentmaild.trust.envelope import (
+    TAG,
+    Envelope,
+    key_id,
+    load_private,
+    new_private_key,
+    parse_public,
+    private_bytes,
+    public_text,
+    seal,
+    sign,
+    verify,
+)
+
+NOW = 1_800_000_000.0
+BODY = "please review PR 12 — ünïcode too"
+
+
+def _signed() -> tuple[Envelope, str, str]:
+    key = new_private_key()
+    env = seal(from_agent="alice", to_agent="bob", subject="review", body=BODY,
+               payload='{"pr":12}', created_at=NOW, domain="team-a")  # fmt: skip
+    return env, sign(key, env), public_text(key)
+
+
+def test_a_sealed_envelope_verifies_against_the_pinned_key() -> None:
+    env, sig, pub = _signed()
+    verify(env, sig, pinned=pub, body=BODY, now=NOW + 10)
+    assert len(env.nonce) == 32 and env.nonce != _signed()[0].nonce
+    assert key_id(pub) == key_id(pub) and len(key_id(pub)) == 16
+
+
+def test_canonical_form_is_stable_and_sorted() -> None:
+    env, _, _ = _signed()
+    text = env.canonical().decode()
+    assert text.startswith('{"body_sha256":') and " " not in text.replace("PR 12", "")
+    assert replace(env).canonical() == env.canonical()
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"from_agent": "mallory"}, "bad signature"),
+        ({"to_agent": "root"}, "bad signature"),
+        ({"subject": "urgent!"}, "bad signature"),
+        ({"payload": '{"pr":13}'}, "bad signature"),
+        ({"created_at": NOW + 1}, "bad signature"),
+        ({"nonce": "0" * 32}, "bad signature"),
+        ({"domain": "team-b"}, "bad signature"),
+    ],
+)
+def test_any_changed_field_breaks_the_signature(change: dict[str, object], why: str) -> None:
+    env, sig, pub = _signed()
+    with pytest.raises(Untrusted, match=why):
+        verify(replace(env, **change), sig, pinned=pub, body=BODY, now=NOW)  # type: ignore[arg-type]
+
+
+def test_tampered_body_wrong_key_old_future_and_untagged_are_refused() -> None:
+    env, sig, pub = _signed()
+    with pytest.raises(Untrusted, match="body does not match"):
+        verify(env, sig, pinned=pub, body=BODY + ".", now=NOW)
+    with pytest.raises(Untrusted, match="bad signature"):
+        verify(env, sig, pinned=public_text(new_private_key()), body=BODY, now=NOW)
+    with pytest.raises(Untrusted, match="301s old, the window is 300s"):
+        verify(env, sig, pinned=pub, body=BODY, now=NOW + 301)
+    verify(env, sig, pinned=pub, body=BODY, now=NOW - 29)  # within the allowed skew
+    with pytest.raises(Untrusted, match="in the future"):
+        verify(env, sig, pinned=pub, body=BODY, now=NOW - 31)
+    with pytest.raises(Untrusted, match="bad signature"):
+        verify(env, "not base64!", pinned=pub, body=BODY, now=NOW)
+    key = new_private_key()
+    untagged = base64.b64encode(key.sign(env.canonical())).decode()
+    with pytest.raises(Untrusted, match="bad signature"):  # domain separation: the tag counts
+        verify(env, untagged, pinned=public_text(key), body=BODY, now=NOW)
+    assert TAG.endswith(b"\x00")
+
+
+def test_keys_round_trip_and_bad_public_keys_are_named() -> None:
+    key = new_private_key()
+    again = load_private(private_bytes(key))
+    assert public_text(again) == public_text(key)
+    parse_public(public_text(key))
+    for bad in ("ssh-ed25519 AAAA", "ed25519:!!!", "ed25519:" + "A" * 10):
+        with pytest.raises(ValidationError, match=r"^public key: "):
+            parse_public(bad)
