@@ -19,12 +19,13 @@ from agentmaild.models import (
     Message,
 )
 from agentmaild.payloads import validate_payload
-from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.rules.loopguard import guard_fields
+from agentmaild.store.base import InsertRequest, MailStore, held_error
+from agentmaild.vocab import DAEMON_SENDER as DAEMON_SENDER
 from agentmaild.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
 from agentmaild.vocab import MESSAGE_TYPES
 from agentmaild.vocab import OPERATOR as OPERATOR
 
-DAEMON_SENDER = "agentmaild"
 NUDGE_TYPES = frozenset({"worker_done", "merge_ready", "error", "escalation", "merge_failed"})
 
 
@@ -179,6 +180,22 @@ class Mailer:
             for name in recipients
         )
         nudge = priority in ("urgent", "high") or type in NUDGE_TYPES
+        # An idempotent retry is the sender's own business: never collapsed nor counted twice.
+        guard = (
+            {}
+            if idem is not None
+            else guard_fields(
+                self.store,
+                self.limits,
+                sender=sender,
+                to=to,
+                subject=subject,
+                body=body,
+                thread_id=thread_id,
+                direct=not is_group,
+                extra=(type, priority, canonical),
+            )
+        )
         result = self.store.insert(
             InsertRequest(
                 messages=messages,
@@ -192,8 +209,12 @@ class Mailer:
                 idempotency=idem,
                 check_recipients=checked,
                 refuse_unknown=self.limits.refuse_unknown_recipients,
+                **guard,
             )
         )
+        if result.held:
+            g = guard["thread_guard"]
+            raise held_error(g.thread_id, g.pair)
         bc = result.messages[0].broadcast_id if result.messages else broadcast_id
         return Sent(messages=result.messages, broadcast_id=bc, duplicate=result.duplicate)
 

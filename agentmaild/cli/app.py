@@ -28,8 +28,8 @@ from agentmaild.cli.common import (
     poke,
     sender_of,
 )
-from agentmaild.errors import ValidationError
-from agentmaild.ids import check_name
+from agentmaild.errors import UsageError, ValidationError
+from agentmaild.ids import check_message_id, check_name
 
 app = typer.Typer(
     name="agentmaild",
@@ -165,12 +165,29 @@ def reply(
 @limits_app.command("reset")
 @command
 def limits_reset(
-    sender: Annotated[str, typer.Option("--from", help="Sender of the pair.")],
-    to: Annotated[str, typer.Option("--to", help="Recipient of the pair.")],
+    sender: Annotated[str | None, typer.Option("--from", help="Sender of the pair.")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Recipient of the pair.")] = None,
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Release a thread the loop guard holds.")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Clear the rate-limit window of one from→to pair."""
+    """Clear the rate-limit window of one from→to pair, or release a held thread (--thread)."""
+    if thread is not None:
+        if sender is not None or to is not None:
+            raise UsageError("limits reset: give --thread, or --from and --to, not both")
+        check_message_id(thread)
+        with open_store(db) as store:
+            held = store.release_thread(thread)
+        out(
+            {"ok": True, "thread": thread, "released": held},
+            as_json,
+            lambda: typer.echo(f"released {held} hold(s) on thread {thread}"),
+        )
+        return
+    if sender is None or to is None:
+        raise UsageError("limits reset needs --from and --to (a rate-limit pair) or --thread ID")
     check_name(sender, "sender")
     check_name(to, "recipient")
     with open_store(db) as store:
@@ -183,6 +200,7 @@ def limits_reset(
 
 
 from agentmaild.cli import agents as cli_agents  # noqa: E402
+from agentmaild.cli import ask as cli_ask  # noqa: E402
 from agentmaild.cli import daemon as cli_daemon  # noqa: E402
 from agentmaild.cli import deliveries as cli_deliveries  # noqa: E402
 from agentmaild.cli import hooks as cli_hooks  # noqa: E402
@@ -191,6 +209,7 @@ from agentmaild.cli import read as cli_read  # noqa: E402
 from agentmaild.cli import service as cli_service  # noqa: E402
 from agentmaild.cli import store as cli_store  # noqa: E402
 
+cli_ask.register(app)
 cli_read.register(app)
 cli_agents.register(agents_app)
 cli_daemon.register(app)

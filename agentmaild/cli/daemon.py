@@ -63,8 +63,11 @@ def serve(db: DbOpt = None, config: ConfigOpt = None) -> None:
 
 # -- status -----------------------------------------------------------------------------------
 def _offline_status(db: Path) -> dict[str, Any]:
+    from agentmaild.rules.report import rules_status
+
     with open_store(str(db), readonly=True) as store:
         counts, agents, totals = store.counts(), store.list_agents(), store.totals()
+        rules = rules_status(store)
     rows = []
     for agent in agents:
         c = counts.get(agent.name)
@@ -80,7 +83,7 @@ def _offline_status(db: Path) -> dict[str, Any]:
                 "loop": None,
             }
         )
-    return {"daemon": None, "agents": rows, "totals": totals}
+    return {"daemon": None, "agents": rows, "totals": totals, "rules": rules}
 
 
 def _status(db: Path) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from typing import Any
 
 import typer
 
+from agentmaild.rules.report import rules_line
+
 
 def print_operator(n: int | None) -> None:
     if n:
@@ -95,6 +97,9 @@ def print_status(status: dict[str, Any]) -> None:
     t = status["totals"]
     typer.echo(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
     print_operator(status.get("operator_unread"))
+    rules = rules_line(status.get("rules"))
+    if rules is not None:
+        typer.echo(rules)
     rows = [_COLUMNS, *(_row(r) for r in status["agents"])]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     for row in rows:

@@ -45,6 +45,7 @@ from agentmaild.log import configure_logging
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.procs.escapes import become_subreaper
+from agentmaild.rules.ask import ReplyWaiters
 from agentmaild.store.aio import AsyncMailStore, PollGate
 from agentmaild.store.check import refuse_damaged
 from agentmaild.store.files import (
@@ -153,6 +154,7 @@ class Daemon:
         self._watched: tuple[Path, FileIdentity] | None = None
         self.store_lost: str | None = None  # "replaced" | "deleted" once the watch saw it
         self.subreaper = False  # escaped agent descendants come back to us (Linux)
+        self.waiters = ReplyWaiters()  # `ask`s holding an await_reply request
 
     def watch(self, path: Path, opened: FileIdentity | None) -> None:
         """Check once a tick that ``path`` still names the file ``opened`` identifies."""

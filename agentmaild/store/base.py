@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentmaild.errors import RecipientRefused
+from agentmaild.errors import LoopHeld, RecipientRefused
 from agentmaild.models import (
     REFUSED_STATES,
     Agent,
@@ -38,6 +38,34 @@ AGENT_MUTABLE_FIELDS = frozenset(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadGuard:
+    """The loop guard's ping-pong cap for one send, checked and counted in its transaction.
+
+    More than ``max_messages`` between the two agents of ``pair`` on ``thread_id`` inside
+    ``window_s`` holds the thread for the pair: the send that trips it writes the hold and
+    ``escalation`` (once) instead of its message; later sends are refused with ``LoopHeld``.
+    """
+
+    thread_id: str
+    pair: str  # the two agents, sorted, joined by "|"
+    max_messages: int
+    window_s: float
+    escalation: Message
+
+
+# The counters ``rule_counters`` reports (each 0 until the rule first fires).
+RULE_COUNTERS = ("collapsed", "unread_escalated")
+
+
+def held_error(thread_id: str, pair: str) -> LoopHeld:
+    a, _, b = pair.partition("|")
+    return LoopHeld(
+        f"loop guard (limits.pingpong_max): thread {thread_id} between {a} and {b} is held; "
+        f"`agentmaild limits reset --thread {thread_id}` releases it"
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InsertRequest:
     """Rows to write atomically, with the checks that must hold in the same transaction."""
 
@@ -51,6 +79,9 @@ class InsertRequest:
     # Recipients whose registration is checked in the same transaction as the insert.
     check_recipients: tuple[str, ...] = ()
     refuse_unknown: bool = True
+    # The loop guard: (content digest, window_s) collapses a repeat into the earlier send.
+    collapse: tuple[str, float] | None = None
+    thread_guard: ThreadGuard | None = None
 
 
 def recipient_refusal(
@@ -80,6 +111,8 @@ def with_outcome(record: Attempt | None, state: str) -> Attempt | None:
 class InsertResult:
     messages: tuple[Message, ...]
     duplicate: bool = False  # an idempotent repeat: nothing was written
+    collapsed: bool = False  # a repeat inside the loop guard's window (also ``duplicate``)
+    held: bool = False  # this send tripped the ping-pong cap: the hold and escalation were written
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,6 +197,14 @@ class MailStore(abc.ABC):
 
     @abc.abstractmethod
     def reset_rate_limit(self, from_agent: str, to_agent: str) -> int: ...
+
+    @abc.abstractmethod
+    def release_thread(self, thread_id: str) -> int:
+        """Lift the loop guard's holds on ``thread_id`` and forget its count; returns the holds."""
+
+    @abc.abstractmethod
+    def rule_counters(self) -> dict[str, int]:
+        """The team rules' store-wide counters: ``collapsed``, ``unread_escalated`` (0 if none)."""
 
     @abc.abstractmethod
     def take_nudges(self, agent: str) -> list[dict[str, Any]]:
@@ -262,6 +303,7 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def list_procs(self, agent: str | None = None) -> list[AgentProc]:
         """Journalled processes (of ``agent``), oldest first."""
+
     # -- delivery history -------------------------------------------------------------------
     @abc.abstractmethod
     def record_attempt(self, attempt: Attempt) -> None:

@@ -76,6 +76,11 @@ class MemoryState:
         self._procs: dict[tuple[int, str], AgentProc] = {}  # (pid, start_time) -> row
         self._attempts: list[Attempt] = []  # the delivery history, oldest first
         self._attempt_seq = 0
+        # The team rules: digest -> (message ids, at); (thread, pair, at) rows; holds; counters.
+        self._recent_sends: dict[str, tuple[tuple[str, ...], float]] = {}
+        self._thread_log: list[tuple[str, str, float]] = []
+        self._holds: dict[tuple[str, str], tuple[int, str]] = {}  # -> (messages, escalation id)
+        self._counters: dict[str, int] = {}
 
     def _unread(self, agent: str) -> Iterable[Message]:
         return (m for m in self._messages.values() if m.to_agent == agent and not m.read)

@@ -1,8 +1,8 @@
 """SqliteMailStore: the MailStore on one SQLite file (WAL), short BEGIN IMMEDIATE transactions.
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC — ``SqliteMessages``,
-``SqliteAgents``, ``SqliteDeliveries``, ``SqliteProcs``, ``SqliteHistory`` (each in its
-``sqlite_*`` module) — over the transaction plumbing of ``sqlite_tx``; rows become models in
+``SqliteAgents``, ``SqliteDeliveries``, ``SqliteProcs``, ``SqliteHistory``, ``SqliteRules`` (each
+in its ``sqlite_*`` module) — over the transaction plumbing of ``sqlite_tx``; rows become models in
 ``sqlite_rows`` and the SQL lives as named queries in ``sql/queries.sql``.
 """
 
@@ -21,6 +21,7 @@ from agentmaild.store.sqlite_history import SqliteHistory
 from agentmaild.store.sqlite_messages import SqliteMessages
 from agentmaild.store.sqlite_open import check_path, connect_readonly
 from agentmaild.store.sqlite_procs import SqliteProcs
+from agentmaild.store.sqlite_rules import SqliteRules
 
 __all__ = [
     "SENDER_AUTOCHECKPOINT_PAGES",
@@ -56,7 +57,13 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
 
 class SqliteMailStore(
-    SqliteMessages, SqliteAgents, SqliteDeliveries, SqliteProcs, SqliteHistory, MailStore
+    SqliteMessages,
+    SqliteAgents,
+    SqliteDeliveries,
+    SqliteProcs,
+    SqliteHistory,
+    SqliteRules,
+    MailStore,
 ):
     """The product store. One connection, used from one thread at a time.
 

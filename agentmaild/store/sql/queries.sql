@@ -217,3 +217,41 @@ LIMIT :limit;
 -- name: attempts_purge
 DELETE FROM am_attempts
 WHERE (:older IS NULL OR at < :older) AND (:agent IS NULL OR agent = :agent);
+
+-- name: recent_send_get
+SELECT message_ids FROM am_recent_sends WHERE digest = ? AND at > ?;
+
+-- name: recent_send_put
+INSERT OR REPLACE INTO am_recent_sends (digest, message_ids, at) VALUES (?, ?, ?);
+
+-- name: recent_sends_trim
+DELETE FROM am_recent_sends WHERE at <= ?;
+
+-- name: thread_hold_get
+SELECT messages FROM am_thread_holds WHERE thread_id = ? AND pair = ?;
+
+-- name: thread_hold_put
+INSERT INTO am_thread_holds (thread_id, pair, messages, escalation_id, held_at)
+VALUES (?, ?, ?, ?, ?);
+
+-- name: thread_holds_release
+DELETE FROM am_thread_holds WHERE thread_id = ?;
+
+-- name: thread_log_count
+SELECT count(*) FROM am_thread_log WHERE thread_id = ? AND pair = ? AND at > ?;
+
+-- name: thread_log_trim
+DELETE FROM am_thread_log WHERE thread_id = ? AND pair = ? AND at <= ?;
+
+-- name: thread_log_put
+INSERT INTO am_thread_log (thread_id, pair, at) VALUES (?, ?, ?);
+
+-- name: thread_log_forget
+DELETE FROM am_thread_log WHERE thread_id = ?;
+
+-- name: counter_bump
+INSERT INTO am_counters (name, value) VALUES (:name, :n)
+ON CONFLICT (name) DO UPDATE SET value = value + :n;
+
+-- name: counters
+SELECT name, value FROM am_counters;

@@ -132,3 +132,31 @@ CREATE TABLE IF NOT EXISTS am_agent_procs (
   started_at REAL NOT NULL,
   PRIMARY KEY (pid, start_time)
 );
+
+-- Schema 4. The team rules (agentmaild.rules). The loop guard's memory: the last send of each
+-- content digest (sender, to, subject, body) for duplicate collapse, the messages each pair
+-- exchanged per thread (ping-pong cap), the threads it holds, and store-wide rule counters.
+CREATE TABLE IF NOT EXISTS am_recent_sends (
+  digest TEXT PRIMARY KEY,
+  message_ids TEXT NOT NULL,    -- JSON list: what a collapsed repeat returns
+  at REAL NOT NULL              -- unix seconds of the original send
+);
+CREATE INDEX IF NOT EXISTS am_idx_recent_sends_at ON am_recent_sends(at);
+CREATE TABLE IF NOT EXISTS am_thread_log (
+  thread_id TEXT NOT NULL,
+  pair TEXT NOT NULL,           -- the two agents, sorted, joined by '|'
+  at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS am_idx_thread_log ON am_thread_log(thread_id, pair, at);
+CREATE TABLE IF NOT EXISTS am_thread_holds (
+  thread_id TEXT NOT NULL,
+  pair TEXT NOT NULL,
+  messages INTEGER NOT NULL,    -- how many it had seen in the window when it held
+  escalation_id TEXT,           -- the one escalation mail it sent
+  held_at TEXT NOT NULL,
+  PRIMARY KEY (thread_id, pair)
+);
+CREATE TABLE IF NOT EXISTS am_counters (
+  name TEXT PRIMARY KEY,        -- collapsed | unread_escalated
+  value INTEGER NOT NULL
+);
