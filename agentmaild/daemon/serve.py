@@ -1,5 +1,5 @@
 """serve(): checks → lock → store → socket → recovery → task group(control server, signals,
-supervisor, checkpoints, store watch, history pruning).
+supervisor, checkpoints, store watch, history pruning, long-unread escalation).
 
 Before anything touches the store: the store directory must not be writable by other users, the
 lock (named from the store's resolved path) must be ours, the file must have one hard link and
@@ -46,6 +46,7 @@ from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.procs.escapes import become_subreaper
 from agentmaild.rules.ask import ReplyWaiters
+from agentmaild.rules.escalate import UnreadEscalator
 from agentmaild.store.aio import AsyncMailStore, PollGate
 from agentmaild.store.check import refuse_damaged
 from agentmaild.store.files import (
@@ -193,6 +194,9 @@ class Daemon:
                 tg.start_soon(self._watch_store)
                 tg.start_soon(
                     HistoryPruner(self.store, lambda: self.config.store, self._shutdown).run
+                )
+                tg.start_soon(
+                    UnreadEscalator(self.store, lambda: self.config.limits, self._shutdown).run
                 )
                 log.info("daemon.started", pid=os.getpid(), db=str(self.db),
                          socket=str(self.socket), version=__version__,

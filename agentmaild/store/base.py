@@ -203,6 +203,15 @@ class MailStore(abc.ABC):
         """Lift the loop guard's holds on ``thread_id`` and forget its count; returns the holds."""
 
     @abc.abstractmethod
+    def take_overdue(
+        self, after_s: dict[str, float], *, now: float, limit: int = 500
+    ) -> list[Message]:
+        """Unread mail older than ``after_s[priority]`` seconds (0 or missing: never), oldest
+        first, not taken before; marked taken (and counted ``unread_escalated``) in the same
+        transaction, so each message is returned once. Mail from agentmaild itself is never due.
+        """
+
+    @abc.abstractmethod
     def rule_counters(self) -> dict[str, int]:
         """The team rules' store-wide counters: ``collapsed``, ``unread_escalated`` (0 if none)."""
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agentmaild.ids import iso_now
+from agentmaild.models import Message
 from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
-from agentmaild.store.memory_state import MemoryState, atomic
+from agentmaild.store.memory_state import MemoryState, atomic, chrono
+from agentmaild.vocab import DAEMON_SENDER
 
 
 class MemoryRules(MemoryState):
@@ -54,6 +56,26 @@ class MemoryRules(MemoryState):
         cutoff = req.now - window_s
         self._recent_sends = {d: v for d, v in self._recent_sends.items() if v[1] > cutoff}
         self._recent_sends[digest] = (tuple(m.id for m in req.messages), req.now)
+
+    @atomic
+    def take_overdue(
+        self, after_s: dict[str, float], *, now: float, limit: int = 500
+    ) -> list[Message]:
+        def due(m: Message) -> bool:
+            wait = after_s.get(m.priority, 0)
+            return (
+                not m.read
+                and wait > 0
+                and m.from_agent != DAEMON_SENDER
+                and m.id not in self._escalated
+                and m.created_at < iso_now(now - wait)
+            )
+
+        found = sorted(filter(due, self._messages.values()), key=chrono)[:limit]
+        self._escalated.update(m.id for m in found)
+        if found:
+            self._bump("unread_escalated", len(found))
+        return found
 
     @atomic
     def rule_counters(self) -> dict[str, int]:

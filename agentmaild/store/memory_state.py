@@ -81,6 +81,7 @@ class MemoryState:
         self._thread_log: list[tuple[str, str, float]] = []
         self._holds: dict[tuple[str, str], tuple[int, str]] = {}  # -> (messages, escalation id)
         self._counters: dict[str, int] = {}
+        self._escalated: set[str] = set()  # message ids the long-unread rule has escalated
 
     def _unread(self, agent: str) -> Iterable[Message]:
         return (m for m in self._messages.values() if m.to_agent == agent and not m.read)

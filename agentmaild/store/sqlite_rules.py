@@ -10,8 +10,9 @@ from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
 from agentmaild.store.queries import Q
-from agentmaild.store.sqlite_rows import message_params
+from agentmaild.store.sqlite_rows import message_from_row, message_params
 from agentmaild.store.sqlite_tx import SqliteTransactions
+from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
 
 Getter = Callable[[sqlite3.Connection, str], Message | None]
 
@@ -70,8 +71,27 @@ def remember(conn: sqlite3.Connection, req: InsertRequest) -> None:
     conn.execute(Q["recent_send_put"], (digest, ids, req.now))
 
 
+def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
+    """Per priority, the ISO stamp mail must be older than to be due ('' when the rule is off)."""
+    return {p: iso_now(now - after_s[p]) if after_s.get(p, 0) > 0 else "" for p in PRIORITIES}
+
+
 class SqliteRules(SqliteTransactions):
     """The ``MailStore`` operations of the team rules on SQLite."""
+
+    def take_overdue(
+        self, after_s: dict[str, float], *, now: float, limit: int = 500
+    ) -> list[Message]:
+        params = {**_cutoffs(after_s, now), "daemon": DAEMON_SENDER, "limit": limit}
+
+        def run(conn: sqlite3.Connection) -> list[Message]:
+            due = [message_from_row(r) for r in conn.execute(Q["overdue_unread"], params)]
+            conn.executemany(Q["escalated_put"], [(m.id, now) for m in due])
+            if due:
+                bump(conn, "unread_escalated", len(due))
+            return due
+
+        return self._write(run)
 
     def release_thread(self, thread_id: str) -> int:
         def run(conn: sqlite3.Connection) -> int:

@@ -20,12 +20,24 @@ def main() -> int:
     text = event.get("message", {}).get("content", [{}])[0].get("text", "")
     for message_id in re.findall(r"^reply: agentmaild reply (msg-[a-z0-9]+)", text, re.M):
         done = subprocess.run(
-            [sys.executable, "-m", "agentmaild", "--json", "reply", message_id,
-             "--body", f"and again ({uuid.uuid4().hex[:8]})"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "agentmaild",
+                "--json",
+                "reply",
+                message_id,
+                "--body",
+                f"and again ({uuid.uuid4().hex[:8]})",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         with open(record, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"id": message_id, "rc": done.returncode, "out": done.stdout}) + "\n")
+            f.write(
+                json.dumps({"id": message_id, "rc": done.returncode, "out": done.stdout}) + "\n"
+            )
     return 0
 
 

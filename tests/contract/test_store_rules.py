@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,14 +29,21 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]
 
 def msg(sender: str = "a", to: str = "b", *, thread: str | None = None, at: float = T0) -> Message:
     return Message(
-        id=new_id("msg"), from_agent=sender, to_agent=to, subject="s", body="b",
-        thread_id=thread, created_at=iso_now(at),
-    )  # fmt: skip
+        id=new_id("msg"),
+        from_agent=sender,
+        to_agent=to,
+        subject="s",
+        body="b",
+        thread_id=thread,
+        created_at=iso_now(at),
+    )
 
 
 def guard(thread: str, n: int = 2, window: float = 60.0, to: str = "lead") -> ThreadGuard:
     esc = msg("agentmaild", to, thread=thread)
-    return ThreadGuard(thread_id=thread, pair="a|b", max_messages=n, window_s=window, escalation=esc)
+    return ThreadGuard(
+        thread_id=thread, pair="a|b", max_messages=n, window_s=window, escalation=esc
+    )
 
 
 def put(store: MailStore, m: Message, now: float = T0, **kw: object) -> InsertResult:
@@ -87,3 +95,24 @@ def test_the_cap_counts_inside_its_window_only(store: MailStore) -> None:
     for i in range(5):  # one message a minute, the window is 60 s: never more than one in it
         assert not put(store, msg(thread=root), now=T0 + 61 * i, thread_guard=guard(root)).held
     assert store.inbox("lead") == []
+
+
+def urgent(to: str = "b", at: float = T0, sender: str = "a", priority: str = "urgent") -> Message:
+    return replace(msg(sender, to, at=at), priority=priority)
+
+
+def test_take_overdue_returns_each_late_message_once(store: MailStore) -> None:
+    late = urgent(at=T0)
+    fresh = urgent(at=T0 + 250)
+    normal = urgent(at=T0, priority="normal")  # off: never due
+    own = urgent(at=T0, sender="agentmaild")  # agentmaild's own mail never escalates
+    read = urgent(at=T0)
+    for m in (late, fresh, normal, own, read):
+        put(store, m)
+    store.ack([read.id])
+    after = {"urgent": 300.0, "high": 1800.0, "normal": 0.0, "low": 0.0}
+    assert store.take_overdue(after, now=T0 + 200) == []
+    assert [m.id for m in store.take_overdue(after, now=T0 + 301)] == [late.id]
+    assert store.take_overdue(after, now=T0 + 400) == []  # taken already
+    assert [m.id for m in store.take_overdue(after, now=T0 + 600)] == [fresh.id]
+    assert store.rule_counters()["unread_escalated"] == 2

@@ -16,9 +16,27 @@ from tests.support.waiting import wait_for
 
 
 def start_ask(db: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "agentmaild", "--json", "ask", "--db", str(db),
-            "--from", "lead", "--to", "worker", "-s", "which port?", "-b", "for the API", *args]  # fmt: skip
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "agentmaild",
+        "--json",
+        "ask",
+        "--db",
+        str(db),
+        "--from",
+        "lead",
+        "--to",
+        "worker",
+        "-s",
+        "which port?",
+        "-b",
+        "for the API",
+        *args,
+    ]
+    return subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def question_id(d: DaemonProc) -> str | None:
@@ -45,8 +63,9 @@ def test_ask_under_a_daemon_is_woken_by_the_reply(
     d.cli("agents", "add", "lead", "-c", "lead")
     d.cli("agents", "add", "worker", "-c", "builder")
     ask = start_ask(d.db, d.env, "--timeout", "2m")
-    wait_for(lambda: d.events("ask.waiting") or ask.poll() is not None, 30,
-             "ask to wait on the daemon")  # fmt: skip
+    wait_for(
+        lambda: d.events("ask.waiting") or ask.poll() is not None, 30, "ask to wait on the daemon"
+    )
     assert d.events("ask.waiting")[0]["agent"] == "lead"
     started = time.monotonic()
     result, qid = answer(d, ask)
@@ -74,8 +93,9 @@ def test_a_timeout_exits_3_and_the_question_stays_answerable(
     d = daemons()
     d.cli("agents", "add", "lead", "-c", "lead")
     d.cli("agents", "add", "worker", "-c", "builder")
-    timed_out = d.cli("ask", "--from", "lead", "--to", "worker", "-s", "q", "-b", "?",
-                      "--timeout", "1s")  # fmt: skip
+    timed_out = d.cli(
+        "ask", "--from", "lead", "--to", "worker", "-s", "q", "-b", "?", "--timeout", "1s"
+    )
     assert timed_out.returncode == 3
     assert timed_out.stdout == ""
     lines = timed_out.stderr.strip().splitlines()
@@ -86,8 +106,20 @@ def test_a_timeout_exits_3_and_the_question_stays_answerable(
     assert d.cli("reply", qid, "--from", "worker", "-b", "late, but here").returncode == 0
     inbox = json.loads(d.cli("--json", "inbox", "--agent", "lead", "--unread").stdout)["messages"]
     assert [m["subject"] for m in inbox] == ["Re: q"]
-    as_json = d.cli("--json", "ask", "--from", "lead", "--to", "worker", "-s", "q2", "-b", "?",
-                    "--timeout", "0.5")  # fmt: skip
+    as_json = d.cli(
+        "--json",
+        "ask",
+        "--from",
+        "lead",
+        "--to",
+        "worker",
+        "-s",
+        "q2",
+        "-b",
+        "?",
+        "--timeout",
+        "0.5",
+    )
     assert as_json.returncode == 3
     assert json.loads(as_json.stdout)["error"]["code"] == "timeout"
 

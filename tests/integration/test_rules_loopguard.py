@@ -28,8 +28,19 @@ def test_two_agents_replying_forever_are_held_and_the_lead_hears_once(
     d.cli("agents", "add", "lead", "-c", "lead")
     for name in ("ping", "pong"):
         cmd = " ".join(agent_cmd("pingpong_agent.py", str(tmp_path / f"{name}.jsonl")))
-        added = d.cli("agents", "add", name, "-c", "builder", "--parent", "lead",
-                      "--channel", "spawn", "--command", cmd)  # fmt: skip
+        added = d.cli(
+            "agents",
+            "add",
+            name,
+            "-c",
+            "builder",
+            "--parent",
+            "lead",
+            "--channel",
+            "spawn",
+            "--command",
+            cmd,
+        )
         assert added.returncode == 0, added.stderr
     sent = d.cli("send", "--from", "pong", "--to", "ping", "-s", "serve", "-b", "your turn")
     assert sent.returncode == 0, sent.stderr
@@ -43,8 +54,11 @@ def test_two_agents_replying_forever_are_held_and_the_lead_hears_once(
     error = json.loads(str(refused()[0]["out"]))["error"]
     assert error["code"] == "loop_held" and "limits.pingpong_max" in error["message"]
     # The loop is dead: the refused reply was never written, so nobody has mail to answer.
-    wait_for(lambda: d.status_row("ping")["unread"] == d.status_row("pong")["unread"] == 0, 30,
-             "both agents to have read everything")  # fmt: skip
+    wait_for(
+        lambda: d.status_row("ping")["unread"] == d.status_row("pong")["unread"] == 0,
+        30,
+        "both agents to have read everything",
+    )
     thread = json.loads(d.cli("--json", "thread", root).stdout)["messages"]
     between = [m for m in thread if {m["from"], m["to"]} == {"ping", "pong"}]
     assert len(between) == 1 + PINGPONG_MAX  # the root (not counted) and the cap's worth
@@ -63,8 +77,23 @@ def test_identical_mail_sent_at_once_by_eight_processes_is_written_once(
     d = daemons()
     d.cli("agents", "add", "lead", "-c", "lead")
     d.cli("agents", "add", "worker", "-c", "builder")
-    argv = [sys.executable, "-m", "agentmaild", "--json", "send", "--db", str(d.db),
-            "--from", "lead", "--to", "worker", "-s", "task complete", "-b", "all done"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "agentmaild",
+        "--json",
+        "send",
+        "--db",
+        str(d.db),
+        "--from",
+        "lead",
+        "--to",
+        "worker",
+        "-s",
+        "task complete",
+        "-b",
+        "all done",
+    ]
     procs = [
         subprocess.Popen(argv, env=base_env(tmp_path), stdout=subprocess.PIPE, text=True)
         for _ in range(8)
@@ -78,6 +107,16 @@ def test_identical_mail_sent_at_once_by_eight_processes_is_written_once(
     metrics = d.ctl("metrics")["text"]
     assert "agentmaild_collapsed_total 7" in metrics
     # A different body is new mail.
-    other = d.cli("--json", "send", "--from", "lead", "--to", "worker", "-s", "task complete",
-                  "-b", "all done, really")  # fmt: skip
+    other = d.cli(
+        "--json",
+        "send",
+        "--from",
+        "lead",
+        "--to",
+        "worker",
+        "-s",
+        "task complete",
+        "-b",
+        "all done, really",
+    )
     assert json.loads(other.stdout)["duplicate"] is False

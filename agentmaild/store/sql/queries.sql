@@ -255,3 +255,16 @@ ON CONFLICT (name) DO UPDATE SET value = value + :n;
 
 -- name: counters
 SELECT name, value FROM am_counters;
+
+-- name: overdue_unread
+-- Unread mail older than its priority's cutoff (an ISO stamp; '' = never), not escalated yet.
+SELECT m.* FROM messages m INDEXED BY am_idx_unread
+WHERE m.read = 0 AND m.from_agent != :daemon
+  AND m.created_at < CASE m.priority WHEN 'urgent' THEN :urgent WHEN 'high' THEN :high
+                                     WHEN 'normal' THEN :normal ELSE :low END
+  AND NOT EXISTS (SELECT 1 FROM am_escalated e WHERE e.message_id = m.id)
+ORDER BY m.created_at, m.id
+LIMIT :limit;
+
+-- name: escalated_put
+INSERT OR IGNORE INTO am_escalated (message_id, at) VALUES (?, ?);

@@ -160,3 +160,8 @@ CREATE TABLE IF NOT EXISTS am_counters (
   name TEXT PRIMARY KEY,        -- collapsed | unread_escalated
   value INTEGER NOT NULL
 );
+-- Schema 4. Messages the long-unread rule has escalated: at most one escalation per message.
+CREATE TABLE IF NOT EXISTS am_escalated (
+  message_id TEXT PRIMARY KEY,
+  at REAL NOT NULL
+);
