@@ -13,7 +13,8 @@ from agentmaild.cli.common import DbOpt, JsonOpt, command, one_line, open_store,
 from agentmaild.errors import NotFound, UsageError, ValidationError
 from agentmaild.ids import check_name
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
-from agentmaild.models import STATE_TRANSITIONS, Agent, ChannelKind
+from agentmaild.models import Agent, ChannelKind
+from agentmaild.rules import members
 
 CHANNELS = tuple(c.value for c in ChannelKind)
 PRESETS = ("claude",)
@@ -224,19 +225,23 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     @command
     def set_state(
         name: str,
-        state: Annotated[str, typer.Argument(help=" ".join(STATE_TRANSITIONS))],
+        state: Annotated[str, typer.Argument(help=" ".join(members.WORDS))],
         force: Annotated[bool, typer.Option("--force", help="Skip the transition table.")] = False,
         db: DbOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Move an agent to another state (guarded by the transition table)."""
+        """Move an agent to a state or member status (guarded by the transition tables).
+
+        States: booting working idle stalled completed zombie. Member statuses: ready busy
+        shutdown_requested shutdown error (stored as a state; see README "Team rules").
+        """
         check_name(name)
         with open_store(db) as store:
-            agent = store.set_agent_state(name, state, force=force)
+            agent = members.set_status(store, name, state, force=force)
         out(
-            {"ok": True, "agent": agent.to_dict()},
+            {"ok": True, "agent": agent.to_dict(), "member_status": agent.member_status},
             as_json,
-            lambda: typer.echo(f"{name}: {agent.state}"),
+            lambda: typer.echo(f"{name}: {agent.state} (member: {agent.member_status})"),
         )
 
     @agents_app.command("remove")

@@ -63,6 +63,7 @@ def serve(db: DbOpt = None, config: ConfigOpt = None) -> None:
 
 # -- status -----------------------------------------------------------------------------------
 def _offline_status(db: Path) -> dict[str, Any]:
+    from agentmaild.rules.members import status_fields
     from agentmaild.rules.report import rules_status
 
     with open_store(str(db), readonly=True) as store:
@@ -81,6 +82,7 @@ def _offline_status(db: Path) -> dict[str, Any]:
                 "in_flight": c.in_flight if c else 0,
                 "dead_letters": c.dead_letters if c else 0,
                 "loop": None,
+                **status_fields(agent, None),
             }
         )
     return {"daemon": None, "agents": rows, "totals": totals, "rules": rules}

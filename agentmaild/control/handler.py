@@ -13,6 +13,7 @@ from agentmaild.errors import NotFound, ValidationError
 from agentmaild.ids import check_message_id, check_name
 from agentmaild.models import Agent
 from agentmaild.rules.ask import DAEMON_WAIT_MAX_S, ReplyWaiters
+from agentmaild.rules.members import status_fields
 from agentmaild.rules.report import rules_metrics, rules_status
 
 if TYPE_CHECKING:
@@ -180,6 +181,7 @@ def _status_row(agent: Agent, counts: Any, loop: dict[str, Any] | None) -> dict[
         "in_flight": counts.in_flight if counts else 0,
         "dead_letters": counts.dead_letters if counts else 0,
         "loop": None,
+        **status_fields(agent, loop["state"] if loop is not None else None),
     }
     if loop is not None:
         row["loop"] = loop["state"]

@@ -33,6 +33,7 @@ AGENT_MUTABLE_FIELDS = frozenset(
         "poll_interval_s",
         "settings",
         "turn_state",
+        "shutdown_requested_at",
     }
 )
 

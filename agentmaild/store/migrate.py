@@ -31,6 +31,11 @@ EXTRA_INDEXES = (
     "CREATE INDEX IF NOT EXISTS am_idx_delivery ON messages(delivery_id)",
     "CREATE INDEX IF NOT EXISTS am_idx_unread ON messages(to_agent) WHERE read = 0",
 )
+# Schema 4: columns added to agentmaild's own tables (nullable; the team rules' state).
+AM_COLUMNS = {
+    "am_agents": {"shutdown_requested_at": "TEXT"},
+    "am_deliveries": {"queue": "TEXT"},
+}
 OVERSTORY_COLUMNS = (
     "id, from_agent, to_agent, subject, body, type, priority, thread_id, payload, read, created_at"
 )
@@ -81,6 +86,11 @@ def _upgrade(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE messages ADD COLUMN {name} {decl}")
     for stmt in EXTRA_INDEXES:
         conn.execute(stmt)
+    for table, columns in AM_COLUMNS.items():
+        have = _columns(conn, table)
+        for name, decl in columns.items():
+            if name not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
 
 
 def _rebuild_messages(conn: sqlite3.Connection) -> None:
