@@ -20,6 +20,7 @@ from agentmaild.models import (
 )
 from agentmaild.payloads import validate_payload
 from agentmaild.rules.loopguard import guard_fields
+from agentmaild.rules.queues import check_queue, is_queue
 from agentmaild.store.base import InsertRequest, MailStore, held_error
 from agentmaild.vocab import DAEMON_SENDER as DAEMON_SENDER
 from agentmaild.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
@@ -76,6 +77,8 @@ class Mailer:
 
     def expand(self, to: str, sender: str) -> tuple[list[str], bool]:
         """Recipients for ``to`` (a name or a group) and whether it was a group."""
+        if is_queue(to):
+            return [check_queue(self.store, to, self.limits.refuse_unknown_recipients)], False
         if not to.startswith("@"):
             check_name(to, "recipient")
             return [to], False
@@ -159,7 +162,7 @@ class Mailer:
         recipients, is_group = self.expand(to, sender)
         # One recipient is checked inside the insert's transaction (group members were
         # filtered by state in expand()); the operator needs no registration.
-        checked = () if is_group or to in IMPLICIT_RECIPIENTS else (to,)
+        checked = () if is_group or to in IMPLICIT_RECIPIENTS or is_queue(to) else (to,)
         now = time.time()
         stamp = iso_now(now)
         broadcast_id = new_id("bc") if is_group else None

@@ -327,3 +327,24 @@ class AgentCounts:
     unread: int = 0
     in_flight: int = 0
     dead_letters: int = 0
+
+
+QUEUE_PREFIX = "queue:"  # `send --to queue:NAME`: one member of the work queue NAME per attempt
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueInfo:
+    """One work queue for `status`: its members, the mail waiting, and who holds what."""
+
+    name: str
+    members: tuple[str, ...] = ()
+    depth: int = 0  # mail waiting for a member (new, or given back for a redelivery)
+    held: tuple[tuple[str, str, int], ...] = ()  # (agent, delivery id, attempt) in flight
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "members": list(self.members),
+            "depth": self.depth,
+            "held": [{"agent": a, "delivery_id": d, "attempt": n} for a, d, n in self.held],
+        }

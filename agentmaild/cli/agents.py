@@ -14,7 +14,7 @@ from agentmaild.errors import NotFound, UsageError, ValidationError
 from agentmaild.ids import check_name
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
 from agentmaild.models import Agent, ChannelKind
-from agentmaild.rules import members
+from agentmaild.rules import members, queues
 
 CHANNELS = tuple(c.value for c in ChannelKind)
 PRESETS = ("claude",)
@@ -93,6 +93,10 @@ PollOpt = Annotated[
 SettingOpt = Annotated[
     list[str] | None, typer.Option("--setting", help="KEY=VALUE channel setting (repeatable).")
 ]
+QueueOpt = Annotated[
+    list[str] | None,
+    typer.Option("--queue", help="Join the work queue NAME (mail to queue:NAME; repeatable)."),
+]
 
 
 def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per command
@@ -114,6 +118,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         preset: PresetOpt = None,
         poll_interval: PollOpt = None,
         setting: SettingOpt = None,
+        queue: QueueOpt = None,
         db: DbOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -138,10 +143,16 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             poll_interval_s=poll_interval,
             settings=_parse_settings(setting or []),
         )
+        wanted = queues.names_to_join(queue or [], kind)
         with open_store(db) as store:
             stored = store.add_agent(agent)
+            joined = queues.join(store, name, wanted)
             cli.poke(store, None)
-        out({"ok": True, "agent": stored.to_dict()}, as_json, lambda: typer.echo(f"added {name}"))
+        out(
+            {"ok": True, "agent": stored.to_dict(), "queues": joined},
+            as_json,
+            lambda: typer.echo(f"added {name}"),
+        )
 
     @agents_app.command("update")
     @command
@@ -157,6 +168,10 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         preset: PresetOpt = None,
         poll_interval: PollOpt = None,
         setting: SettingOpt = None,
+        queue: QueueOpt = None,
+        leave_queue: Annotated[
+            list[str] | None, typer.Option("--leave-queue", help="Leave the work queue NAME.")
+        ] = None,
         db: DbOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -191,6 +206,9 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
                     merged["tmux_target"],
                 )
             agent = store.update_agent(name, changes)
+            queues.join(store, name, queues.names_to_join(queue or [], agent.channel))
+            for left in leave_queue or []:
+                store.leave_queue(queues.queue_name(left), name)
             cli.poke(store, None)
         out({"ok": True, "agent": agent.to_dict()}, as_json, lambda: typer.echo(f"updated {name}"))
 

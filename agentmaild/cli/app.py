@@ -89,7 +89,10 @@ def main_options(
 @app.command()
 @command
 def send(
-    to: Annotated[str, typer.Option("--to", help="Recipient name, or a group: @all, @builders, …")],
+    to: Annotated[
+        str,
+        typer.Option("--to", help="Recipient name, a group (@all, @builders, …) or queue:NAME."),
+    ],
     subject: Annotated[str, typer.Option("--subject", "-s", help="One line, ≤ 256 chars.")],
     body: Annotated[str, typer.Option("--body", "-b", help="Message text; '-' reads stdin.")] = "",
     sender: FromOpt = None,

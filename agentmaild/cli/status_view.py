@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from agentmaild.rules.report import rules_line
+from agentmaild.rules.report import queue_lines, rules_line
 
 
 def print_operator(n: int | None) -> None:
@@ -104,6 +104,8 @@ def print_status(status: dict[str, Any]) -> None:
     rules = rules_line(status.get("rules"))
     if rules is not None:
         typer.echo(rules)
+    for line in queue_lines(status.get("rules")):
+        typer.echo(line)
     rows = [_COLUMNS, *(_row(r) for r in status["agents"])]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     for row in rows:

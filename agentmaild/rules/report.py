@@ -9,7 +9,10 @@ from agentmaild.store.base import MailStore
 
 def rules_status(store: MailStore) -> dict[str, Any]:
     """The ``rules`` part of a status reply (the daemon's or the offline one)."""
-    return {"counters": store.rule_counters()}
+    return {
+        "counters": store.rule_counters(),
+        "queues": [q.to_dict() for q in store.queues()],
+    }
 
 
 def rules_metrics(rules: dict[str, Any]) -> list[str]:
@@ -31,3 +34,15 @@ def rules_line(rules: dict[str, Any] | None) -> str | None:
     if not fired:
         return None
     return "rules: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(fired.items()))
+
+
+def queue_lines(rules: dict[str, Any] | None) -> list[str]:
+    """One human line per work queue: depth, members, and who holds which delivery."""
+    lines = []
+    for q in (rules or {}).get("queues", []):
+        held = ", ".join(f"{h['agent']} {h['delivery_id']}" for h in q["held"]) or "none"
+        lines.append(
+            f"queue {q['name']}: {q['depth']} waiting, members {' '.join(q['members']) or '-'}, "
+            f"held: {held}"
+        )
+    return lines

@@ -16,6 +16,7 @@ from agentmaild.models import (
     Batch,
     DeadLetter,
     Message,
+    QueueInfo,
 )
 
 # Agent fields `update_agent` may change (name and created_at are fixed).
@@ -244,7 +245,10 @@ class MailStore(abc.ABC):
     def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
     ) -> Batch | None:
-        """Lease the next batch: a pending redelivery first (same id), else new mail in order."""
+        """Lease the next batch: the agent's pending redelivery first (same id), else its new
+        mail in order; else, for a member of work queues that may take work (not completed or
+        zombie, no shutdown requested), a pending queue delivery of one of its queues (same id,
+        attempt + 1, now held by this agent), else one new message to one of its queues."""
 
     @abc.abstractmethod
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
@@ -300,6 +304,22 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def totals(self) -> dict[str, int]:
         """Store-wide figures: messages, unread."""
+
+    # -- work queues ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def join_queue(self, queue: str, agent: str) -> None:
+        """Make ``agent`` (registered, else ``NotFound``) a member of ``queue``; idempotent."""
+
+    @abc.abstractmethod
+    def leave_queue(self, queue: str, agent: str) -> bool:
+        """False when it was no member. Removing an agent also ends its memberships."""
+
+    @abc.abstractmethod
+    def queue_members(self, queue: str) -> list[str]: ...
+
+    @abc.abstractmethod
+    def queues(self) -> list[QueueInfo]:
+        """Every queue with a member or with mail waiting, by name."""
 
     # -- agent processes --------------------------------------------------------------------
     @abc.abstractmethod

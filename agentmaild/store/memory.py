@@ -1,8 +1,8 @@
 """MemoryMailStore: an in-memory MailStore that behaves like SqliteMailStore, for tests.
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — ``MemoryMessages``,
-``MemoryAgents``, ``MemoryDeliveries``, ``MemoryProcs``, ``MemoryHistory`` (each in its
-``memory_*`` module) — over the dicts and the lock of ``memory_state``.
+``MemoryAgents``, ``MemoryDeliveries``, ``MemoryProcs``, ``MemoryHistory``, ``MemoryQueues``
+(each in its ``memory_*`` module) — over the dicts and the lock of ``memory_state``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,18 @@ from agentmaild.store.memory_deliveries import MemoryDeliveries
 from agentmaild.store.memory_history import MemoryHistory
 from agentmaild.store.memory_messages import MemoryMessages
 from agentmaild.store.memory_procs import MemoryProcs
+from agentmaild.store.memory_queues import MemoryQueues
 
 __all__ = ["MemoryMailStore"]
 
 
 class MemoryMailStore(
-    MemoryMessages, MemoryAgents, MemoryDeliveries, MemoryProcs, MemoryHistory, MailStore
+    MemoryMessages,
+    MemoryAgents,
+    MemoryDeliveries,
+    MemoryProcs,
+    MemoryHistory,
+    MemoryQueues,
+    MailStore,
 ):
     """Dicts behind one lock; every public method is one atomic step, as one SQL transaction is."""

@@ -51,6 +51,7 @@ class Delivery:
     last_error: str | None = None
     created_at: str = ""
     updated_at: str = ""
+    queue: str | None = None  # set when it carries work-queue mail: any member may take it over
 
     def batch(self, messages: Iterable[Message]) -> Batch:
         return Batch(
@@ -82,6 +83,7 @@ class MemoryState:
         self._holds: dict[tuple[str, str], tuple[int, str]] = {}  # -> (messages, escalation id)
         self._counters: dict[str, int] = {}
         self._escalated: set[str] = set()  # message ids the long-unread rule has escalated
+        self._queue_members: dict[str, set[str]] = {}  # queue -> its member agents
 
     def _unread(self, agent: str) -> Iterable[Message]:
         return (m for m in self._messages.values() if m.to_agent == agent and not m.read)

@@ -100,7 +100,8 @@ DELETE FROM am_agents WHERE name = ?;
 SELECT id FROM am_deliveries WHERE agent = ? AND state = 'claimed' AND lease_until > ?;
 
 -- name: claim_pending_delivery
-SELECT id, attempts FROM am_deliveries WHERE agent = ? AND state = 'pending'
+-- The agent's own pending redelivery (queue deliveries are claimed by queue, below).
+SELECT id, attempts FROM am_deliveries WHERE agent = ? AND state = 'pending' AND queue IS NULL
 ORDER BY created_at, id LIMIT 1;
 
 -- name: delivery_unread
@@ -135,7 +136,8 @@ RETURNING id, to_agent;
 
 -- name: delivery_ack
 UPDATE am_deliveries SET state = 'acked', failures = 0, lease_until = NULL, updated_at = ?
-WHERE id = ? AND state = 'claimed';
+WHERE id = ? AND state = 'claimed'
+RETURNING agent;
 
 -- name: delivery_extend_lease
 UPDATE am_deliveries SET lease_until = ? WHERE id = ? AND state = 'claimed';
@@ -172,10 +174,18 @@ WHERE state = 'dead' AND (:agent IS NULL OR agent = :agent) AND (:id IS NULL OR 
 RETURNING id;
 
 -- name: pending_agents
+-- Agents with mail to claim: addressed to them, or to a queue they are a member of.
 SELECT DISTINCT m.to_agent FROM messages m INDEXED BY am_idx_unread
 WHERE m.read = 0
   AND (m.delivery_id IS NULL
-       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'));
+       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'))
+UNION
+SELECT q.agent FROM am_queue_members q
+WHERE EXISTS (SELECT 1 FROM messages m
+              WHERE m.to_agent = 'queue:' || q.queue AND m.read = 0
+                AND (m.delivery_id IS NULL
+                     OR EXISTS (SELECT 1 FROM am_deliveries d
+                                WHERE d.id = m.delivery_id AND d.state = 'pending')));
 
 -- name: count_unread
 SELECT to_agent, count(*) FROM messages INDEXED BY am_idx_unread WHERE read = 0 GROUP BY to_agent;
@@ -268,3 +278,59 @@ LIMIT :limit;
 
 -- name: escalated_put
 INSERT OR IGNORE INTO am_escalated (message_id, at) VALUES (?, ?);
+
+-- name: queue_join
+INSERT OR IGNORE INTO am_queue_members (queue, agent) VALUES (?, ?);
+
+-- name: queue_leave
+DELETE FROM am_queue_members WHERE queue = ? AND agent = ?;
+
+-- name: queue_forget_agent
+DELETE FROM am_queue_members WHERE agent = ?;
+
+-- name: queue_members
+SELECT agent FROM am_queue_members WHERE queue = ? ORDER BY agent;
+
+-- name: queue_members_all
+SELECT queue, agent FROM am_queue_members ORDER BY queue, agent;
+
+-- name: queue_taker
+-- The agent may take queue work: registered, not completed or zombie, no shutdown requested.
+SELECT 1 FROM am_agents
+WHERE name = ? AND state NOT IN ('completed', 'zombie') AND shutdown_requested_at IS NULL;
+
+-- name: claim_pending_queue_delivery
+SELECT id FROM am_deliveries
+WHERE state = 'pending' AND queue IN (SELECT queue FROM am_queue_members WHERE agent = ?)
+ORDER BY created_at, id LIMIT 1;
+
+-- name: delivery_take_over
+-- A queue delivery claimed again, by whichever member: same id, one more attempt.
+UPDATE am_deliveries SET state = 'claimed', agent = ?, attempts = attempts + 1, lease_until = ?,
+                         updated_at = ?
+WHERE id = ? RETURNING attempts;
+
+-- name: claim_queue_candidate
+SELECT * FROM messages
+WHERE read = 0 AND delivery_id IS NULL
+  AND to_agent IN (SELECT 'queue:' || queue FROM am_queue_members WHERE agent = ?)
+ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
+         created_at, id
+LIMIT 1;
+
+-- name: delivery_insert_queue
+INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at,
+                           updated_at, queue)
+VALUES (?, ?, 'claimed', 1, 0, ?, ?, ?, ?);
+
+-- name: queue_depths
+-- Per queue: mail waiting for a member (never claimed, or given back for a redelivery).
+SELECT substr(m.to_agent, 7), count(*) FROM messages m
+WHERE m.to_agent >= 'queue:' AND m.to_agent < 'queue;' AND m.read = 0
+  AND (m.delivery_id IS NULL
+       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'))
+GROUP BY m.to_agent;
+
+-- name: queue_held
+SELECT queue, agent, id, attempts FROM am_deliveries
+WHERE state = 'claimed' AND queue IS NOT NULL ORDER BY queue, agent, id;

@@ -165,3 +165,12 @@ CREATE TABLE IF NOT EXISTS am_escalated (
   message_id TEXT PRIMARY KEY,
   at REAL NOT NULL
 );
+-- Schema 4. Work-queue membership (`agents add --queue NAME`): mail to `queue:NAME` goes to one
+-- member per attempt. am_deliveries.queue (a column the migration adds) names the queue of a
+-- delivery that carries queue mail; such a pending delivery may be claimed by any member.
+CREATE TABLE IF NOT EXISTS am_queue_members (
+  queue TEXT NOT NULL,
+  agent TEXT NOT NULL,
+  PRIMARY KEY (queue, agent)
+);
+CREATE INDEX IF NOT EXISTS am_idx_queue_members_agent ON am_queue_members(agent);
