@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentmaild.errors import LoopHeld, RecipientRefused
+from agentmaild.errors import RecipientRefused
 from agentmaild.models import (
     REFUSED_STATES,
     Agent,
@@ -18,6 +18,9 @@ from agentmaild.models import (
     Message,
     QueueInfo,
 )
+from agentmaild.store.guard import RULE_COUNTERS as RULE_COUNTERS
+from agentmaild.store.guard import ThreadGuard as ThreadGuard
+from agentmaild.store.guard import held_error as held_error
 
 # Agent fields `update_agent` may change (name and created_at are fixed).
 AGENT_MUTABLE_FIELDS = frozenset(
@@ -37,34 +40,6 @@ AGENT_MUTABLE_FIELDS = frozenset(
         "shutdown_requested_at",
     }
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ThreadGuard:
-    """The loop guard's ping-pong cap for one send, checked and counted in its transaction.
-
-    More than ``max_messages`` between the two agents of ``pair`` on ``thread_id`` inside
-    ``window_s`` holds the thread for the pair: the send that trips it writes the hold and
-    ``escalation`` (once) instead of its message; later sends are refused with ``LoopHeld``.
-    """
-
-    thread_id: str
-    pair: str  # the two agents, sorted, joined by "|"
-    max_messages: int
-    window_s: float
-    escalation: Message
-
-
-# The counters ``rule_counters`` reports (each 0 until the rule first fires).
-RULE_COUNTERS = ("collapsed", "unread_escalated")
-
-
-def held_error(thread_id: str, pair: str) -> LoopHeld:
-    a, _, b = pair.partition("|")
-    return LoopHeld(
-        f"loop guard (limits.pingpong_max): thread {thread_id} between {a} and {b} is held; "
-        f"`agentmaild limits reset --thread {thread_id}` releases it"
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
