@@ -111,13 +111,23 @@ def send(
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="Same key + content → same ids.")
     ] = None,
+    anycast: Annotated[
+        bool, typer.Option("--anycast", help="With --to @group: one member, as a work queue.")
+    ] = False,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
     with open_store(db) as store:
-        sent = mailer(store).send(
-            sender=sender_of(sender),
+        the_mailer, who = mailer(store), sender_of(sender)
+        if anycast:
+            if not to.startswith("@") or to == "@all":
+                raise UsageError("--anycast needs --to @capability (e.g. @builders)")
+            from agentmaild.rules.queues import anycast_queue
+
+            to = anycast_queue(store, the_mailer.expand(to, who)[0])
+        sent = the_mailer.send(
+            sender=who,
             to=to,
             subject=subject,
             body=_read_body(body),

@@ -54,3 +54,23 @@ def join(store: MailStore, agent: str, names: list[str]) -> list[str]:
     for name in names:
         store.join_queue(name, agent)
     return names
+
+
+def anycast_queue(store: MailStore, names: list[str]) -> str:
+    """``--anycast @capability``: the address of the queue ``cap.<capability>``, whose members
+    are the group's agents the daemon delivers to (``names``: the group as ``send`` expands it).
+
+    They are joined at every anycast send, so an agent registered since then takes part from the
+    next one on; pull agents cannot take queue work and are left out.
+    """
+    wanted = set(names)
+    agents = [a for a in store.list_agents() if a.name in wanted and a.channel != "pull"]
+    if not agents:
+        raise RecipientRefused(
+            "--anycast: no agent of this group is delivered to by the daemon "
+            "(pull agents cannot take queue work)"
+        )
+    queue = f"cap.{agents[0].capability}"
+    for a in agents:
+        store.join_queue(queue, a.name)
+    return QUEUE_PREFIX + queue

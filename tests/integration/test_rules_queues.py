@@ -123,3 +123,28 @@ def test_queue_mistakes_are_one_line_and_write_nothing(daemons: Callable[..., Da
         assert len(done.stderr.strip().splitlines()) == 1 and needle in done.stderr, done.stderr
     assert json.loads(d.cli("--json", "list").stdout)["messages"] == []
     assert json.loads(d.cli("--json", "agents", "list").stdout)["agents"] == []
+
+
+def test_anycast_to_a_capability_reaches_one_delivered_member(
+    daemons: Callable[..., DaemonProc], tmp_path: Path
+) -> None:
+    d = daemons()
+    for name in ("b1", "b2"):
+        cmd = " ".join(agent_cmd("record_agent.py", str(tmp_path / f"{name}.jsonl")))
+        added = d.cli("agents", "add", name, "-c", "builder", "--channel", "spawn",
+                      "--command", cmd)  # fmt: skip
+        assert added.returncode == 0, added.stderr
+    d.cli("agents", "add", "puller", "-c", "builder")  # pull: cannot take queue work
+    sent = d.cli("--json", "send", "--to", "@builders", "--anycast", "-s", "one of you", "-b", "x")
+    assert sent.returncode == 0, sent.stderr
+    out = json.loads(sent.stdout)
+    assert out["recipients"] == ["queue:cap.builder"] and len(out["ids"]) == 1
+    mid = out["ids"][0]
+    wait_for(lambda: json.loads(d.cli("--json", "read", mid).stdout)["message"]["read"], 30,
+             "one builder to take it")  # fmt: skip
+    got = [n for n in ("b1", "b2") if ledger(tmp_path / f"{n}.jsonl")]
+    assert len(got) == 1
+    [queue] = json.loads(d.cli("--json", "status").stdout)["rules"]["queues"]
+    assert (queue["name"], queue["members"]) == ("cap.builder", ["b1", "b2"])
+    refused = d.cli("send", "--to", "b1", "--anycast", "-s", "s", "-b", "b")
+    assert refused.returncode == 2 and "--anycast needs --to @capability" in refused.stderr
