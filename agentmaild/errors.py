@@ -22,6 +22,7 @@
         ├── RateLimited             rate_limited  the from→to window is full
         ├── InboxFull               inbox_full    the recipient has too many unread messages
         ├── Conflict                conflict      idempotency key reused with other content
+        ├── LoopHeld                loop_held     the loop guard holds this thread (team rules)
         ├── StateError              invalid_state an agent state transition the table forbids
         └── Untrusted               untrusted     a signed envelope failed a check (signature, …)
 
@@ -142,6 +143,10 @@ class InboxFull(MailError):
 
 class Conflict(MailError):
     code = "conflict"
+
+
+class LoopHeld(MailError):
+    code = "loop_held"
 
 
 class StateError(MailError):

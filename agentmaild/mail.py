@@ -20,12 +20,14 @@ from agentmaild.models import (
     Message,
 )
 from agentmaild.payloads import validate_payload
-from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.rules.loopguard import guard_fields
+from agentmaild.rules.queues import check_queue, is_queue
+from agentmaild.store.base import InsertRequest, MailStore, held_error
+from agentmaild.vocab import DAEMON_SENDER as DAEMON_SENDER
 from agentmaild.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
 from agentmaild.vocab import MESSAGE_TYPES
 from agentmaild.vocab import OPERATOR as OPERATOR
 
-DAEMON_SENDER = "agentmaild"
 NUDGE_TYPES = frozenset({"worker_done", "merge_ready", "error", "escalation", "merge_failed"})
 
 
@@ -82,6 +84,8 @@ class Mailer:
     def expand(self, to: str, sender: str) -> tuple[list[str], bool]:
         """Recipients for ``to`` (a name or a group) and whether it was a group."""
         ov = self._overstory
+        if is_queue(to):
+            return [check_queue(self.store, to, self.limits.refuse_unknown_recipients)], False
         if not to.startswith("@"):
             check_name(to, "recipient", loose=ov is not None)
             return [to], False
@@ -167,7 +171,7 @@ class Mailer:
         # One recipient is checked inside the insert's transaction (group members were
         # filtered by state in expand()); the operator needs no registration.
         implicit = IMPLICIT_RECIPIENTS if ov is None else ov.implicit
-        checked = () if is_group or to in implicit else (to,)
+        checked = () if is_group or to in implicit or is_queue(to) else (to,)
         theirs = ov.state_of(to) if ov is not None and checked else None
         now = time.time()
         stamp = iso_now(now)
@@ -189,6 +193,22 @@ class Mailer:
             for name in recipients
         )
         nudge = priority in ("urgent", "high") or type in NUDGE_TYPES
+        # An idempotent retry is the sender's own business: never collapsed nor counted twice.
+        guard = (
+            {}
+            if idem is not None
+            else guard_fields(
+                self.store,
+                self.limits,
+                sender=sender,
+                to=to,
+                subject=subject,
+                body=body,
+                thread_id=thread_id,
+                direct=not is_group,
+                extra=(type, priority, canonical),
+            )
+        )
         result = self.store.insert(
             InsertRequest(
                 messages=messages,
@@ -203,8 +223,12 @@ class Mailer:
                 check_recipients=checked,
                 refuse_unknown=self.limits.refuse_unknown_recipients,
                 known_elsewhere=((to, theirs),) if theirs is not None else (),
+                **guard,
             )
         )
+        if result.held:
+            g = guard["thread_guard"]
+            raise held_error(g.thread_id, g.pair)
         bc = result.messages[0].broadcast_id if result.messages else broadcast_id
         return Sent(messages=result.messages, broadcast_id=bc, duplicate=result.duplicate)
 

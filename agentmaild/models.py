@@ -67,6 +67,73 @@ STATE_TRANSITIONS: dict[str, frozenset[str]] = {
 REFUSED_STATES = frozenset({"completed", "zombie"})
 
 
+class MemberStatus(enum.StrEnum):
+    """The coarse team-member status of the agent-team design, mapped onto ``AgentState``."""
+
+    READY = "ready"
+    BUSY = "busy"
+    SHUTDOWN_REQUESTED = "shutdown_requested"
+    SHUTDOWN = "shutdown"
+    ERROR = "error"
+
+
+# Our registry state as a member status (``shutdown_requested`` is a flag on top: the agent keeps
+# its state until it shuts down).
+MEMBER_OF_STATE: dict[str, str] = {
+    "booting": "ready",
+    "idle": "ready",
+    "working": "busy",
+    "stalled": "error",
+    "completed": "shutdown",
+    "zombie": "error",
+}
+# The state a member status is stored as, from a live state / from completed or zombie.
+STATE_OF_MEMBER: dict[str, tuple[str, str]] = {
+    "ready": ("idle", "booting"),
+    "busy": ("working", "booting"),
+    "shutdown": ("completed", "completed"),
+    "error": ("stalled", "zombie"),
+}
+# The guarded member transitions (``agents set-state NAME ready|busy|…``; --force skips them).
+MEMBER_TRANSITIONS: dict[str, frozenset[str]] = {
+    "ready": frozenset({"busy", "shutdown_requested", "shutdown", "error"}),
+    "busy": frozenset({"ready", "shutdown_requested", "shutdown", "error"}),
+    "shutdown_requested": frozenset({"ready", "shutdown", "error"}),
+    "shutdown": frozenset({"ready"}),
+    "error": frozenset({"ready", "busy", "shutdown"}),
+}
+
+
+class ExecutionStatus(enum.StrEnum):
+    """The fine execution status: what the agent's prompt loop is doing right now."""
+
+    IDLE = "idle"  # waiting for input
+    RUNNING = "running"  # in a turn (a delivery in flight, or its session says busy)
+    WAITING = "waiting"  # stopped at a question for a human (a permission prompt)
+    RETRYING = "retrying"  # backing off after a failed delivery
+    PAUSED = "paused"
+    STOPPED = "stopped"  # its loop stopped, or its session is gone
+    UNKNOWN = "unknown"  # a pull agent whose session never reported
+
+
+# The delivery loop's state, then the turn state the hooks report, as an execution status.
+EXEC_OF_LOOP: dict[str, str] = {
+    "idle": "idle",
+    "delivering": "running",
+    "busy": "running",
+    "backoff": "retrying",
+    "paused": "paused",
+    "stopping": "stopped",
+    "stopped": "stopped",
+}
+EXEC_OF_TURN: dict[str, str] = {
+    "idle": "idle",
+    "busy": "running",
+    "waiting": "waiting",
+    "gone": "stopped",
+}
+
+
 class ChannelKind(enum.StrEnum):
     PULL = "pull"
     SPAWN = "spawn"
@@ -159,8 +226,15 @@ class Agent:
     settings: dict[str, Any] = field(default_factory=dict)
     turn_state: str | None = None
     turn_state_at: str | None = None
+    shutdown_requested_at: str | None = None  # the member status shutdown_requested, when set
     created_at: str = ""
     updated_at: str = ""
+
+    @property
+    def member_status(self) -> str:
+        if self.shutdown_requested_at and self.state not in REFUSED_STATES:
+            return MemberStatus.SHUTDOWN_REQUESTED.value
+        return MEMBER_OF_STATE.get(self.state, MemberStatus.ERROR.value)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,6 +253,7 @@ class Agent:
             "settings": self.settings,
             "turn_state": self.turn_state,
             "turn_state_at": self.turn_state_at,
+            "shutdown_requested_at": self.shutdown_requested_at,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
@@ -252,3 +327,24 @@ class AgentCounts:
     unread: int = 0
     in_flight: int = 0
     dead_letters: int = 0
+
+
+QUEUE_PREFIX = "queue:"  # `send --to queue:NAME`: one member of the work queue NAME per attempt
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueInfo:
+    """One work queue for `status`: its members, the mail waiting, and who holds what."""
+
+    name: str
+    members: tuple[str, ...] = ()
+    depth: int = 0  # mail waiting for a member (new, or given back for a redelivery)
+    held: tuple[tuple[str, str, int], ...] = ()  # (agent, delivery id, attempt) in flight
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "members": list(self.members),
+            "depth": self.depth,
+            "held": [{"agent": a, "delivery_id": d, "attempt": n} for a, d, n in self.held],
+        }

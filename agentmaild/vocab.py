@@ -24,3 +24,5 @@ PRIORITIES = ("low", "normal", "high", "urgent")
 # The human at the keyboard: the default sender, a recipient that needs no registration.
 OPERATOR = "operator"
 IMPLICIT_RECIPIENTS = frozenset({OPERATOR})
+# The sender of the mail agentmaild writes itself (non-delivery reports, escalations).
+DAEMON_SENDER = "agentmaild"

@@ -13,7 +13,8 @@ from agentmaild.cli.common import DbOpt, JsonOpt, command, one_line, open_store,
 from agentmaild.errors import NotFound, UsageError, ValidationError
 from agentmaild.ids import check_name
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
-from agentmaild.models import STATE_TRANSITIONS, Agent, ChannelKind
+from agentmaild.models import Agent, ChannelKind
+from agentmaild.rules import members, queues
 
 CHANNELS = tuple(c.value for c in ChannelKind)
 PRESETS = ("claude", "codex", "gemini", "opencode")  # channels.vendors.PRESETS + claude
@@ -98,6 +99,10 @@ PollOpt = Annotated[
 SettingOpt = Annotated[
     list[str] | None, typer.Option("--setting", help="KEY=VALUE channel setting (repeatable).")
 ]
+QueueOpt = Annotated[
+    list[str] | None,
+    typer.Option("--queue", help="Join the work queue NAME (mail to queue:NAME; repeatable)."),
+]
 
 
 def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per command
@@ -125,6 +130,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         preset: PresetOpt = None,
         poll_interval: PollOpt = None,
         setting: SettingOpt = None,
+        queue: QueueOpt = None,
         db: DbOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -151,14 +157,20 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             poll_interval_s=poll_interval,
             settings=_parse_settings(setting or []),
         )
+        wanted = queues.names_to_join(queue or [], kind)
         with open_store(db) as store:
             if store.overstory is not None:  # one identity: what Overstory knows of it holds
                 agent = store.overstory.adopt(agent)
             if not agent.capability:
                 raise UsageError("agents add: --capability is required")
             stored = store.add_agent(agent)
+            joined = queues.join(store, name, wanted)
             cli.poke(store, None)
-        out({"ok": True, "agent": stored.to_dict()}, as_json, lambda: typer.echo(f"added {name}"))
+        out(
+            {"ok": True, "agent": stored.to_dict(), "queues": joined},
+            as_json,
+            lambda: typer.echo(f"added {name}"),
+        )
 
     @agents_app.command("update")
     @command
@@ -174,6 +186,10 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         preset: PresetOpt = None,
         poll_interval: PollOpt = None,
         setting: SettingOpt = None,
+        queue: QueueOpt = None,
+        leave_queue: Annotated[
+            list[str] | None, typer.Option("--leave-queue", help="Leave the work queue NAME.")
+        ] = None,
         db: DbOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -208,6 +224,9 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
                     merged["tmux_target"],
                 )
             agent = store.update_agent(name, changes)
+            queues.join(store, name, queues.names_to_join(queue or [], agent.channel))
+            for left in leave_queue or []:
+                store.leave_queue(queues.queue_name(left), name)
             cli.poke(store, None)
         out({"ok": True, "agent": agent.to_dict()}, as_json, lambda: typer.echo(f"updated {name}"))
 
@@ -242,19 +261,23 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
     @command
     def set_state(
         name: str,
-        state: Annotated[str, typer.Argument(help=" ".join(STATE_TRANSITIONS))],
+        state: Annotated[str, typer.Argument(help=" ".join(members.WORDS))],
         force: Annotated[bool, typer.Option("--force", help="Skip the transition table.")] = False,
         db: DbOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Move an agent to another state (guarded by the transition table)."""
+        """Move an agent to a state or member status (guarded by the transition tables).
+
+        States: booting working idle stalled completed zombie. Member statuses: ready busy
+        shutdown_requested shutdown error (stored as a state; see README "Team rules").
+        """
         check_name(name, loose=cli.overstory_mode_of(db))
         with open_store(db) as store:
-            agent = store.set_agent_state(name, state, force=force)
+            agent = members.set_status(store, name, state, force=force)
         out(
-            {"ok": True, "agent": agent.to_dict()},
+            {"ok": True, "agent": agent.to_dict(), "member_status": agent.member_status},
             as_json,
-            lambda: typer.echo(f"{name}: {agent.state}"),
+            lambda: typer.echo(f"{name}: {agent.state} (member: {agent.member_status})"),
         )
 
     @agents_app.command("remove")

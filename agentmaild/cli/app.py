@@ -32,7 +32,7 @@ from agentmaild.cli.common import (
     remote,
     sender_of,
 )
-from agentmaild.errors import ValidationError
+from agentmaild.errors import UsageError, ValidationError
 from agentmaild.ids import check_message_id, check_name
 
 app = typer.Typer(
@@ -113,7 +113,10 @@ def main_options(
 @app.command()
 @command
 def send(
-    to: Annotated[str, typer.Option("--to", help="Recipient name, or a group: @all, @builders, …")],
+    to: Annotated[
+        str,
+        typer.Option("--to", help="Recipient name, a group (@all, @builders, …) or queue:NAME."),
+    ],
     subject: Annotated[str, typer.Option("--subject", "-s", help="One line, ≤ 256 chars.")],
     body: Annotated[str, typer.Option("--body", "-b", help="Message text; '-' reads stdin.")] = "",
     sender: FromOpt = None,
@@ -132,6 +135,9 @@ def send(
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="Same key + content → same ids.")
     ] = None,
+    anycast: Annotated[
+        bool, typer.Option("--anycast", help="With --to @group: one member, as a work queue.")
+    ] = False,
     db: DbOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
@@ -140,14 +146,23 @@ def send(
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
     api = remote(url, token)
     if api is not None:
+        if anycast:
+            raise UsageError("send --anycast needs the store (--db), not --url")
         fields = {"to": to, "subject": subject, "body": _read_body(body), "type": type,
                   "priority": priority, "thread_id": thread, "payload_json": payload,
                   "idempotency_key": idempotency_key, "from": _remote_sender(sender)}  # fmt: skip
         _print_sent(_post(api, "/v1/messages", fields), as_json)
         return
     with open_store(db) as store:
-        sent = mailer(store).send(
-            sender=sender_of(sender, store),
+        the_mailer, who = mailer(store), sender_of(sender, store)
+        if anycast:
+            if not to.startswith("@") or to == "@all":
+                raise UsageError("--anycast needs --to @capability (e.g. @builders)")
+            from agentmaild.rules.queues import anycast_queue
+
+            to = anycast_queue(store, the_mailer.expand(to, who)[0])
+        sent = the_mailer.send(
+            sender=who,
             to=to,
             subject=subject,
             body=_read_body(body),
@@ -208,12 +223,29 @@ def reply(
 @limits_app.command("reset")
 @command
 def limits_reset(
-    sender: Annotated[str, typer.Option("--from", help="Sender of the pair.")],
-    to: Annotated[str, typer.Option("--to", help="Recipient of the pair.")],
+    sender: Annotated[str | None, typer.Option("--from", help="Sender of the pair.")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Recipient of the pair.")] = None,
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Release a thread the loop guard holds.")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Clear the rate-limit window of one from→to pair."""
+    """Clear the rate-limit window of one from→to pair, or release a held thread (--thread)."""
+    if thread is not None:
+        if sender is not None or to is not None:
+            raise UsageError("limits reset: give --thread, or --from and --to, not both")
+        check_message_id(thread)
+        with open_store(db) as store:
+            held = store.release_thread(thread)
+        out(
+            {"ok": True, "thread": thread, "released": held},
+            as_json,
+            lambda: typer.echo(f"released {held} hold(s) on thread {thread}"),
+        )
+        return
+    if sender is None or to is None:
+        raise UsageError("limits reset needs --from and --to (a rate-limit pair) or --thread ID")
     check_name(sender, "sender")
     check_name(to, "recipient")
     with open_store(db) as store:
@@ -226,6 +258,7 @@ def limits_reset(
 
 
 from agentmaild.cli import agents as cli_agents  # noqa: E402
+from agentmaild.cli import ask as cli_ask  # noqa: E402
 from agentmaild.cli import daemon as cli_daemon  # noqa: E402
 from agentmaild.cli import dashboard as cli_dashboard  # noqa: E402
 from agentmaild.cli import deliveries as cli_deliveries  # noqa: E402
@@ -236,6 +269,7 @@ from agentmaild.cli import service as cli_service  # noqa: E402
 from agentmaild.cli import store as cli_store  # noqa: E402
 from agentmaild.cli import tokens as cli_tokens  # noqa: E402
 
+cli_ask.register(app)
 cli_read.register(app)
 cli_agents.register(agents_app)
 cli_daemon.register(app)

@@ -160,13 +160,20 @@ def overstory_mode_of(db: str | None) -> bool:
     return overstory_mode(str(db_path(db)), _flavor())
 
 
-def poke(store: SqliteMailStore, agents: list[str] | None) -> None:
-    """Tell a running daemon there is work, at once (best effort: it polls anyway)."""
+def daemon_socket(store: SqliteMailStore) -> Path | None:
+    """The control socket of the store's daemon, when its file exists."""
     from agentmaild.config import load_config
-    from agentmaild.control.client import poke as send_poke
     from agentmaild.control.protocol import socket_path_for
 
     configured = load_config().daemon.socket
     sock = Path(configured) if configured else socket_path_for(store.path)
-    if sock.exists():
+    return sock if sock.exists() else None
+
+
+def poke(store: SqliteMailStore, agents: list[str] | None) -> None:
+    """Tell a running daemon there is work, at once (best effort: it polls anyway)."""
+    from agentmaild.control.client import poke as send_poke
+
+    sock = daemon_socket(store)
+    if sock is not None:
         send_poke(sock, agents)

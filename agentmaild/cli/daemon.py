@@ -74,8 +74,12 @@ def serve(
 
 # -- status -----------------------------------------------------------------------------------
 def _offline_status(db: Path) -> dict[str, Any]:
+    from agentmaild.rules.members import status_fields
+    from agentmaild.rules.report import rules_status
+
     with open_store(str(db), readonly=True) as store:
         counts, agents, totals = store.counts(), store.list_agents(), store.totals()
+        rules = rules_status(store)
     rows = []
     for agent in agents:
         c = counts.get(agent.name)
@@ -89,9 +93,10 @@ def _offline_status(db: Path) -> dict[str, Any]:
                 "in_flight": c.in_flight if c else 0,
                 "dead_letters": c.dead_letters if c else 0,
                 "loop": None,
+                **status_fields(agent, None),
             }
         )
-    return {"daemon": None, "agents": rows, "totals": totals}
+    return {"daemon": None, "agents": rows, "totals": totals, "rules": rules}
 
 
 def _status(db: Path) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from typing import Any
 
 import typer
 
+from agentmaild.rules.report import queue_lines, rules_line
+
 
 def print_operator(n: int | None) -> None:
     if n:
@@ -27,6 +29,8 @@ _COLUMNS = (
     "AGENT",
     "CHANNEL",
     "STATE",
+    "MEMBER",
+    "EXEC",
     "LOOP",
     "BUSY",
     "UNREAD",
@@ -69,6 +73,8 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
         r["agent"],
         r["channel"],
         r["state"],
+        r.get("member") or "-",
+        r.get("exec") or "-",
         r.get("loop") or "-",
         "yes" if r.get("busy") else "no",
         str(r["unread"]),
@@ -95,6 +101,11 @@ def print_status(status: dict[str, Any]) -> None:
     t = status["totals"]
     typer.echo(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
     print_operator(status.get("operator_unread"))
+    rules = rules_line(status.get("rules"))
+    if rules is not None:
+        typer.echo(rules)
+    for line in queue_lines(status.get("rules")):
+        typer.echo(line)
     rows = [_COLUMNS, *(_row(r) for r in status["agents"])]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     for row in rows:

@@ -87,6 +87,15 @@ class LimitsConfig(_Section):
     rate_limit_max: int = 0  # 0: no rate limit
     rate_limit_window_s: float = 60.0
     refuse_unknown_recipients: bool = True
+    # Team rules (agentmaild.rules); 0 turns a rule off.
+    duplicate_window_s: float = 60.0  # identical mail (sender, to, subject, body) collapses
+    pingpong_max: int = 40  # messages between two agents on one thread per window, then held
+    pingpong_window_s: float = 600.0
+    unread_escalate_after_urgent_s: float = 300.0  # unread this long → one escalation
+    unread_escalate_after_high_s: float = 1800.0
+    unread_escalate_after_normal_s: float = 0.0
+    unread_escalate_after_low_s: float = 0.0
+    unread_escalate_interval_s: float = 30.0  # how often the daemon looks (one store-wide query)
 
     _bounds: ClassVar[Mapping[str, _Bound]] = {
         "subject_max_chars": _AT_LEAST_ONE,
@@ -95,6 +104,14 @@ class LimitsConfig(_Section):
         "unread_max": _AT_LEAST_ONE,
         "rate_limit_max": _NON_NEGATIVE,
         "rate_limit_window_s": _POSITIVE,
+        "duplicate_window_s": _NON_NEGATIVE,
+        "pingpong_max": _NON_NEGATIVE,
+        "pingpong_window_s": _POSITIVE,
+        "unread_escalate_after_urgent_s": _NON_NEGATIVE,
+        "unread_escalate_after_high_s": _NON_NEGATIVE,
+        "unread_escalate_after_normal_s": _NON_NEGATIVE,
+        "unread_escalate_after_low_s": _NON_NEGATIVE,
+        "unread_escalate_interval_s": _POSITIVE,
     }
 
 

@@ -10,7 +10,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agentmaild import __version__
 from agentmaild.errors import NotFound, ValidationError
+from agentmaild.ids import check_message_id, check_name
 from agentmaild.models import Agent
+from agentmaild.rules.ask import DAEMON_WAIT_MAX_S, ReplyWaiters
+from agentmaild.rules.members import status_fields
+from agentmaild.rules.report import rules_metrics, rules_status
 
 if TYPE_CHECKING:
     from agentmaild.config import Config
@@ -47,6 +51,8 @@ class DaemonPort(Protocol):
     def supervisor(self) -> SupervisorPort: ...
     @property
     def stopping(self) -> bool: ...
+    @property
+    def waiters(self) -> ReplyWaiters: ...
     def request_shutdown(self) -> None: ...
     async def reload(self) -> dict[str, Any]: ...
 
@@ -96,12 +102,16 @@ class ControlHandler:
         totals = await d.store.totals()
         loops = d.supervisor.snapshot()
         rows = [_status_row(a, counts.get(a.name), loops.get(a.name)) for a in agents]
-        return {"daemon": self._info(), "agents": rows, "totals": totals}
+        rules = await d.store.run_sync(rules_status, d.store.sync)
+        return {"daemon": self._info(), "agents": rows, "totals": totals, "rules": rules}
 
     async def _cmd_agents(self, args: dict[str, Any]) -> dict[str, Any]:
         loops = self._d.supervisor.snapshot()
-        return {"agents": [{"name": n, "channel": r["channel"], "state": r["state"]}
-                           for n, r in loops.items()]}
+        return {
+            "agents": [
+                {"name": n, "channel": r["channel"], "state": r["state"]} for n, r in loops.items()
+            ]
+        }
 
     async def _cmd_wake(self, args: dict[str, Any]) -> dict[str, Any]:
         names = args.get("agents")
@@ -109,7 +119,21 @@ class ControlHandler:
             not isinstance(names, list) or not all(isinstance(n, str) for n in names)
         ):
             raise ValidationError("agents: expected a list of agent names")
+        self._d.waiters.notify(names)  # an asker waiting for a reply in its thread
         return {"woken": self._d.supervisor.wake(names)}
+
+    async def _cmd_await_reply(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Hold the request until the question's first reply is in (``ask``), or the timeout."""
+        thread = check_message_id(str(_opt_str(args, "thread")))
+        asker = check_name(str(_opt_str(args, "agent")), "agent")
+        timeout = args.get("timeout_s", DAEMON_WAIT_MAX_S)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0:
+            raise ValidationError("timeout_s: expected a non-negative number of seconds")
+        found = await self._d.waiters.wait(
+            self._d.store, thread, asker, min(float(timeout), DAEMON_WAIT_MAX_S),
+            self._d.config.daemon.poll_interval_s,
+        )  # fmt: skip
+        return {"message_id": found.id if found is not None else None}
 
     async def _cmd_pause(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"paused": self._d.supervisor.pause(_opt_str(args, "agent"))}
@@ -144,6 +168,8 @@ class ControlHandler:
         counts = await self._d.store.counts()
         loops = self._d.supervisor.snapshot()
         text = render_metrics(time.monotonic() - self._d.started, counts, loops)
+        rules = await self._d.store.run_sync(rules_status, self._d.store.sync)
+        text += "".join(line + "\n" for line in rules_metrics(rules))
         return {"content_type": "text/plain; version=0.0.4", "text": text}
 
 
@@ -157,6 +183,7 @@ def _status_row(agent: Agent, counts: Any, loop: dict[str, Any] | None) -> dict[
         "in_flight": counts.in_flight if counts else 0,
         "dead_letters": counts.dead_letters if counts else 0,
         "loop": None,
+        **status_fields(agent, loop["state"] if loop is not None else None),
     }
     if loop is not None:
         row["loop"] = loop["state"]

@@ -40,6 +40,7 @@ COMMANDS: tuple[str, ...] = (
     "reload",
     "shutdown",
     "metrics",
+    "await_reply",
 )
 
 SOCKET_NAME = "agentmaild.sock"

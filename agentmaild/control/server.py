@@ -47,7 +47,7 @@ Handler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 """``await handler(cmd, args) -> result``; raises ``AgentmaildError`` subclasses to reply errors."""
 
 # Frequent, read-only or idempotent commands (`status --watch`, a poke per `send`) log at debug.
-_QUIET_COMMANDS = frozenset({"ping", "status", "agents", "metrics", "wake"})
+_QUIET_COMMANDS = frozenset({"ping", "status", "agents", "metrics", "wake", "await_reply"})
 _ACCEPT_BACKOFF_S = 0.1
 _RECEIVE_BYTES = 65536
 

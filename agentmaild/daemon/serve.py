@@ -1,5 +1,5 @@
 """serve(): checks → lock → store → socket → recovery → task group(control server, signals,
-supervisor, checkpoints, store watch, history pruning).
+supervisor, checkpoints, store watch, history pruning, long-unread escalation).
 
 Before anything touches the store: the store directory must not be writable by other users, the
 lock (named from the store's resolved path) must be ours, the file must have one hard link and
@@ -45,6 +45,8 @@ from agentmaild.log import configure_logging
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.procs.escapes import become_subreaper
+from agentmaild.rules.ask import ReplyWaiters
+from agentmaild.rules.escalate import UnreadEscalator
 from agentmaild.store.aio import AsyncMailStore, PollGate
 from agentmaild.store.check import refuse_damaged
 from agentmaild.store.files import (
@@ -158,6 +160,7 @@ class Daemon:
         self.store_lost: str | None = None  # "replaced" | "deleted" once the watch saw it
         self.subreaper = False  # escaped agent descendants come back to us (Linux)
         self.http_address: str | None = None  # "HOST:PORT" once the HTTP face is bound
+        self.waiters = ReplyWaiters()  # `ask`s holding an await_reply request
 
     def watch(self, path: Path, opened: FileIdentity | None) -> None:
         """Check once a tick that ``path`` still names the file ``opened`` identifies."""
@@ -205,6 +208,9 @@ class Daemon:
                 tg.start_soon(self._watch_store)
                 tg.start_soon(
                     HistoryPruner(self.store, lambda: self.config.store, self._shutdown).run
+                )
+                tg.start_soon(
+                    UnreadEscalator(self.store, lambda: self.config.limits, self._shutdown).run
                 )
                 log.info("daemon.started", pid=os.getpid(), db=str(self.db),
                          socket=str(self.socket), version=__version__,

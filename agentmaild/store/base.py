@@ -16,7 +16,11 @@ from agentmaild.models import (
     Batch,
     DeadLetter,
     Message,
+    QueueInfo,
 )
+from agentmaild.store.guard import RULE_COUNTERS as RULE_COUNTERS
+from agentmaild.store.guard import ThreadGuard as ThreadGuard
+from agentmaild.store.guard import held_error as held_error
 from agentmaild.tokens import ApiToken
 
 # Agent fields `update_agent` may change (name and created_at are fixed).
@@ -34,6 +38,7 @@ AGENT_MUTABLE_FIELDS = frozenset(
         "poll_interval_s",
         "settings",
         "turn_state",
+        "shutdown_requested_at",
     }
 )
 
@@ -52,6 +57,9 @@ class InsertRequest:
     # Recipients whose registration is checked in the same transaction as the insert.
     check_recipients: tuple[str, ...] = ()
     refuse_unknown: bool = True
+    # The loop guard: (content digest, window_s) collapses a repeat into the earlier send.
+    collapse: tuple[str, float] | None = None
+    thread_guard: ThreadGuard | None = None
     # (name, state) of recipients another registry knows (Overstory's sessions.db): its state
     # counts as much as ours (see ``merged_state``).
     known_elsewhere: tuple[tuple[str, str], ...] = ()
@@ -99,6 +107,8 @@ def with_outcome(record: Attempt | None, state: str) -> Attempt | None:
 class InsertResult:
     messages: tuple[Message, ...]
     duplicate: bool = False  # an idempotent repeat: nothing was written
+    collapsed: bool = False  # a repeat inside the loop guard's window (also ``duplicate``)
+    held: bool = False  # this send tripped the ping-pong cap: the hold and escalation were written
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,6 +207,23 @@ class MailStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    def release_thread(self, thread_id: str) -> int:
+        """Lift the loop guard's holds on ``thread_id`` and forget its count; returns the holds."""
+
+    @abc.abstractmethod
+    def take_overdue(
+        self, after_s: dict[str, float], *, now: float, limit: int = 500
+    ) -> list[Message]:
+        """Unread mail older than ``after_s[priority]`` seconds (0 or missing: never), oldest
+        first, not taken before; marked taken (and counted ``unread_escalated``) in the same
+        transaction, so each message is returned once. Mail from agentmaild itself is never due.
+        """
+
+    @abc.abstractmethod
+    def rule_counters(self) -> dict[str, int]:
+        """The team rules' store-wide counters: ``collapsed``, ``unread_escalated`` (0 if none)."""
+
+    @abc.abstractmethod
     def take_nudges(self, agent: str) -> list[dict[str, Any]]:
         """The priority markers queued for ``agent`` whose message is still unread; clears them."""
 
@@ -224,7 +251,10 @@ class MailStore(abc.ABC):
     def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
     ) -> Batch | None:
-        """Lease the next batch: a pending redelivery first (same id), else new mail in order."""
+        """Lease the next batch: the agent's pending redelivery first (same id), else its new
+        mail in order; else, for a member of work queues that may take work (not completed or
+        zombie, no shutdown requested), a pending queue delivery of one of its queues (same id,
+        attempt + 1, now held by this agent), else one new message to one of its queues."""
 
     @abc.abstractmethod
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
@@ -280,6 +310,22 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def totals(self) -> dict[str, int]:
         """Store-wide figures: messages, unread."""
+
+    # -- work queues ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def join_queue(self, queue: str, agent: str) -> None:
+        """Make ``agent`` (registered, else ``NotFound``) a member of ``queue``; idempotent."""
+
+    @abc.abstractmethod
+    def leave_queue(self, queue: str, agent: str) -> bool:
+        """False when it was no member. Removing an agent also ends its memberships."""
+
+    @abc.abstractmethod
+    def queue_members(self, queue: str) -> list[str]: ...
+
+    @abc.abstractmethod
+    def queues(self) -> list[QueueInfo]:
+        """Every queue with a member or with mail waiting, by name."""
 
     # -- agent processes --------------------------------------------------------------------
     @abc.abstractmethod

@@ -1,7 +1,8 @@
 """MemoryMailStore: an in-memory MailStore that behaves like SqliteMailStore, for tests.
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — ``MemoryMessages``,
-``MemoryAgents``, ``MemoryDeliveries``, ``MemoryProcs``, ``MemoryHistory``, ``MemoryTokens``
+``MemoryAgents``, ``MemoryDeliveries``, ``MemoryProcs``, ``MemoryHistory``, ``MemoryTokens``,
+``MemoryQueues``
 (each in its ``memory_*`` module) — over the dicts and the lock of ``memory_state``.
 """
 
@@ -13,6 +14,7 @@ from agentmaild.store.memory_deliveries import MemoryDeliveries
 from agentmaild.store.memory_history import MemoryHistory
 from agentmaild.store.memory_messages import MemoryMessages
 from agentmaild.store.memory_procs import MemoryProcs
+from agentmaild.store.memory_queues import MemoryQueues
 from agentmaild.store.memory_tokens import MemoryTokens
 
 __all__ = ["MemoryMailStore"]
@@ -25,6 +27,7 @@ class MemoryMailStore(
     MemoryProcs,
     MemoryHistory,
     MemoryTokens,
+    MemoryQueues,
     MailStore,
 ):
     """Dicts behind one lock; every public method is one atomic step, as one SQL transaction is."""

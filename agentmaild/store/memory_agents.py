@@ -69,3 +69,7 @@ class MemoryAgents(MemoryState):
     def remove_agent(self, name: str) -> None:
         if self._agents.pop(name, None) is None:
             raise NotFound(f"no agent named {name!r}")
+        for queue in [q for q, members in self._queue_members.items() if name in members]:
+            self._queue_members[queue].discard(name)
+            if not self._queue_members[queue]:
+                del self._queue_members[queue]

@@ -7,7 +7,15 @@ from dataclasses import replace
 
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
+from agentmaild.models import (
+    QUEUE_PREFIX,
+    REFUSED_STATES,
+    AgentCounts,
+    Attempt,
+    Batch,
+    DeadLetter,
+    Message,
+)
 from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.memory_state import Delivery, MemoryState, atomic, chrono, order
 
@@ -27,12 +35,13 @@ class MemoryDeliveries(MemoryState):
         if any(d.state == "claimed" and (d.lease_until or 0.0) > now for d in mine):
             return None
         stamp = iso_now(now)
-        redelivery = self._reclaim_pending(mine, now + lease_s, stamp)
+        own = [d for d in mine if d.queue is None]  # queue deliveries are claimed by queue
+        redelivery = self._reclaim_pending(own, now + lease_s, stamp)
         if redelivery is not None:
             return redelivery
         chosen = self._fresh_batch(agent, max_messages, max_chars)
         if not chosen:
-            return None
+            return self._queue_batch(agent, now + lease_s, stamp)
         d = Delivery(id=new_id("dlv"), agent=agent, state="claimed", attempts=1)
         d.lease_until, d.created_at, d.updated_at = now + lease_s, stamp, stamp
         self._deliveries[d.id] = d
@@ -56,6 +65,41 @@ class MemoryDeliveries(MemoryState):
             d.state, d.attempts, d.lease_until = "claimed", d.attempts + 1, lease_until
             return d.batch(messages)
         return None
+
+    def _queue_batch(self, agent: str, lease_until: float, stamp: str) -> Batch | None:
+        """Work from the agent's queues: a pending queue delivery taken over, else one message."""
+        a = self._agents.get(agent)
+        if a is None or a.state in REFUSED_STATES or a.shutdown_requested_at is not None:
+            return None
+        queues = {q for q, members in self._queue_members.items() if agent in members}
+        pending = [
+            d for d in self._deliveries.values() if d.state == "pending" and d.queue in queues
+        ]
+        for d in sorted(pending, key=lambda d: (d.created_at, d.id)):
+            messages = self._members(d.id, unread=True)
+            d.updated_at = stamp
+            if not messages:
+                d.state = "acked"
+                continue
+            d.state, d.agent, d.attempts, d.lease_until = (
+                "claimed",
+                agent,
+                d.attempts + 1,
+                lease_until,
+            )
+            return d.batch(messages)
+        boxes = {QUEUE_PREFIX + q for q in queues}
+        fresh = [m for m in self._messages.values() if m.to_agent in boxes and not m.read]
+        waiting = sorted((m for m in fresh if m.delivery_id is None), key=order)
+        if not waiting:
+            return None
+        queue = waiting[0].to_agent[len(QUEUE_PREFIX) :]
+        d = Delivery(id=new_id("dlv"), agent=agent, state="claimed", attempts=1, queue=queue)
+        d.lease_until, d.created_at, d.updated_at = lease_until, stamp, stamp
+        self._deliveries[d.id] = d
+        batch = d.batch(waiting[:1])
+        self._messages.update((m.id, m) for m in batch.messages)
+        return batch
 
     def _fresh_batch(self, agent: str, max_messages: int, max_chars: int) -> list[Message]:
         """New mail in delivery order, cut before ``max_chars`` would be passed (at least one)."""
@@ -159,7 +203,11 @@ class MemoryDeliveries(MemoryState):
     @atomic
     def pending_agents(self) -> set[str]:
         unread = (m for m in self._messages.values() if not m.read)
-        return {m.to_agent for m in unread if m.delivery_id is None or self._in_state(m, "pending")}
+        due = {m.to_agent for m in unread if m.delivery_id is None or self._in_state(m, "pending")}
+        for queue, members in self._queue_members.items():
+            if QUEUE_PREFIX + queue in due:
+                due |= members
+        return due
 
     @atomic
     def counts(self) -> dict[str, AgentCounts]:

@@ -10,10 +10,11 @@ from agentmaild.errors import Conflict, InboxFull, RateLimited, StoreError
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
-from agentmaild.store.memory_state import MemoryState, RateLog, atomic, chrono, order
+from agentmaild.store.memory_rules import MemoryRules
+from agentmaild.store.memory_state import RateLog, atomic, chrono, order
 
 
-class MemoryMessages(MemoryState):
+class MemoryMessages(MemoryRules):
     """The ``MailStore`` message operations over the fake's dicts."""
 
     @atomic
@@ -36,6 +37,9 @@ class MemoryMessages(MemoryState):
                 return earlier
             if earlier is not None:  # every message it wrote was deleted since: the key is free
                 del self._idempotency[request.idempotency[:2]]
+        repeat = self._collapsed(request)
+        if repeat is not None:
+            return repeat
         # Checks first, writes after: a refused insert leaves nothing behind (a rollback).
         for name in request.check_recipients:
             agent = self._agents.get(name)
@@ -45,7 +49,11 @@ class MemoryMessages(MemoryState):
                 raise refusal
         self._check_unread_cap(request)
         rate_log = self._check_rate(request)
+        if self._trips_thread_guard(request):
+            self._rate_log = rate_log
+            return InsertResult(messages=(), held=True)
         self._write_insert(request, rate_log)
+        self._remember(request)
         return InsertResult(messages=request.messages)
 
     def _check_unread_cap(self, req: InsertRequest) -> None:

@@ -52,6 +52,7 @@ class Delivery:
     last_error: str | None = None
     created_at: str = ""
     updated_at: str = ""
+    queue: str | None = None  # set when it carries work-queue mail: any member may take it over
 
     def batch(self, messages: Iterable[Message]) -> Batch:
         return Batch(
@@ -78,6 +79,13 @@ class MemoryState:
         self._attempts: list[Attempt] = []  # the delivery history, oldest first
         self._attempt_seq = 0
         self._tokens: dict[str, ApiToken] = {}  # HTTP API tokens by id
+        # The team rules: digest -> (message ids, at); (thread, pair, at) rows; holds; counters.
+        self._recent_sends: dict[str, tuple[tuple[str, ...], float]] = {}
+        self._thread_log: list[tuple[str, str, float]] = []
+        self._holds: dict[tuple[str, str], tuple[int, str]] = {}  # -> (messages, escalation id)
+        self._counters: dict[str, int] = {}
+        self._escalated: set[str] = set()  # message ids the long-unread rule has escalated
+        self._queue_members: dict[str, set[str]] = {}  # queue -> its member agents
 
     def _unread(self, agent: str) -> Iterable[Message]:
         return (m for m in self._messages.values() if m.to_agent == agent and not m.read)

@@ -14,8 +14,9 @@ from agentmaild.vocab import MESSAGE_TYPES
 
 # 1: Overstory's table + agentmaild's columns and tables; 2: adds am_prompt_seen and the registry
 # version (am_registry and its triggers); 3: am_attempts (delivery history) and am_agent_procs
-# (agent process groups, for recovery); 4: am_tokens (HTTP API tokens). Every upgrade step
-# below is idempotent, so one function takes any older file (or Overstory's) to the current one.
+# (agent process groups, for recovery); 4: am_tokens (HTTP API tokens), the team rules' tables
+# (loop guard, escalations, queues) and columns. Every upgrade step below is idempotent, so one
+# function takes any older file (or Overstory's) to the current version.
 SCHEMA_VERSION = 4
 
 
@@ -30,6 +31,11 @@ EXTRA_INDEXES = (
     "CREATE INDEX IF NOT EXISTS am_idx_delivery ON messages(delivery_id)",
     "CREATE INDEX IF NOT EXISTS am_idx_unread ON messages(to_agent) WHERE read = 0",
 )
+# Schema 4: columns added to agentmaild's own tables (nullable; the team rules' state).
+AM_COLUMNS = {
+    "am_agents": {"shutdown_requested_at": "TEXT"},
+    "am_deliveries": {"queue": "TEXT"},
+}
 OVERSTORY_COLUMNS = (
     "id, from_agent, to_agent, subject, body, type, priority, thread_id, payload, read, created_at"
 )
@@ -80,6 +86,11 @@ def _upgrade(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE messages ADD COLUMN {name} {decl}")
     for stmt in EXTRA_INDEXES:
         conn.execute(stmt)
+    for table, columns in AM_COLUMNS.items():
+        have = _columns(conn, table)
+        for name, decl in columns.items():
+            if name not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
 
 
 def _rebuild_messages(conn: sqlite3.Connection) -> None:

@@ -1,9 +1,10 @@
 """SqliteMailStore: the MailStore on one SQLite file (WAL), short BEGIN IMMEDIATE transactions.
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC — ``SqliteMessages``,
-``SqliteAgents``, ``SqliteDeliveries``, ``SqliteProcs``, ``SqliteHistory``, ``SqliteTokens``
-(each in its ``sqlite_*`` module) — over the transaction plumbing of ``sqlite_tx``; rows become
-models in ``sqlite_rows`` and the SQL lives as named queries in ``sql/queries.sql``.
+``SqliteAgents``, ``SqliteDeliveries``, ``SqliteProcs``, ``SqliteHistory``, ``SqliteTokens``,
+``SqliteRules``, ``SqliteQueues`` (each in its ``sqlite_*`` module) — over the transaction
+plumbing of ``sqlite_tx``; rows become models in ``sqlite_rows`` and the SQL lives as named
+queries in ``sql/queries.sql``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from agentmaild.store.sqlite_history import SqliteHistory
 from agentmaild.store.sqlite_messages import SqliteMessages
 from agentmaild.store.sqlite_open import check_path, connect_readonly
 from agentmaild.store.sqlite_procs import SqliteProcs
+from agentmaild.store.sqlite_queues import SqliteQueues
+from agentmaild.store.sqlite_rules import SqliteRules
 from agentmaild.store.sqlite_tokens import SqliteTokens
 
 __all__ = [
@@ -74,6 +77,8 @@ class SqliteMailStore(
     SqliteProcs,
     SqliteHistory,
     SqliteTokens,
+    SqliteRules,
+    SqliteQueues,
     MailStore,
 ):
     """The product store. One connection, used from one thread at a time.

@@ -96,5 +96,6 @@ class SqliteAgents(SqliteTransactions):
         def run(conn: sqlite3.Connection) -> None:
             if conn.execute(Q["agent_delete"], (name,)).rowcount == 0:
                 raise NotFound(f"no agent named {name!r}")
+            conn.execute(Q["queue_forget_agent"], (name,))
 
         self._write(run)

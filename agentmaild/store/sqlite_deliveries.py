@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
+from agentmaild.models import QUEUE_PREFIX, AgentCounts, Attempt, Batch, DeadLetter, Message
 from agentmaild.store import pull
 from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.queries import Q
@@ -81,7 +81,7 @@ def _claim(
         return redelivery
     chosen = _fresh_batch(conn, agent, max_messages, max_chars)
     if not chosen:
-        return None
+        return _queue_batch(conn, agent, lease_until, stamp)
     delivery_id = new_id("dlv")
     conn.execute(Q["delivery_insert"], (delivery_id, agent, lease_until, stamp, stamp))
     # The id list varies in length, so this one statement is built here, not named in queries.sql.
@@ -93,6 +93,34 @@ def _claim(
     return _batch(delivery_id, agent, chosen, 1, lease_until)
 
 
+def _queue_batch(
+    conn: sqlite3.Connection, agent: str, lease_until: float, stamp: str
+) -> Batch | None:
+    """Work from the agent's queues: a pending queue delivery (taken over), else one new message.
+
+    Under BEGIN IMMEDIATE no other member can claim between the look and the write.
+    """
+    if conn.execute(Q["queue_taker"], (agent,)).fetchone() is None:
+        return None
+    while (pending := conn.execute(Q["claim_pending_queue_delivery"], (agent,)).fetchone()):
+        messages = _unread_of(conn, pending["id"])
+        if not messages:
+            conn.execute(Q["delivery_set_state"], ("acked", stamp, pending["id"]))
+            continue
+        take = (agent, lease_until, stamp, pending["id"])
+        attempts = conn.execute(Q["delivery_take_over"], take).fetchone()[0]
+        return _batch(pending["id"], agent, messages, attempts, lease_until)
+    row = conn.execute(Q["claim_queue_candidate"], (agent,)).fetchone()
+    if row is None:
+        return None
+    m = message_from_row(row)
+    delivery_id = new_id("dlv")
+    queue = m.to_agent[len(QUEUE_PREFIX) :]
+    conn.execute(Q["delivery_insert_queue"], (delivery_id, agent, lease_until, stamp, stamp, queue))
+    conn.execute("UPDATE messages SET delivery_id = ? WHERE id = ?", (delivery_id, m.id))
+    return _batch(delivery_id, agent, [m], 1, lease_until)
+
+
 def _ack(
     conn: sqlite3.Connection, delivery_id: str, now: float, record: Attempt | None
 ) -> list[sqlite3.Row]:
@@ -102,11 +130,12 @@ def _ack(
     rows = conn.execute(Q["delivery_ack_messages"], (stamp, delivery_id, delivery_id)).fetchall()
     for r in rows:
         conn.execute(Q["nudge_drop"], (r["to_agent"], r["id"]))
-    conn.execute(Q["delivery_ack"], (stamp, delivery_id))
+    holder = conn.execute(Q["delivery_ack"], (stamp, delivery_id)).fetchone()
     if record is not None:
         insert_attempt(conn, record)
     if rows:
-        pull.mark_reached(conn, rows[0]["to_agent"])
+        # The holder, not the address: queue mail is addressed to the queue.
+        pull.mark_reached(conn, holder[0] if holder is not None else rows[0]["to_agent"])
     return rows
 
 

@@ -15,6 +15,7 @@ from agentmaild.store import pull
 from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_rows import message_from_row, message_params
+from agentmaild.store.sqlite_rules import collapsed, remember, trips_thread_guard
 from agentmaild.store.sqlite_tx import SqliteTransactions
 
 
@@ -35,7 +36,8 @@ def _get(conn: sqlite3.Connection, message_id: str) -> Message | None:
     return message_from_row(row) if row is not None else None
 
 
-def _insert(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
+def _earlier(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult | None:
+    """What an idempotent retry or a collapsed repeat returns instead of writing."""
     if req.idempotency is not None:
         # Checked again inside the write transaction: two racing sends write once.
         earlier = _find_idempotent(conn, *req.idempotency)
@@ -43,6 +45,13 @@ def _insert(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
             return earlier
         if earlier is not None:  # every message it wrote was deleted since: the key is free
             conn.execute(Q["idem_drop"], req.idempotency[:2])
+    return collapsed(conn, req, _get)
+
+
+def _insert(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
+    earlier = _earlier(conn, req)
+    if earlier is not None:
+        return earlier
     for name in req.check_recipients:
         row = conn.execute(Q["agent_state"], (name,)).fetchone()
         state = merged_state(row[0] if row else None, req.state_elsewhere(name))
@@ -51,8 +60,11 @@ def _insert(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
             raise refusal
     _check_unread_cap(conn, req)
     _check_rate(conn, req)
+    if trips_thread_guard(conn, req):
+        return InsertResult(messages=(), held=True)
     for m in req.messages:
         conn.execute(Q["insert_message"], message_params(m))
+    remember(conn, req)
     if not (req.nudges or req.idempotency):
         return InsertResult(messages=req.messages)
     stamp = iso_now(req.now)

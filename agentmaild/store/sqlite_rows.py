@@ -64,6 +64,7 @@ def agent_from_row(row: sqlite3.Row) -> Agent:
         settings=json.loads(row["settings"] or "{}"),
         turn_state=row["turn_state"],
         turn_state_at=row["turn_state_at"],
+        shutdown_requested_at=row["shutdown_requested_at"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )

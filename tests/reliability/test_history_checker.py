@@ -63,7 +63,12 @@ class Run:
 
 def _deliver(store: SqliteMailStore, n: int) -> tuple[list[str], str]:
     mailer = Mailer(store)
-    ids = [mailer.send(sender="bob", to="a", subject=f"s{i}", body="b").ids[0] for i in range(n)]
+    # Distinct bodies: a repeat inside the loop guard's window would collapse into the first.
+    sent = [
+        mailer.send(sender="bob", to="a", subject=f"s{i}", body=f"b{time.monotonic_ns()}")
+        for i in range(n)
+    ]
+    ids = [s.ids[0] for s in sent]
     batch = store.claim("a", max_messages=10, max_chars=100_000, lease_s=60, now=time.time())
     assert batch is not None and sorted(batch.message_ids) == sorted(ids)
     assert store.ack_delivery(batch.delivery_id, now=time.time()) == n

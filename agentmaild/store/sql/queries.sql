@@ -100,7 +100,8 @@ DELETE FROM am_agents WHERE name = ?;
 SELECT id FROM am_deliveries WHERE agent = ? AND state = 'claimed' AND lease_until > ?;
 
 -- name: claim_pending_delivery
-SELECT id, attempts FROM am_deliveries WHERE agent = ? AND state = 'pending'
+-- The agent's own pending redelivery (queue deliveries are claimed by queue, below).
+SELECT id, attempts FROM am_deliveries WHERE agent = ? AND state = 'pending' AND queue IS NULL
 ORDER BY created_at, id LIMIT 1;
 
 -- name: delivery_unread
@@ -141,7 +142,8 @@ WHERE delivery_id = ? AND read = 1 AND acked_by IS NULL;
 
 -- name: delivery_ack
 UPDATE am_deliveries SET state = 'acked', failures = 0, lease_until = NULL, updated_at = ?
-WHERE id = ? AND state = 'claimed';
+WHERE id = ? AND state = 'claimed'
+RETURNING agent;
 
 -- name: delivery_extend_lease
 UPDATE am_deliveries SET lease_until = ? WHERE id = ? AND state = 'claimed';
@@ -183,10 +185,18 @@ WHERE state = 'dead' AND (:agent IS NULL OR agent = :agent) AND (:id IS NULL OR 
 RETURNING id;
 
 -- name: pending_agents
+-- Agents with mail to claim: addressed to them, or to a queue they are a member of.
 SELECT DISTINCT m.to_agent FROM messages m INDEXED BY am_idx_unread
 WHERE m.read = 0
   AND (m.delivery_id IS NULL
-       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'));
+       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'))
+UNION
+SELECT q.agent FROM am_queue_members q
+WHERE EXISTS (SELECT 1 FROM messages m
+              WHERE m.to_agent = 'queue:' || q.queue AND m.read = 0
+                AND (m.delivery_id IS NULL
+                     OR EXISTS (SELECT 1 FROM am_deliveries d
+                                WHERE d.id = m.delivery_id AND d.state = 'pending')));
 
 -- name: count_unread
 SELECT to_agent, count(*) FROM messages INDEXED BY am_idx_unread WHERE read = 0 GROUP BY to_agent;
@@ -255,3 +265,109 @@ SELECT * FROM am_tokens ORDER BY created_at, id;
 
 -- name: token_revoke
 UPDATE am_tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL;
+-- name: recent_send_get
+SELECT message_ids FROM am_recent_sends WHERE digest = ? AND at > ?;
+
+-- name: recent_send_put
+INSERT OR REPLACE INTO am_recent_sends (digest, message_ids, at) VALUES (?, ?, ?);
+
+-- name: recent_sends_trim
+DELETE FROM am_recent_sends WHERE at <= ?;
+
+-- name: thread_hold_get
+SELECT messages FROM am_thread_holds WHERE thread_id = ? AND pair = ?;
+
+-- name: thread_hold_put
+INSERT INTO am_thread_holds (thread_id, pair, messages, escalation_id, held_at)
+VALUES (?, ?, ?, ?, ?);
+
+-- name: thread_holds_release
+DELETE FROM am_thread_holds WHERE thread_id = ?;
+
+-- name: thread_log_count
+SELECT count(*) FROM am_thread_log WHERE thread_id = ? AND pair = ? AND at > ?;
+
+-- name: thread_log_trim
+DELETE FROM am_thread_log WHERE thread_id = ? AND pair = ? AND at <= ?;
+
+-- name: thread_log_put
+INSERT INTO am_thread_log (thread_id, pair, at) VALUES (?, ?, ?);
+
+-- name: thread_log_forget
+DELETE FROM am_thread_log WHERE thread_id = ?;
+
+-- name: counter_bump
+INSERT INTO am_counters (name, value) VALUES (:name, :n)
+ON CONFLICT (name) DO UPDATE SET value = value + :n;
+
+-- name: counters
+SELECT name, value FROM am_counters;
+
+-- name: overdue_unread
+-- Unread mail older than its priority's cutoff (an ISO stamp; '' = never), not escalated yet.
+SELECT m.* FROM messages m INDEXED BY am_idx_unread
+WHERE m.read = 0 AND m.from_agent != :daemon
+  AND m.created_at < CASE m.priority WHEN 'urgent' THEN :urgent WHEN 'high' THEN :high
+                                     WHEN 'normal' THEN :normal ELSE :low END
+  AND NOT EXISTS (SELECT 1 FROM am_escalated e WHERE e.message_id = m.id)
+ORDER BY m.created_at, m.id
+LIMIT :limit;
+
+-- name: escalated_put
+INSERT OR IGNORE INTO am_escalated (message_id, at) VALUES (?, ?);
+
+-- name: queue_join
+INSERT OR IGNORE INTO am_queue_members (queue, agent) VALUES (?, ?);
+
+-- name: queue_leave
+DELETE FROM am_queue_members WHERE queue = ? AND agent = ?;
+
+-- name: queue_forget_agent
+DELETE FROM am_queue_members WHERE agent = ?;
+
+-- name: queue_members
+SELECT agent FROM am_queue_members WHERE queue = ? ORDER BY agent;
+
+-- name: queue_members_all
+SELECT queue, agent FROM am_queue_members ORDER BY queue, agent;
+
+-- name: queue_taker
+-- The agent may take queue work: registered, not completed or zombie, no shutdown requested.
+SELECT 1 FROM am_agents
+WHERE name = ? AND state NOT IN ('completed', 'zombie') AND shutdown_requested_at IS NULL;
+
+-- name: claim_pending_queue_delivery
+SELECT id FROM am_deliveries
+WHERE state = 'pending' AND queue IN (SELECT queue FROM am_queue_members WHERE agent = ?)
+ORDER BY created_at, id LIMIT 1;
+
+-- name: delivery_take_over
+-- A queue delivery claimed again, by whichever member: same id, one more attempt.
+UPDATE am_deliveries SET state = 'claimed', agent = ?, attempts = attempts + 1, lease_until = ?,
+                         updated_at = ?
+WHERE id = ? RETURNING attempts;
+
+-- name: claim_queue_candidate
+SELECT * FROM messages
+WHERE read = 0 AND delivery_id IS NULL
+  AND to_agent IN (SELECT 'queue:' || queue FROM am_queue_members WHERE agent = ?)
+ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
+         created_at, id
+LIMIT 1;
+
+-- name: delivery_insert_queue
+INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at,
+                           updated_at, queue)
+VALUES (?, ?, 'claimed', 1, 0, ?, ?, ?, ?);
+
+-- name: queue_depths
+-- Per queue: mail waiting for a member (never claimed, or given back for a redelivery).
+SELECT substr(m.to_agent, 7), count(*) FROM messages m
+WHERE m.to_agent >= 'queue:' AND m.to_agent < 'queue;' AND m.read = 0
+  AND (m.delivery_id IS NULL
+       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'))
+GROUP BY m.to_agent;
+
+-- name: queue_held
+SELECT queue, agent, id, attempts FROM am_deliveries
+WHERE state = 'claimed' AND queue IS NOT NULL ORDER BY queue, agent, id;

@@ -144,3 +144,44 @@ CREATE TABLE IF NOT EXISTS am_tokens (
   expires_at REAL,              -- NULL: never
   revoked_at REAL               -- NULL: in force
 );
+-- Schema 4. The team rules (agentmaild.rules). The loop guard's memory: the last send of each
+-- content digest (sender, to, subject, body) for duplicate collapse, the messages each pair
+-- exchanged per thread (ping-pong cap), the threads it holds, and store-wide rule counters.
+CREATE TABLE IF NOT EXISTS am_recent_sends (
+  digest TEXT PRIMARY KEY,
+  message_ids TEXT NOT NULL,    -- JSON list: what a collapsed repeat returns
+  at REAL NOT NULL              -- unix seconds of the original send
+);
+CREATE INDEX IF NOT EXISTS am_idx_recent_sends_at ON am_recent_sends(at);
+CREATE TABLE IF NOT EXISTS am_thread_log (
+  thread_id TEXT NOT NULL,
+  pair TEXT NOT NULL,           -- the two agents, sorted, joined by '|'
+  at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS am_idx_thread_log ON am_thread_log(thread_id, pair, at);
+CREATE TABLE IF NOT EXISTS am_thread_holds (
+  thread_id TEXT NOT NULL,
+  pair TEXT NOT NULL,
+  messages INTEGER NOT NULL,    -- how many it had seen in the window when it held
+  escalation_id TEXT,           -- the one escalation mail it sent
+  held_at TEXT NOT NULL,
+  PRIMARY KEY (thread_id, pair)
+);
+CREATE TABLE IF NOT EXISTS am_counters (
+  name TEXT PRIMARY KEY,        -- collapsed | unread_escalated
+  value INTEGER NOT NULL
+);
+-- Schema 4. Messages the long-unread rule has escalated: at most one escalation per message.
+CREATE TABLE IF NOT EXISTS am_escalated (
+  message_id TEXT PRIMARY KEY,
+  at REAL NOT NULL
+);
+-- Schema 4. Work-queue membership (`agents add --queue NAME`): mail to `queue:NAME` goes to one
+-- member per attempt. am_deliveries.queue (a column the migration adds) names the queue of a
+-- delivery that carries queue mail; such a pending delivery may be claimed by any member.
+CREATE TABLE IF NOT EXISTS am_queue_members (
+  queue TEXT NOT NULL,
+  agent TEXT NOT NULL,
+  PRIMARY KEY (queue, agent)
+);
+CREATE INDEX IF NOT EXISTS am_idx_queue_members_agent ON am_queue_members(agent);

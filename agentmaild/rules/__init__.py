@@ -1,0 +1,8 @@
+"""The team rules on top of the mail layer (README "Team rules"), configured under ``[limits]``.
+
+``loopguard`` (duplicate collapse, the ping-pong cap and its escalation), ``ask`` (send a question
+and wait for the first reply), ``escalate`` (long-unread mail, checked by the daemon), ``members``
+(member and execution status, guarded) and ``queues`` (anycast work queues). The stores enforce
+what must be atomic; these modules decide what to ask of them. Nothing here is imported by the
+hook or ``check --inject`` paths.
+"""

@@ -1,0 +1,39 @@
+"""The loop guard's part of an insert: the ping-pong cap a send carries, its error, the counters.
+
+Kept apart from ``base`` (which re-exports them) so the ABC module stays about the contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentmaild.errors import LoopHeld
+from agentmaild.models import Message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadGuard:
+    """The loop guard's ping-pong cap for one send, checked and counted in its transaction.
+
+    More than ``max_messages`` between the two agents of ``pair`` on ``thread_id`` inside
+    ``window_s`` holds the thread for the pair: the send that trips it writes the hold and
+    ``escalation`` (once) instead of its message; later sends are refused with ``LoopHeld``.
+    """
+
+    thread_id: str
+    pair: str  # the two agents, sorted, joined by "|"
+    max_messages: int
+    window_s: float
+    escalation: Message
+
+
+# The counters ``rule_counters`` reports (each 0 until the rule first fires).
+RULE_COUNTERS = ("collapsed", "unread_escalated")
+
+
+def held_error(thread_id: str, pair: str) -> LoopHeld:
+    a, _, b = pair.partition("|")
+    return LoopHeld(
+        f"loop guard (limits.pingpong_max): thread {thread_id} between {a} and {b} is held; "
+        f"`agentmaild limits reset --thread {thread_id}` releases it"
+    )

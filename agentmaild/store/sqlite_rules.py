@@ -1,0 +1,105 @@
+"""The team rules' part of the SQLite store: the loop guard inside an insert, holds, counters."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+
+from agentmaild.ids import iso_now
+from agentmaild.models import Message
+from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
+from agentmaild.store.queries import Q
+from agentmaild.store.sqlite_rows import message_from_row, message_params
+from agentmaild.store.sqlite_tx import SqliteTransactions
+from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
+
+Getter = Callable[[sqlite3.Connection, str], Message | None]
+
+
+def bump(conn: sqlite3.Connection, name: str, n: int = 1) -> None:
+    conn.execute(Q["counter_bump"], {"name": name, "n": n})
+
+
+def collapsed(conn: sqlite3.Connection, req: InsertRequest, get: Getter) -> InsertResult | None:
+    """The earlier send this one repeats inside the window (counted as ``collapsed``), else None."""
+    if req.collapse is None:
+        return None
+    digest, window_s = req.collapse
+    row = conn.execute(Q["recent_send_get"], (digest, req.now - window_s)).fetchone()
+    if row is None:
+        return None
+    found = [get(conn, i) for i in json.loads(row[0])]
+    messages = tuple(m for m in found if m is not None)
+    if not messages:
+        return None  # purged meanwhile: nothing to point at, so this one is new
+    bump(conn, "collapsed")
+    return InsertResult(messages=messages, duplicate=True, collapsed=True)
+
+
+def trips_thread_guard(conn: sqlite3.Connection, req: InsertRequest) -> bool:
+    """Count this send on its thread; True when it trips the cap (hold and escalation written).
+
+    Raises ``LoopHeld`` when the thread is already held for the pair.
+    """
+    g = req.thread_guard
+    if g is None:
+        return False
+    if conn.execute(Q["thread_hold_get"], (g.thread_id, g.pair)).fetchone() is not None:
+        raise held_error(g.thread_id, g.pair)
+    since = req.now - g.window_s
+    conn.execute(Q["thread_log_trim"], (g.thread_id, g.pair, since))
+    seen = int(conn.execute(Q["thread_log_count"], (g.thread_id, g.pair, since)).fetchone()[0])
+    if seen < g.max_messages:
+        conn.execute(Q["thread_log_put"], (g.thread_id, g.pair, req.now))
+        return False
+    stamp = iso_now(req.now)
+    esc = g.escalation
+    conn.execute(Q["thread_hold_put"], (g.thread_id, g.pair, seen, esc.id, stamp))
+    conn.execute(Q["insert_message"], message_params(esc))
+    conn.execute(Q["nudge_put"], (esc.to_agent, esc.id, "high escalation", stamp))
+    return True
+
+
+def remember(conn: sqlite3.Connection, req: InsertRequest) -> None:
+    """Note this send's digest, so a repeat inside the window collapses into it."""
+    if req.collapse is None:
+        return
+    digest, window_s = req.collapse
+    conn.execute(Q["recent_sends_trim"], (req.now - window_s,))
+    ids = json.dumps([m.id for m in req.messages])
+    conn.execute(Q["recent_send_put"], (digest, ids, req.now))
+
+
+def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
+    """Per priority, the ISO stamp mail must be older than to be due ('' when the rule is off)."""
+    return {p: iso_now(now - after_s[p]) if after_s.get(p, 0) > 0 else "" for p in PRIORITIES}
+
+
+class SqliteRules(SqliteTransactions):
+    """The ``MailStore`` operations of the team rules on SQLite."""
+
+    def take_overdue(
+        self, after_s: dict[str, float], *, now: float, limit: int = 500
+    ) -> list[Message]:
+        params = {**_cutoffs(after_s, now), "daemon": DAEMON_SENDER, "limit": limit}
+
+        def run(conn: sqlite3.Connection) -> list[Message]:
+            due = [message_from_row(r) for r in conn.execute(Q["overdue_unread"], params)]
+            conn.executemany(Q["escalated_put"], [(m.id, now) for m in due])
+            if due:
+                bump(conn, "unread_escalated", len(due))
+            return due
+
+        return self._write(run)
+
+    def release_thread(self, thread_id: str) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            conn.execute(Q["thread_log_forget"], (thread_id,))
+            return int(conn.execute(Q["thread_holds_release"], (thread_id,)).rowcount)
+
+        return self._write(run)
+
+    def rule_counters(self) -> dict[str, int]:
+        found = {str(r[0]): int(r[1]) for r in self._read(Q["counters"])}
+        return {**dict.fromkeys(RULE_COUNTERS, 0), **found}
