@@ -54,10 +54,11 @@ RULES: tuple[tuple[str, str, str], ...] = (
     # supervisor.py
     ("Supervisor._tick__*", "_sweep_due = None", _FALSY),
     # recovery.py
-    ("x__report_interrupted__*", "now", _NOW),
-    ("x__report_interrupted__*", 'priority="high", created_at=iso_now(now),` → `priority',
+    ("x__report_interrupted__*", 'created_at=iso_now(now),` → `priority',
      "equivalent: the Message default type is 'status'"),
-    ("x__report_interrupted__*", "", "equivalent: created_at defaults to the current time"),
+    ("x__report_interrupted__*", "now",
+     "equivalent: iso_now(None) reads the wall clock itself, and this insert sets no rate "
+     "limit (the one use of InsertRequest.now as a number)"),
     ("x_recover__*", "kill_grace_s: float = 6.0",
      "equivalent for the product: its one caller (daemon/serve.py) passes kill_grace_s from "
      "the config"),

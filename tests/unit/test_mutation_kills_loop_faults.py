@@ -102,7 +102,8 @@ async def test_a_release_that_fails_past_the_lease_still_counts_the_failure(
         wall.now = batch.lease_until + 1.0  # the turn outlived its lease
         raise DeliveryFailed("boom")
 
-    loop = make_loop(store, FakeChannel(handler), clock=Clock(100.0), wall=wall)
+    clock = Clock(100.0)
+    loop = make_loop(store, FakeChannel(handler), clock=clock, wall=wall)
     store.faults["release"] = [store_full()]
     with capture_logs() as logs:
         assert await loop.step() is StepResult.FAILED
@@ -111,6 +112,12 @@ async def test_a_release_that_fails_past_the_lease_still_counts_the_failure(
     assert loop.failures == 1 and loop.failed_total == 1
     assert loop.snapshot()["failures"] == 1 and loop.snapshot()["backoff_s"] == 1.0
     assert store.counts()["alice"].in_flight == 1  # left for the reaper
+    # Reaped, the batch fails again: now the store's own count (1: the lost release never
+    # counted) sets the backoff, not the loop's running tally (2).
+    store.reap_expired(now=wall.now)
+    clock.now += 1.0
+    assert await loop.step() is StepResult.FAILED
+    assert loop.failures == 1 and loop.snapshot()["backoff_s"] == 1.0
 
 
 async def test_a_dead_letter_whose_ndr_fails_is_logged_under_its_delivery(

@@ -71,8 +71,10 @@ async def test_every_claim_is_requeued_and_its_agent_parent_told(store: MailStor
     mail_to(store, "dave")
     live = claim(store, "alice")  # a lease far in the future still belonged to the dead daemon
     other = claim(store, "dave")
+    before = iso_now()
     with capture_logs() as logs:
         result = await recover(AsyncMailStore(store))
+    after = iso_now()
     assert sorted(result["requeued"]) == sorted([(live, "alice"), (other, "dave")])
     assert result["reset"] == []
     assert {"alice", "dave"} <= store.pending_agents()
@@ -87,6 +89,7 @@ async def test_every_claim_is_requeued_and_its_agent_parent_told(store: MailStor
         (to_lead.id, "high status")
     ]
     assert to_lead.id.startswith("msg")
+    assert before <= to_lead.created_at <= after  # stamped now, on the clock recovery read
     [to_operator] = reports(store, OPERATOR)
     assert f"- dave: delivery {other} re-queued" in to_operator.body.splitlines()
     assert to_operator.body.startswith("The previous agentmaild stopped without shutting down")
