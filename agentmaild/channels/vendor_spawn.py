@@ -115,10 +115,11 @@ class VendorSpawnChannel(SpawnChannel):
         if holder is not None:
             raise AgentBusy(f"session {self.session_id} is held by live pid {holder}")
         bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)
-        if self.session_id is None and batch.attempt > 1:
-            bound.warning("spawn.session_started_on_redelivery", preset=self.preset.name)
         if self.session_id is None and self.preset.chooses_id:
             await self._choose_session()
+        elif self.session_id is None and batch.attempt > 1:
+            # An earlier attempt may have started a session whose id never reached the store.
+            bound.warning("spawn.session_started_on_redelivery", preset=self.preset.name)
         launch = self._vendor_launch(batch)
         events = VendorEvents(preset=self.preset)
         self._events = events

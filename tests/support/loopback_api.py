@@ -259,12 +259,15 @@ class _Handler(BaseHTTPRequestHandler):
         )
         self.api.classify(req)
         self.api._record(req)
-        if req.model_call:
-            failure = self.api._before_model_answer(req)
-            if failure is not None:
-                self.send_json(req, failure.status, self.api.error_body(failure))
-                return
-        self.api.answer(self, req)
+        try:
+            if req.model_call:
+                failure = self.api._before_model_answer(req)
+                if failure is not None:
+                    self.send_json(req, failure.status, self.api.error_body(failure))
+                    return
+            self.api.answer(self, req)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the CLI went away mid-answer (killed, timed out)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
 
@@ -276,9 +279,9 @@ class _Handler(BaseHTTPRequestHandler):
         if status == 429:
             self.send_header("Retry-After", "0")
         self.end_headers()
+        self.api._answered(req, status)  # before the body: the client must not see it first
         if self.command != "HEAD":
             self.wfile.write(data)
-        self.api._answered(req, status)
 
     def send_sse(self, req: RecordedRequest, frames: Iterable[str]) -> None:
         """A 200 ``text/event-stream`` answer, chunked, one chunk per frame."""
@@ -290,6 +293,6 @@ class _Handler(BaseHTTPRequestHandler):
         for frame in frames:
             payload = frame.encode()
             self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+        self.api._answered(req, 200)  # before the last chunk: the client must not see it first
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
-        self.api._answered(req, 200)
