@@ -117,6 +117,10 @@ def check_inject(agent: str, db: str | None) -> tuple[str, list[str]]:
 
     check_name(agent)
     path = resolve_db_str(db)
+    if path.startswith(("postgresql://", "postgres://")):  # = location.is_dsn, inlined
+        from agentmaild.inject_pg import check_inject as check_inject_pg
+
+        return check_inject_pg(path, agent, INJECT_MAX_CHARS)
     if not os.path.exists(path):
         if agent in IMPLICIT_RECIPIENTS:
             return "", []

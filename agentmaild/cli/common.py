@@ -15,10 +15,10 @@ import typer
 
 from agentmaild.errors import AgentmaildError, UnknownAgent, UsageError
 from agentmaild.ids import check_name
-from agentmaild.location import resolve_db
+from agentmaild.location import is_dsn, resolve_db, resolve_db_str
 from agentmaild.mail import IMPLICIT_RECIPIENTS, OPERATOR, Mailer
 from agentmaild.render import visible
-from agentmaild.store.sqlite import SqliteMailStore
+from agentmaild.store.base import MailStore
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -26,7 +26,9 @@ R = TypeVar("R")
 DbOpt = Annotated[
     str | None,
     typer.Option(
-        "--db", help="Store path (default: $AGENTMAIL_DB, config, <repo>/.agentmail/mail.db)."
+        "--db",
+        help="Store: a file path or a postgresql:// DSN (default: $AGENTMAIL_DB, config, "
+        "<repo>/.agentmail/mail.db).",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
@@ -86,23 +88,43 @@ def out(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> No
         human()
 
 
+def db_target(db: str | None) -> str:
+    """Where the store is: a file path or a ``postgresql://`` DSN."""
+    return resolve_db_str(db or STATE.db)
+
+
 def db_path(db: str | None) -> Path:
-    return resolve_db(db or STATE.db)
+    """The store's file, for the commands that need one (a DSN is a usage error there)."""
+    target = db_target(db)
+    if is_dsn(target):
+        raise UsageError("this command works on a SQLite store file, not a PostgreSQL DSN")
+    return resolve_db(target)
+
+
+def store_at(target: str, *, readonly: bool = False, create: bool = True) -> MailStore:
+    """The store ``target`` names: PostgreSQL for a DSN (psycopg loaded only then), else SQLite."""
+    if is_dsn(target):
+        from agentmaild.store.postgres import PostgresMailStore
+
+        return PostgresMailStore(target, readonly=readonly, create=create and not readonly)
+    from agentmaild.store.sqlite import SqliteMailStore
+
+    return SqliteMailStore(Path(target), readonly=readonly, create=create and not readonly)
 
 
 @contextmanager
 def open_store(
     db: str | None, *, readonly: bool = False, create: bool = True
-) -> Iterator[SqliteMailStore]:
+) -> Iterator[MailStore]:
     """The store; ``readonly`` for the commands that only look (they never create one)."""
-    store = SqliteMailStore(db_path(db), readonly=readonly, create=create and not readonly)
+    store = store_at(db_target(db), readonly=readonly, create=create)
     try:
         yield store
     finally:
         store.close()
 
 
-def known_agent(store: SqliteMailStore, name: str) -> None:
+def known_agent(store: MailStore, name: str) -> None:
     """Raise UnknownAgent unless ``name`` is registered, implicit (operator) or was ever mailed.
 
     The mail rule of ``send`` applies: with ``limits.refuse_unknown_recipients = false`` any
@@ -118,7 +140,7 @@ def known_agent(store: SqliteMailStore, name: str) -> None:
         raise UnknownAgent(name)
 
 
-def mailer(store: SqliteMailStore) -> Mailer:
+def mailer(store: MailStore) -> Mailer:
     from agentmaild.config import load_config
 
     return Mailer(store, load_config().limits)
@@ -128,13 +150,16 @@ def sender_of(flag: str | None) -> str:
     return check_name(flag or os.environ.get("AGENTMAIL_AGENT") or OPERATOR, "sender")
 
 
-def poke(store: SqliteMailStore, agents: list[str] | None) -> None:
+def poke(store: MailStore, agents: list[str] | None) -> None:
     """Tell a running daemon there is work, at once (best effort: it polls anyway)."""
     from agentmaild.config import load_config
     from agentmaild.control.client import poke as send_poke
     from agentmaild.control.protocol import socket_path_for
 
     configured = load_config().daemon.socket
-    sock = Path(configured) if configured else socket_path_for(store.path)
+    path = getattr(store, "path", None)
+    if not configured and not isinstance(path, Path):
+        return  # a PostgreSQL store: its daemons poll it (a wake-up channel is future work)
+    sock = Path(configured) if configured else socket_path_for(path)  # type: ignore[arg-type]
     if sock.exists():
         send_poke(sock, agents)

@@ -11,7 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
-from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, one_line, open_store, out
+from agentmaild.cli.common import (
+    DbOpt,
+    JsonOpt,
+    command,
+    db_path,
+    db_target,
+    one_line,
+    open_store,
+    out,
+)
 from agentmaild.cli.status_view import print_status
 from agentmaild.errors import (
     DaemonNotAnswering,
@@ -21,6 +30,7 @@ from agentmaild.errors import (
     ValidationError,
 )
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
+from agentmaild.location import is_dsn
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", help="Config file (default: $AGENTMAILD_CONFIG, XDG).")
@@ -62,7 +72,7 @@ def serve(db: DbOpt = None, config: ConfigOpt = None) -> None:
 
 
 # -- status -----------------------------------------------------------------------------------
-def _offline_status(db: Path) -> dict[str, Any]:
+def _offline_status(db: Path | str) -> dict[str, Any]:
     with open_store(str(db), readonly=True) as store:
         counts, agents, totals = store.counts(), store.list_agents(), store.totals()
     rows = []
@@ -83,9 +93,25 @@ def _offline_status(db: Path) -> dict[str, Any]:
     return {"daemon": None, "agents": rows, "totals": totals}
 
 
-def _status(db: Path) -> dict[str, Any]:
+def _dsn_status(dsn: str) -> dict[str, Any]:
+    """A PostgreSQL store's figures; its daemons are not reported yet (no control socket)."""
+    from agentmaild.store.postgres_tx import redacted
+
+    result = _offline_status(dsn)
+    result["running"] = False
+    result["store"] = redacted(dsn)
+    result["warnings"] = []
+    result["operator_unread"] = _operator_unread(dsn)
+    result["note"] = "a PostgreSQL store: counts read from the store; daemons are not shown yet"
+    return result
+
+
+def _status(db: Path | str) -> dict[str, Any]:
     from agentmaild.control.replies import check_status
     from agentmaild.store.files import modes_warning
+
+    if isinstance(db, str):
+        return _dsn_status(db)
     running = True
     try:
         result = check_status(_request(db, "status", timeout=_STATUS_TIMEOUT_S))
@@ -102,7 +128,7 @@ def _status(db: Path) -> dict[str, Any]:
 
 
 # -- operator mail: reports (NDRs, daemon notices) to mail sent without --from ------------------
-def _operator_unread(db: Path) -> int | None:
+def _operator_unread(db: Path | str) -> int | None:
     """Unread mail for ``operator``, which no agent reads; None when the store cannot be read."""
     from agentmaild.errors import StoreError
     from agentmaild.mail import OPERATOR
@@ -121,7 +147,8 @@ def status(
     watch: Annotated[bool, typer.Option("--watch", help="Refresh every second.")] = False,
 ) -> None:
     """The daemon (pid, uptime, version, store) and one row per agent; works with no daemon."""
-    path = db_path(db)
+    target = db_target(db)
+    path: Path | str = target if is_dsn(target) else db_path(db)
     if not watch:
         data = _status(path)
         out({"ok": True, **data}, as_json, lambda: print_status(data))

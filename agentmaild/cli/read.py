@@ -16,6 +16,7 @@ from agentmaild.cli.common import (
     DbOpt,
     JsonOpt,
     command,
+    db_target,
     echo_text,
     emit_error,
     known_agent,
@@ -24,8 +25,10 @@ from agentmaild.cli.common import (
 )
 from agentmaild.errors import UsageError
 from agentmaild.ids import check_message_id, check_name, iso_now
+from agentmaild.location import is_dsn
 from agentmaild.mail import Mailer
 from agentmaild.models import Message
+from agentmaild.store.base import MailStore
 from agentmaild.store.sqlite import SqliteMailStore
 
 
@@ -133,8 +136,16 @@ def check(
     if not name:
         raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
     check_name(name, "agent (--agent)")
+    target = db_target(db)
+    if inject and is_dsn(target):
+        from agentmaild.inject_pg import check_inject
+
+        text, ids = check_inject(target, name, fast.INJECT_MAX_CHARS)
+        out({"ok": True, "acked": ids, "text": text}, as_json, lambda: echo_text(text, nl=False))
+        return
     with open_store(db, create=False) as store:
         if inject:
+            assert isinstance(store, SqliteMailStore)  # a DSN took the branch above
             text, ids = fast.take_and_render(store.connection, name)
             if not ids:
                 known_agent(store, name)
@@ -206,7 +217,7 @@ def _not_found(message: str, as_json: bool) -> int:
 
 
 def _purge_history(
-    store: SqliteMailStore, older_than: float | None, agent: str | None, everything: bool
+    store: MailStore, older_than: float | None, agent: str | None, everything: bool
 ) -> int:
     """Delivery-history rows past ``[store] attempts_keep_days``, and those the filters select."""
     from agentmaild.config import load_config

@@ -67,7 +67,8 @@ class _Section:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreConfig(_Section):
-    db: Path | None = None  # None: the project default, <project root>/.agentmail/mail.db
+    # A file, or a postgresql:// DSN. None: the project default, <project root>/.agentmail/mail.db
+    db: Path | str | None = None
     attempts_keep_days: float = 30.0  # delivery history kept; `purge` and the daemon prune it
 
     _bounds: ClassVar[Mapping[str, _Bound]] = {"attempts_keep_days": _POSITIVE}
