@@ -16,6 +16,10 @@ from agentmaild.store.postgres_rows import message_from_row, message_params
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, lock, one
 
 
+# NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
+_NOTIFY_MAX_BYTES = 7900
+
+
 def _find_idempotent(conn: Conn, sender: str, key: str, digest: str) -> InsertResult | None:
     row = one(conn, PQ["idem_get"], {"sender": sender, "key": key})
     if row is None:
@@ -52,6 +56,11 @@ def _insert(conn: Conn, req: InsertRequest) -> InsertResult:
     _check_rate(conn, req)
     with conn.cursor() as cur:
         cur.executemany(PQ["insert_message"], [message_params(m) for m in req.messages])
+    recipients = ",".join(sorted({m.to_agent for m in req.messages}))
+    if len(recipients.encode()) > _NOTIFY_MAX_BYTES:
+        recipients = "*"
+    if recipients:
+        conn.execute(PQ["notify_mail"], {"recipients": recipients})
     stamp = iso_now(req.now)
     for agent, message_id, reason in req.nudges:
         conn.execute(

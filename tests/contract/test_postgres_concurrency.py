@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from agentmaild.errors import InboxFull, StoreError
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import Message
+from agentmaild.models import Agent, Message
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_deliveries import claim_in
@@ -157,8 +158,6 @@ def test_two_processes_migrating_one_database_at_once_both_succeed(
 def test_a_read_only_open_of_an_empty_database_says_there_is_no_store(
     pg_databases: PgDatabases,
 ) -> None:
-    from agentmaild.errors import StoreError
-
     dsn = pg_databases.create(migrated=False)
     with pytest.raises(StoreError, match="no agentmaild store"):
         PostgresMailStore(dsn, readonly=True)
@@ -166,3 +165,32 @@ def test_a_read_only_open_of_an_empty_database_says_there_is_no_store(
         row = conn.execute("SELECT to_regclass('messages') IS NULL").fetchone()
         assert row == (True,)  # nothing was created
     pg_databases.drop(dsn)
+
+
+def test_a_send_notifies_its_recipients_once_at_commit(pg_dsn: str) -> None:
+    store = PostgresMailStore(pg_dsn)
+    with psycopg.connect(pg_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN agentmaild_mail")
+        listener.execute("LISTEN agentmaild_registry")
+        put(store, 3, to="bob")
+        put(store, 1, to="carol")
+        store.add_agent(Agent(name="dave", capability="builder"))
+        got = [(n.channel, n.payload) for n in listener.notifies(timeout=5, stop_after=3)]
+    assert got == [("agentmaild_mail", "bob"), ("agentmaild_mail", "carol"),
+                   ("agentmaild_registry", "")]
+    store.close()
+
+
+def test_a_refused_send_notifies_nobody(pg_dsn: str) -> None:
+    store = PostgresMailStore(pg_dsn)
+    put(store, 1)
+    with psycopg.connect(pg_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN agentmaild_mail")
+        msg = Message(id=new_id("msg"), from_agent="lead", to_agent="bob", subject="s",
+                      body="b", type="status", priority="normal", created_at=iso_now(T0))
+        with pytest.raises(InboxFull):
+            store.insert(InsertRequest(messages=(msg,), now=T0, unread_max=1))
+        put(store, 1, to="carol")  # the first notification to arrive is this one
+        got = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+    assert got == ["carol"]
+    store.close()

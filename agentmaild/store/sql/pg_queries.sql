@@ -6,6 +6,11 @@
 -- writes SQLite serialises with BEGIN IMMEDIATE are serialised per name here instead.
 SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0));
 
+-- name: notify_mail
+-- Wake-up for the daemons LISTENing on the store: the recipients of this transaction's mail
+-- (PostgreSQL delivers it at commit, and folds identical notifications of one transaction).
+SELECT pg_notify('agentmaild_mail', %(recipients)s);
+
 -- name: insert_message
 INSERT INTO messages (id, from_agent, to_agent, subject, body, type, priority, thread_id,
                       payload, read, created_at, broadcast_id)

@@ -110,6 +110,7 @@ INSERT INTO am_registry (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING
 CREATE OR REPLACE FUNCTION am_registry_bump() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   UPDATE am_registry SET version = version + 1 WHERE id = 1;
+  PERFORM pg_notify('agentmaild_registry', '');  -- folded to one per transaction
   RETURN NULL;
 END $$
 -- ;
