@@ -158,8 +158,10 @@ def poke(store: MailStore, agents: list[str] | None) -> None:
 
     configured = load_config().daemon.socket
     path = getattr(store, "path", None)
-    if not configured and not isinstance(path, Path):
-        return  # a PostgreSQL store: its daemons poll it (a wake-up channel is future work)
-    sock = Path(configured) if configured else socket_path_for(path)  # type: ignore[arg-type]
+    if not isinstance(path, Path):  # a PostgreSQL store: this machine's daemon, at its anchor
+        from agentmaild.store.anchor import anchor_for
+
+        path = anchor_for(getattr(store, "dsn", ""))
+    sock = Path(configured) if configured else socket_path_for(path)
     if sock.exists():
         send_poke(sock, agents)

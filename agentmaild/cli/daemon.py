@@ -67,13 +67,15 @@ def serve(db: DbOpt = None, config: ConfigOpt = None) -> None:
 
     cfg = load_config(Path(config).expanduser() if config else None)
     use_config_db = not db and not os.environ.get("AGENTMAIL_DB") and cfg.store.db is not None
-    path = Path(str(cfg.store.db)) if use_config_db else db_path(db)
-    raise typer.Exit(run_daemon(path, cfg))
+    target = str(cfg.store.db) if use_config_db else db_target(db)
+    raise typer.Exit(run_daemon(target if is_dsn(target) else Path(target), cfg))
 
 
 # -- status -----------------------------------------------------------------------------------
-def _offline_status(db: Path | str) -> dict[str, Any]:
-    with open_store(str(db), readonly=True) as store:
+def _offline_status(db: Path) -> dict[str, Any]:
+    from agentmaild.store.anchor import store_target
+
+    with open_store(store_target(db), readonly=True) as store:
         counts, agents, totals = store.counts(), store.list_agents(), store.totals()
     rows = []
     for agent in agents:
@@ -93,25 +95,21 @@ def _offline_status(db: Path | str) -> dict[str, Any]:
     return {"daemon": None, "agents": rows, "totals": totals}
 
 
-def _dsn_status(dsn: str) -> dict[str, Any]:
-    """A PostgreSQL store's figures; its daemons are not reported yet (no control socket)."""
-    from agentmaild.store.postgres_tx import redacted
+def _control_path(db: str | None) -> Path:
+    """The store file, or a PostgreSQL store's anchor on this machine (where its socket is)."""
+    target = db_target(db)
+    if not is_dsn(target):
+        return db_path(db)
+    from agentmaild.store.anchor import anchor_for
 
-    result = _offline_status(dsn)
-    result["running"] = False
-    result["store"] = redacted(dsn)
-    result["warnings"] = []
-    result["operator_unread"] = _operator_unread(dsn)
-    result["note"] = "a PostgreSQL store: counts read from the store; daemons are not shown yet"
-    return result
+    return anchor_for(target)
 
 
-def _status(db: Path | str) -> dict[str, Any]:
+def _status(db: Path) -> dict[str, Any]:
     from agentmaild.control.replies import check_status
+    from agentmaild.store.anchor import is_anchor, store_target
     from agentmaild.store.files import modes_warning
 
-    if isinstance(db, str):
-        return _dsn_status(db)
     running = True
     try:
         result = check_status(_request(db, "status", timeout=_STATUS_TIMEOUT_S))
@@ -123,18 +121,23 @@ def _status(db: Path | str) -> dict[str, Any]:
     result["running"] = running
     result["store"] = str(db)
     result["warnings"] = [w for w in (modes_warning(db),) if w]
+    if is_anchor(db):  # a PostgreSQL store: named by its DSN (without a password), no file
+        from agentmaild.store.postgres_tx import redacted
+
+        result["store"], result["warnings"] = redacted(store_target(db)), []
     result["operator_unread"] = _operator_unread(db)
     return result
 
 
 # -- operator mail: reports (NDRs, daemon notices) to mail sent without --from ------------------
-def _operator_unread(db: Path | str) -> int | None:
+def _operator_unread(db: Path) -> int | None:
     """Unread mail for ``operator``, which no agent reads; None when the store cannot be read."""
     from agentmaild.errors import StoreError
     from agentmaild.mail import OPERATOR
+    from agentmaild.store.anchor import store_target
 
     try:
-        with open_store(str(db), readonly=True) as store:
+        with open_store(store_target(db), readonly=True) as store:
             c = store.counts().get(OPERATOR)
     except StoreError:
         return None
@@ -147,8 +150,7 @@ def status(
     watch: Annotated[bool, typer.Option("--watch", help="Refresh every second.")] = False,
 ) -> None:
     """The daemon (pid, uptime, version, store) and one row per agent; works with no daemon."""
-    target = db_target(db)
-    path: Path | str = target if is_dsn(target) else db_path(db)
+    path = _control_path(db)
     if not watch:
         data = _status(path)
         out({"ok": True, **data}, as_json, lambda: print_status(data))
@@ -199,7 +201,7 @@ def ctl(
     """Send one control command to the running daemon (e.g. `ctl pause agent=builder-1`)."""
     parsed = _parse_args(args or [])
     timeout = 5.0 + float(parsed.get("timeout_s", 0) if cmd == "drain" else 0)
-    result = _request(db_path(db), cmd, parsed, timeout)
+    result = _request(_control_path(db), cmd, parsed, timeout)
     if cmd == "metrics":
         from agentmaild.control.replies import check_text
 
@@ -227,13 +229,15 @@ def retry(
         raise ValidationError(
             f"invalid delivery id {delivery[:80]!r}: expected dlv-<letters and digits>"
         )
-    path = db_path(db)
+    path = _control_path(db)
     args = {k: v for k, v in (("agent", agent), ("delivery", delivery)) if v is not None}
     try:
         # Through the daemon when it runs: it also drops the backoff of the agents' loops.
         ids, woken = _request(path, "retry", args)["requeued"], True
     except DaemonNotRunning:
-        with open_store(str(path)) as store:
+        from agentmaild.store.anchor import store_target
+
+        with open_store(store_target(path)) as store:
             ids, woken = store.retry_dead(agent=agent, delivery_id=delivery), False
     if delivery and not ids:
         raise NotFound(f"no dead delivery {delivery!r}")

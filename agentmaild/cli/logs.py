@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from agentmaild.cli.common import DbOpt, command, open_store
-from agentmaild.errors import NotFound, UsageError
+from agentmaild.errors import NotFound
 from agentmaild.ids import check_name
 
 # Channels whose agent process the daemon runs and whose output it logs.
@@ -32,8 +32,10 @@ def _log_of(db: str | None, agent: str) -> tuple[Path, str | None]:
     with open_store(db, readonly=True) as store:
         registered = store.get_agent(agent)
         where = getattr(store, "path", None)
-        if not isinstance(where, Path):
-            raise UsageError("agent logs live beside a SQLite store file; this store is a DSN")
+        if not isinstance(where, Path):  # a PostgreSQL store: logs of this machine's agents
+            from agentmaild.store.anchor import anchor_for
+
+            where = anchor_for(getattr(store, "dsn", ""))
         path = log_path(where, agent)
     if registered is None and not path.exists():
         raise NotFound(f"no agent named {agent!r}")

@@ -15,7 +15,6 @@ from agentmaild.store.base import InsertRequest, InsertResult, recipient_refusal
 from agentmaild.store.postgres_rows import message_from_row, message_params
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, lock, one
 
-
 # NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
 _NOTIFY_MAX_BYTES = 7900
 
