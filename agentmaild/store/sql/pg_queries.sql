@@ -91,7 +91,8 @@ DELETE FROM am_nudges WHERE agent = %(agent)s;
 SELECT * FROM am_agents WHERE name = %(name)s;
 
 -- name: agent_state
-SELECT state FROM am_agents WHERE name = %(name)s;
+-- FOR SHARE: a recipient checked by a send cannot change state before the send commits.
+SELECT state FROM am_agents WHERE name = %(name)s FOR SHARE;
 
 -- name: registry_version
 SELECT version FROM am_registry WHERE id = 1;
