@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,7 @@ class Daemon:
         self._watched: tuple[Path, FileIdentity] | None = None
         self.store_lost: str | None = None  # "replaced" | "deleted" once the watch saw it
         self.subreaper = False  # escaped agent descendants come back to us (Linux)
+        self.background: list[Callable[[], Coroutine[Any, Any, None]]] = []
 
     def watch(self, path: Path, opened: FileIdentity | None) -> None:
         """Check once a tick that ``path`` still names the file ``opened`` identifies."""
@@ -198,6 +200,8 @@ class Daemon:
                                      self._shutdown).run
                     )
                 tg.start_soon(self._watch_store)
+                for task in self.background:  # the store's own wake-ups (PostgreSQL LISTEN)
+                    tg.start_soon(task)
                 tg.start_soon(
                     HistoryPruner(self.store, lambda: self.config.store, self._shutdown).run
                 )

@@ -1,7 +1,8 @@
 """serve() for a PostgreSQL store: the store's daemon lock → store → the same ``Daemon``.
 
 What differs from a store file: the one-daemon lock is a PostgreSQL advisory lock (it holds
-across machines), the poll gate asks the server (``PgPollGate``), and the daemon's local files —
+across machines), the poll gate asks the server (``PgPollGate``), sends wake the loops through
+LISTEN/NOTIFY (``PgListener``; polling stays the fallback), and the daemon's local files —
 control socket, agent logs — live in the store's anchor directory on this machine
 (``store.anchor``). There is no file to check, watch or checkpoint.
 """
@@ -15,6 +16,7 @@ import structlog
 
 from agentmaild.config import Config
 from agentmaild.daemon.journal import StoreProcJournal
+from agentmaild.daemon.pg_listen import PgListener
 from agentmaild.daemon.pg_lock import hold_pg_lock
 from agentmaild.procs.escapes import become_subreaper
 from agentmaild.store.anchor import anchor_for
@@ -56,6 +58,7 @@ async def _main(dsn: str, config: Config) -> int:
     try:
         daemon = Daemon(anchor_for(dsn), config, astore, gate, StoreProcJournal(astore))
         daemon.subreaper = subreaper
+        daemon.background.append(PgListener(dsn, daemon.supervisor.wake).run)
         return await daemon.run()
     finally:
         await gate.aclose()
