@@ -26,6 +26,8 @@ from pathlib import Path
 import psycopg
 
 ENV_DSN = "AGENTMAIL_TEST_PG"
+_PREFIX = "agentmaild-pg-"
+_OWNER_FILE = "owner.pid"  # the test process that started the cluster (stale when it is gone)
 _START_TIMEOUT_S = 60
 
 
@@ -109,11 +111,35 @@ class PgCluster:
             raise NoPostgres(f"private PostgreSQL did not start: {done.stderr.strip()}\n{log}")
 
 
+def _owner_alive(root: Path) -> bool:
+    try:
+        pid = int((root / _OWNER_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return True  # being set up right now, or not ours to judge: leave it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_stale_clusters(binaries: Path, owner: str | None) -> None:
+    """Stop and remove clusters whose test process died without stopping them (killed by a
+    timeout or SIGKILL): a crashed run must not leave servers behind for the next one."""
+    for root in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+        if root.is_dir() and not _owner_alive(root):
+            PgCluster(root=root, port=0, owner=owner, bin=binaries).stop()
+
+
 def start_cluster() -> PgCluster:
     """initdb + start a private cluster; the caller stops it."""
     binaries = bindir()
     owner = "postgres" if os.geteuid() == 0 else None
-    root = Path(tempfile.mkdtemp(prefix="agentmaild-pg-"))
+    reap_stale_clusters(binaries, owner)
+    root = Path(tempfile.mkdtemp(prefix=_PREFIX))
+    (root / _OWNER_FILE).write_text(f"{os.getpid()}\n")
     if owner:
         entry = pwd.getpwnam(owner)
         os.chown(root, entry.pw_uid, entry.pw_gid)
