@@ -139,6 +139,13 @@ def check_inject(agent: str | None, db: str | None) -> tuple[str, list[str]]:
     from agentmaild.overstory.flavor import ORCHESTRATOR, overstory_mode
 
     path = resolve_db_str(db)
+    if path.startswith(("postgresql://", "postgres://")):  # = location.is_dsn, inlined
+        from agentmaild.inject_pg import check_inject as check_inject_pg
+
+        if not agent:
+            raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
+        check_name(agent)
+        return check_inject_pg(path, agent, INJECT_MAX_CHARS)
     overstory = overstory_mode(path)
     if not agent:
         if not overstory:

@@ -46,17 +46,33 @@ def fit(
 
     ``lead``: a line put before everything (Overstory's banner of a pending-nudge file).
     """
-    import types
-
-    from agentmaild.render import render_message
     from agentmaild.store.pull import nudge_rows_for
 
-    msgs = [types.SimpleNamespace(**dict(r)) for r in rows]
-    ids = [m.id for m in msgs]
+    ids = [r["id"] for r in rows]
     unread = conn.execute(
         "SELECT count(*) FROM messages WHERE to_agent = ? AND read = 0", (agent,)
     ).fetchone()[0]
     nudges = [dict(n) for n in nudge_rows_for(conn, agent, ids)]
+    return fit_rows([dict(r) for r in rows], agent, unread, nudges, wrap, limit, lead)
+
+
+def fit_rows(
+    rows: list[dict[str, Any]],
+    agent: str,
+    unread: int,
+    nudges: list[dict[str, Any]],
+    wrap: Callable[[str], str],
+    limit: int,
+    lead: str = "",
+) -> tuple[str, list[str]]:
+    """``fit`` over rows already read: ``unread`` counts the agent's unread mail, ``nudges`` are
+    the banners of these rows. Any store's rows (SQLite's or PostgreSQL's) render the same."""
+    import types
+
+    from agentmaild.render import render_message
+
+    msgs = [types.SimpleNamespace(**r) for r in rows]
+    ids = [m.id for m in msgs]
     body_limit = max(500, limit - 3000)
     used, cut = 600 + len(lead), 0
     for i, m in enumerate(msgs, 1):

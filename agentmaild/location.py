@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 STORE_DIR = ".agentmail"
 OVERSTORY_DIR = ".overstory"  # = overstory.flavor.OVERSTORY_DIR (not imported: hot path)
 STORE_FILE = "mail.db"
+DSN_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_dsn(target: str) -> bool:
+    """True when ``target`` names a PostgreSQL database rather than a SQLite file."""
+    return target.startswith(DSN_SCHEMES)
 
 
 def _read(path: str) -> str:
@@ -75,9 +81,10 @@ def resolve_db_str(
 ) -> str:
     environ = os.environ if env is None else env
     if flag:
-        return os.path.expanduser(flag)
+        return flag if is_dsn(flag) else os.path.expanduser(flag)
     if environ.get("AGENTMAIL_DB"):
-        return os.path.expanduser(environ["AGENTMAIL_DB"])
+        given = environ["AGENTMAIL_DB"]
+        return given if is_dsn(given) else os.path.expanduser(given)
     configured = _configured_db(environ)
     return configured if configured is not None else default_db(start)
 
@@ -96,7 +103,8 @@ def _configured_db(environ: Mapping[str, str]) -> str | None:
     base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     xdg = os.path.join(base, "agentmaild", "config.toml")
     if environ.get("AGENTMAILD_STORE_DB"):
-        return os.path.expanduser(environ["AGENTMAILD_STORE_DB"])
+        given = environ["AGENTMAILD_STORE_DB"]
+        return given if is_dsn(given) else os.path.expanduser(given)
     if explicit or os.path.isfile(xdg):
         from pathlib import Path
 
@@ -104,5 +112,5 @@ def _configured_db(environ: Mapping[str, str]) -> str | None:
 
         cfg = load_config(Path(explicit) if explicit else None, env=dict(environ))
         if cfg.store.db:
-            return os.path.expanduser(str(cfg.store.db))
+            return str(cfg.store.db)  # the config expanded a path already; a DSN stays as is
     return None

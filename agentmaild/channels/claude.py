@@ -51,9 +51,17 @@ def store_session_saver(store_path: Path, agent: str) -> SessionSaver:
     """Persist a new session id on the agent's row: one short transaction on a fresh connection."""
 
     def save_sync(session_id: str) -> None:
+        from agentmaild.store.anchor import is_anchor, store_target
+        from agentmaild.store.base import MailStore
         from agentmaild.store.sqlite import SqliteMailStore  # the daemon has it loaded already
 
-        store = SqliteMailStore(store_path)
+        store: MailStore
+        if is_anchor(store_path):
+            from agentmaild.store.postgres import PostgresMailStore
+
+            store = PostgresMailStore(store_target(store_path))
+        else:
+            store = SqliteMailStore(store_path)
         try:
             store.update_agent(agent, {"session_id": session_id})
         finally:

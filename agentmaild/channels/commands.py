@@ -36,7 +36,9 @@ def child_env(base: Mapping[str, str], *, agent: str, db: Path, delivery_id: str
     skip the mail this very turn carries.
     """
     env = {k: v for k, v in base.items() if k != "CLAUDECODE" and not k.startswith("CLAUDE_CODE_")}
-    env.update(AGENTMAIL_AGENT=agent, AGENTMAIL_DB=str(db), AGENTMAIL_DELIVERY=delivery_id)
+    from agentmaild.store.anchor import store_target  # a PostgreSQL store's anchor: its DSN
+
+    env.update(AGENTMAIL_AGENT=agent, AGENTMAIL_DB=store_target(db), AGENTMAIL_DELIVERY=delivery_id)
     return env
 
 

@@ -15,11 +15,11 @@ import typer
 
 from agentmaild.errors import AgentmaildError, UsageError
 from agentmaild.ids import check_name
-from agentmaild.location import resolve_db
+from agentmaild.location import is_dsn, resolve_db, resolve_db_str
 from agentmaild.mail import IMPLICIT_RECIPIENTS, Mailer
 from agentmaild.overstory.flavor import default_identity, overstory_mode
 from agentmaild.render import visible
-from agentmaild.store.sqlite import SqliteMailStore
+from agentmaild.store.base import MailStore
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -27,7 +27,9 @@ R = TypeVar("R")
 DbOpt = Annotated[
     str | None,
     typer.Option(
-        "--db", help="Store path (default: $AGENTMAIL_DB, config, <repo>/.agentmail/mail.db)."
+        "--db",
+        help="Store: a file path or a postgresql:// DSN (default: $AGENTMAIL_DB, config, "
+        "<repo>/.agentmail/mail.db).",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
@@ -106,28 +108,45 @@ def remote(url: str | None, token: str | None) -> tuple[str, str | None] | None:
     from agentmaild.http.client import target
 
     return target(url or STATE.url, token or STATE.token)
+def db_target(db: str | None) -> str:
+    """Where the store is: a file path or a ``postgresql://`` DSN."""
+    return resolve_db_str(db or STATE.db)
 
 
 def db_path(db: str | None) -> Path:
-    return resolve_db(db or STATE.db)
+    """The store's file, for the commands that need one (a DSN is a usage error there)."""
+    target = db_target(db)
+    if is_dsn(target):
+        raise UsageError("this command works on a SQLite store file, not a PostgreSQL DSN")
+    return resolve_db(target)
+
+
+def store_at(target: str, *, readonly: bool = False, create: bool = True) -> MailStore:
+    """The store ``target`` names: PostgreSQL for a DSN (psycopg loaded only then), else SQLite."""
+    if is_dsn(target):
+        from agentmaild.store.postgres import PostgresMailStore
+
+        return PostgresMailStore(target, readonly=readonly, create=create and not readonly)
+    from agentmaild.store.sqlite import SqliteMailStore
+
+    return SqliteMailStore(
+        Path(target), readonly=readonly, create=create and not readonly, flavor=_flavor()
+    )
 
 
 @contextmanager
 def open_store(
     db: str | None, *, readonly: bool = False, create: bool = True
-) -> Iterator[SqliteMailStore]:
+) -> Iterator[MailStore]:
     """The store; ``readonly`` for the commands that only look (they never create one)."""
-    path = db_path(db)
-    store = SqliteMailStore(
-        path, readonly=readonly, create=create and not readonly, flavor=_flavor()
-    )
+    store = store_at(db_target(db), readonly=readonly, create=create)
     try:
         yield store
     finally:
         store.close()
 
 
-def known_agent(store: SqliteMailStore, name: str) -> None:
+def known_agent(store: MailStore, name: str) -> None:
     """Raise UnknownAgent unless ``name`` is registered, implicit (operator) or was ever mailed
     (``Mailer.check_known``: the mail rule of ``send`` under the config's limits)."""
     if name in IMPLICIT_RECIPIENTS or store.get_agent(name) is not None:
@@ -135,13 +154,13 @@ def known_agent(store: SqliteMailStore, name: str) -> None:
     mailer(store).check_known(name)
 
 
-def mailer(store: SqliteMailStore) -> Mailer:
+def mailer(store: MailStore) -> Mailer:
     from agentmaild.config import load_config
 
     return Mailer(store, load_config().limits)
 
 
-def sender_of(flag: str | None, store: SqliteMailStore | None = None) -> str:
+def sender_of(flag: str | None, store: MailStore | None = None) -> str:
     """``--from``/``--agent``, else ``$AGENTMAIL_AGENT``, else the default identity (``operator``;
     Overstory's ``orchestrator`` in Overstory mode)."""
     ov = store is not None and store.overstory is not None
@@ -157,20 +176,27 @@ def _flavor() -> str:
 
 def overstory_mode_of(db: str | None) -> bool:
     """Whether the store ``db`` names (``--db``, else the default) is in Overstory mode."""
+    if is_dsn(db_target(db)):
+        return False
     return overstory_mode(str(db_path(db)), _flavor())
 
 
-def daemon_socket(store: SqliteMailStore) -> Path | None:
-    """The control socket of the store's daemon, when its file exists."""
+def daemon_socket(store: MailStore) -> Path | None:
+    """The control socket of the store's daemon on this machine, when its file exists."""
     from agentmaild.config import load_config
     from agentmaild.control.protocol import socket_path_for
 
     configured = load_config().daemon.socket
-    sock = Path(configured) if configured else socket_path_for(store.path)
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path):  # a PostgreSQL store: this machine's daemon, at its anchor
+        from agentmaild.store.anchor import anchor_for
+
+        path = anchor_for(getattr(store, "dsn", ""))
+    sock = Path(configured) if configured else socket_path_for(path)
     return sock if sock.exists() else None
 
 
-def poke(store: SqliteMailStore, agents: list[str] | None) -> None:
+def poke(store: MailStore, agents: list[str] | None) -> None:
     """Tell a running daemon there is work, at once (best effort: it polls anyway)."""
     from agentmaild.control.client import poke as send_poke
 

@@ -11,7 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
-from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, one_line, open_store, out
+from agentmaild.cli.common import (
+    DbOpt,
+    JsonOpt,
+    command,
+    db_path,
+    db_target,
+    one_line,
+    open_store,
+    out,
+)
 from agentmaild.cli.status_view import print_status
 from agentmaild.errors import (
     DaemonNotAnswering,
@@ -21,6 +30,7 @@ from agentmaild.errors import (
     ValidationError,
 )
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
+from agentmaild.location import is_dsn
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", help="Config file (default: $AGENTMAILD_CONFIG, XDG).")
@@ -68,16 +78,17 @@ def serve(
     if http is not None:
         cfg = dataclasses.replace(cfg, http=dataclasses.replace(cfg.http, listen=http))
     use_config_db = not db and not os.environ.get("AGENTMAIL_DB") and cfg.store.db is not None
-    path = Path(str(cfg.store.db)) if use_config_db else db_path(db)
-    raise typer.Exit(run_daemon(path, cfg))
+    target = str(cfg.store.db) if use_config_db else db_target(db)
+    raise typer.Exit(run_daemon(target if is_dsn(target) else Path(target), cfg))
 
 
 # -- status -----------------------------------------------------------------------------------
 def _offline_status(db: Path) -> dict[str, Any]:
     from agentmaild.rules.members import status_fields
     from agentmaild.rules.report import rules_status
+    from agentmaild.store.anchor import store_target
 
-    with open_store(str(db), readonly=True) as store:
+    with open_store(store_target(db), readonly=True) as store:
         counts, agents, totals = store.counts(), store.list_agents(), store.totals()
         rules = rules_status(store)
     rows = []
@@ -99,9 +110,21 @@ def _offline_status(db: Path) -> dict[str, Any]:
     return {"daemon": None, "agents": rows, "totals": totals, "rules": rules}
 
 
+def _control_path(db: str | None) -> Path:
+    """The store file, or a PostgreSQL store's anchor on this machine (where its socket is)."""
+    target = db_target(db)
+    if not is_dsn(target):
+        return db_path(db)
+    from agentmaild.store.anchor import anchor_for
+
+    return anchor_for(target)
+
+
 def _status(db: Path) -> dict[str, Any]:
     from agentmaild.control.replies import check_status
+    from agentmaild.store.anchor import is_anchor, store_target
     from agentmaild.store.files import modes_warning
+
     running = True
     try:
         result = check_status(_request(db, "status", timeout=_STATUS_TIMEOUT_S))
@@ -113,6 +136,10 @@ def _status(db: Path) -> dict[str, Any]:
     result["running"] = running
     result["store"] = str(db)
     result["warnings"] = [w for w in (modes_warning(db),) if w]
+    if is_anchor(db):  # a PostgreSQL store: named by its DSN (without a password), no file
+        from agentmaild.store.postgres_tx import redacted
+
+        result["store"], result["warnings"] = redacted(store_target(db)), []
     result["operator_unread"] = _operator_unread(db)
     return result
 
@@ -122,9 +149,10 @@ def _operator_unread(db: Path) -> int | None:
     """Unread mail for ``operator``, which no agent reads; None when the store cannot be read."""
     from agentmaild.errors import StoreError
     from agentmaild.mail import OPERATOR
+    from agentmaild.store.anchor import store_target
 
     try:
-        with open_store(str(db), readonly=True) as store:
+        with open_store(store_target(db), readonly=True) as store:
             c = store.counts().get(OPERATOR)
     except StoreError:
         return None
@@ -137,7 +165,7 @@ def status(
     watch: Annotated[bool, typer.Option("--watch", help="Refresh every second.")] = False,
 ) -> None:
     """The daemon (pid, uptime, version, store) and one row per agent; works with no daemon."""
-    path = db_path(db)
+    path = _control_path(db)
     if not watch:
         data = _status(path)
         out({"ok": True, **data}, as_json, lambda: print_status(data))
@@ -188,7 +216,7 @@ def ctl(
     """Send one control command to the running daemon (e.g. `ctl pause agent=builder-1`)."""
     parsed = _parse_args(args or [])
     timeout = 5.0 + float(parsed.get("timeout_s", 0) if cmd == "drain" else 0)
-    result = _request(db_path(db), cmd, parsed, timeout)
+    result = _request(_control_path(db), cmd, parsed, timeout)
     if cmd == "metrics":
         from agentmaild.control.replies import check_text
 
@@ -216,13 +244,15 @@ def retry(
         raise ValidationError(
             f"invalid delivery id {delivery[:80]!r}: expected dlv-<letters and digits>"
         )
-    path = db_path(db)
+    path = _control_path(db)
     args = {k: v for k, v in (("agent", agent), ("delivery", delivery)) if v is not None}
     try:
         # Through the daemon when it runs: it also drops the backoff of the agents' loops.
         ids, woken = _request(path, "retry", args)["requeued"], True
     except DaemonNotRunning:
-        with open_store(str(path)) as store:
+        from agentmaild.store.anchor import store_target
+
+        with open_store(store_target(path)) as store:
             ids, woken = store.retry_dead(agent=agent, delivery_id=delivery), False
     if delivery and not ids:
         raise NotFound(f"no dead delivery {delivery!r}")

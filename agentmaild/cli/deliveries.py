@@ -16,7 +16,7 @@ from agentmaild.cli.common import DbOpt, JsonOpt, one_line, open_store, out
 from agentmaild.errors import NotFound
 from agentmaild.ids import check_message_id, check_name, iso_now
 from agentmaild.models import Attempt
-from agentmaild.store.sqlite import SqliteMailStore
+from agentmaild.store.base import MailStore
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -62,7 +62,7 @@ def _line(a: Attempt) -> str:
     )
 
 
-def _check_known(store: SqliteMailStore, agent: str | None, message_id: str | None) -> None:
+def _check_known(store: MailStore, agent: str | None, message_id: str | None) -> None:
     """No history for a name or id the store never knew is a mistake, not an empty answer."""
     if agent is not None and store.get_agent(agent) is None:
         raise NotFound(f"no agent named {agent!r}")

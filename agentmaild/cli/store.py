@@ -1,4 +1,4 @@
-"""The ``store`` commands: ``store check`` — parse, call ``store.check``, print; no logic."""
+"""The ``store`` commands: ``store check`` and ``store copy`` — parse, call, print; no logic."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, db_path, one_line
+from agentmaild.errors import UsageError
 from agentmaild.store.check import RECOVERY_HINT, CheckReport, check_store
 
 FullOpt = Annotated[
@@ -26,6 +27,49 @@ def store_check(full: FullOpt = False, db: DbOpt = None, as_json: JsonOpt = Fals
         typer.echo(json.dumps(_json(report), ensure_ascii=False))
     else:
         _print(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+SourceArg = Annotated[str, typer.Argument(help="The store to copy: a file or a postgresql:// DSN.")]
+DestArg = Annotated[
+    str, typer.Argument(help="An empty store to copy into (created when missing): file or DSN.")
+]
+
+
+def store_copy(src: SourceArg, dst: DestArg, as_json: JsonOpt = False) -> None:
+    """Copy every row of SRC into DST (SQLite ↔ PostgreSQL), in one transaction, then verify
+    each table by row count and checksum. Exit 1 when a table differs. Stop the daemons first."""
+    from agentmaild.cli.common import store_at
+    from agentmaild.store.copy import TABLES, copy_store
+
+    if src == dst:
+        raise UsageError("store copy: SRC and DST are the same store")
+    source = store_at(src, readonly=True)
+    try:
+        destination = store_at(dst)
+        try:
+            report = copy_store(source, destination)
+        finally:
+            destination.close()
+    finally:
+        source.close()
+    data = report.to_json()
+    if not report.ok:
+        differ = ", ".join(report.mismatched())
+        message = f"tables differ after the copy: {differ}"
+        data["error"] = {"code": "copy_mismatch", "message": message}
+    if as_json or STATE.json:
+        typer.echo(json.dumps(data, ensure_ascii=False))
+    else:
+        for table in TABLES:
+            mark = "ok" if table not in report.mismatched() else "DIFFERS"
+            figures = report.source[table]
+            typer.echo(f"{table:<16} {figures.rows:>8} rows  {figures.checksum[:16]}  {mark}")
+        if report.ok:
+            typer.echo("copied and verified: every table's rows and checksum match")
+        else:
+            typer.echo(f"error: {data['error']['message']}", err=True)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -52,6 +96,7 @@ def _print(report: CheckReport) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``store`` group (``store check``) to the main CLI."""
-    store_app = typer.Typer(help="Examine the store file.", no_args_is_help=True)
+    store_app = typer.Typer(help="Examine or copy the store.", no_args_is_help=True)
     app.add_typer(store_app, name="store")
     store_app.command("check")(command(store_check))
+    store_app.command("copy")(command(store_copy))

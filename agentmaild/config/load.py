@@ -78,6 +78,8 @@ def _coerce(kind: str, value: object, base: Path | None) -> object:
         return float(value)  # type: ignore[arg-type]
     if kind == "choice":
         return str(value).lower()
+    if kind == "path" and str(value).startswith(("postgresql://", "postgres://")):
+        return str(value)  # a store DSN ([store] db): not a file name
     if kind == "path":
         path = Path(str(value)).expanduser()
         # Relative paths in a file mean "next to this file", whatever the daemon's cwd is.

@@ -69,7 +69,8 @@ class _Section:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreConfig(_Section):
-    db: Path | None = None  # None: the project default, <project root>/.agentmail/mail.db
+    # A file, or a postgresql:// DSN. None: the project default, <project root>/.agentmail/mail.db
+    db: Path | str | None = None
     attempts_keep_days: float = 30.0  # delivery history kept; `purge` and the daemon prune it
     # "overstory": Overstory mode (its registry, banners, names, identity); "auto": when the store
     # is .overstory/mail.db.

@@ -68,7 +68,9 @@ def _marked(db: Path | None, skip: set[int]) -> list[_Target]:
     """Live processes started in a scope of a daemon for ``db`` (their environment says so)."""
     if db is None:
         return []
-    me, path = os.getpid(), str(db)
+    from agentmaild.store.anchor import store_target
+
+    me, path = os.getpid(), store_target(db)  # a PostgreSQL store's agents carry its DSN
     found = []
     for stat in all_stats():
         if stat.pid == me or not stat.live or stat.pgid in skip:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from agentmaild.models import Agent
 from agentmaild.procs.escapes import become_subreaper
 from agentmaild.rules.ask import ReplyWaiters
 from agentmaild.rules.escalate import UnreadEscalator
-from agentmaild.store.aio import AsyncMailStore, PollGate
+from agentmaild.store.aio import AsyncMailStore, Gate, PollGate
 from agentmaild.store.check import refuse_damaged
 from agentmaild.store.files import (
     FileIdentity,
@@ -65,18 +66,26 @@ _WATCH_TICK_S = 1.0
 STORE_LOST_EXIT = 1
 
 
-def serve(db: Path, config: Config) -> int:
-    """Run the daemon for ``db`` until shut down; 0 after a clean drain.
+def serve(db: Path | str, config: Config) -> int:
+    """Run the daemon for ``db`` (a file, or a PostgreSQL DSN) until shut down; 0 after a clean
+    drain.
 
     Raises ``AgentmaildError`` when it cannot start: another daemon holds the store's lock (the
     error names its pid), the store or its directory is unsafe, or the store is damaged.
     """
     configure_logging(config.log.level, config.log.format, config.log.file)
+    if isinstance(db, str):
+        from agentmaild.daemon.serve_pg import serve_pg
+
+        try:
+            return serve_pg(db, config)
+        except BaseExceptionGroup as group:
+            raise first_error(group) from None
     given = db.expanduser().absolute()
     try:
         return _serve(given, resolved(given), config)
     except BaseExceptionGroup as group:
-        raise _first_error(group) from None
+        raise first_error(group) from None
 
 
 def _serve(given: Path, real: Path, config: Config) -> int:
@@ -100,7 +109,7 @@ def _serve(given: Path, real: Path, config: Config) -> int:
         return anyio.run(_main, given, real, config, backend="asyncio", backend_options=options)
 
 
-def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first ``AgentmaildError`` inside a task group's exception group, else the group."""
     matched, _rest = group.split(AgentmaildError)
     leaf: BaseException | None = matched
@@ -141,7 +150,7 @@ class Daemon:
         db: Path,
         config: Config,
         store: AsyncMailStore,
-        gate: PollGate,
+        gate: Gate,
         journal: StoreProcJournal | None = None,
     ) -> None:
         self.db = db
@@ -161,6 +170,7 @@ class Daemon:
         self.subreaper = False  # escaped agent descendants come back to us (Linux)
         self.http_address: str | None = None  # "HOST:PORT" once the HTTP face is bound
         self.waiters = ReplyWaiters()  # `ask`s holding an await_reply request
+        self.background: list[Callable[[], Coroutine[Any, Any, None]]] = []
 
     def watch(self, path: Path, opened: FileIdentity | None) -> None:
         """Check once a tick that ``path`` still names the file ``opened`` identifies."""
@@ -201,18 +211,22 @@ class Daemon:
 
                     host, port = await tg.start(serve_daemon_http, self)
                     self.http_address = f"{host}:{port}"
-                tg.start_soon(
-                    Checkpointer(self.db, self.store, lambda: self.config.daemon,
-                                 self._shutdown).run
-                )
+                if isinstance(self.store.sync, SqliteMailStore):  # PostgreSQL has no WAL of ours
+                    tg.start_soon(
+                        Checkpointer(self.db, self.store, lambda: self.config.daemon,
+                                     self._shutdown).run
+                    )
                 tg.start_soon(self._watch_store)
+                for task in self.background:  # the store's own wake-ups (PostgreSQL LISTEN)
+                    tg.start_soon(task)
                 tg.start_soon(
                     HistoryPruner(self.store, lambda: self.config.store, self._shutdown).run
                 )
                 tg.start_soon(
                     UnreadEscalator(self.store, lambda: self.config.limits, self._shutdown).run
                 )
-                log.info("daemon.started", pid=os.getpid(), db=str(self.db),
+                log.info("daemon.started", pid=os.getpid(),
+                         db=str(getattr(self.store.sync, "path", self.db)),
                          socket=str(self.socket), version=__version__,
                          agents=len(self.supervisor.agents))
                 await self._shutdown.wait()

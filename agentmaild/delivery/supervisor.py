@@ -25,7 +25,7 @@ from agentmaild.delivery.types import Clock, LoopSettings
 from agentmaild.errors import AgentmaildError, AgentUnavailable
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, ChannelKind
-from agentmaild.store.aio import AsyncMailStore, PollGate
+from agentmaild.store.aio import AsyncMailStore, Gate
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +62,7 @@ class Supervisor(Roster):
         config: Config,
         factory: ChannelFactory,
         *,
-        gate: PollGate | None = None,
+        gate: Gate | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         super().__init__()

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 import anyio
@@ -123,6 +123,18 @@ class AsyncMailStore:
 
     async def update_agent(self, name: str, changes: dict[str, Any]) -> Agent:
         return await self.run_sync(self.sync.update_agent, name, changes)
+
+
+class Gate(Protocol):
+    """What the supervisor's poll tick asks a store: ``PollGate`` (SQLite), ``PgPollGate``."""
+
+    async def changed(self) -> bool: ...
+
+    async def registry_version(self) -> int: ...
+
+    async def pending_agents(self) -> set[str]: ...
+
+    async def aclose(self) -> None: ...
 
 
 class PollGate:

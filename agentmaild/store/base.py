@@ -134,8 +134,9 @@ class AgentProc:
 class MailStore(abc.ABC):
     """Storage for mail, agents and delivery leases.
 
-    Implementations: ``SqliteMailStore`` (the product) and ``MemoryMailStore`` (a fake for tests);
-    both pass ``tests/contract/test_store_contract.py``.
+    Implementations: ``SqliteMailStore`` (the product), ``PostgresMailStore`` (teams across
+    machines) and ``MemoryMailStore`` (a fake for tests); all pass
+    ``tests/contract/test_store_contract.py``.
     """
 
     # The Overstory project this store belongs to (``overstory.link.OverstoryLink``), or None.

@@ -1,4 +1,4 @@
-"""Loads the named SQL queries of ``sql/queries.sql`` (one ``-- name:`` header per query)."""
+"""Loads named SQL queries (one ``-- name:`` header per query): SQLite's ``sql/queries.sql``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 _SQL_DIR = os.path.join(os.path.dirname(__file__), "sql")
 
 
-def _parse(text: str) -> dict[str, str]:
+def parse_named(text: str) -> dict[str, str]:
     queries: dict[str, str] = {}
     name: str | None = None
     lines: list[str] = []
@@ -23,12 +23,12 @@ def _parse(text: str) -> dict[str, str]:
     return queries
 
 
-def _read(name: str) -> str:
+def read_sql(name: str) -> str:
     with open(os.path.join(_SQL_DIR, name), encoding="utf-8") as f:
         return f.read()
 
 
-Q = _parse(_read("queries.sql"))
+Q = parse_named(read_sql("queries.sql"))
 
 
 def schema_statements() -> list[str]:
@@ -37,7 +37,7 @@ def schema_statements() -> list[str]:
 
     statements: list[str] = []
     current = ""
-    for line in _read("schema.sql").splitlines(keepends=True):
+    for line in read_sql("schema.sql").splitlines(keepends=True):
         current += line
         # A trigger body holds ";" too: a statement ends where SQLite says it is complete.
         if sqlite3.complete_statement(current):

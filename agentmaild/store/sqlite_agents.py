@@ -27,7 +27,7 @@ def _current(conn: sqlite3.Connection, name: str) -> sqlite3.Row:
     return row
 
 
-def _updated(current: Agent, changes: dict[str, Any]) -> Agent:
+def updated(current: Agent, changes: dict[str, Any]) -> Agent:
     merged = {**current.to_dict(), **changes, "updated_at": iso_now()}
     if "turn_state" in changes:
         merged["turn_state_at"] = merged["updated_at"]
@@ -35,7 +35,7 @@ def _updated(current: Agent, changes: dict[str, Any]) -> Agent:
     return Agent(**merged)
 
 
-def _check_transition(name: str, current: str, state: str, force: bool) -> None:
+def check_transition(name: str, current: str, state: str, force: bool) -> None:
     if state not in STATE_TRANSITIONS:
         raise StateError(f"unknown state {state!r}")
     if not force and current != state and state not in STATE_TRANSITIONS[current]:
@@ -78,7 +78,7 @@ class SqliteAgents(SqliteTransactions):
             raise StoreError(f"cannot change agent field(s): {', '.join(sorted(bad))}")
 
         def run(conn: sqlite3.Connection) -> Agent:
-            agent = _updated(agent_from_row(_current(conn, name)), changes)
+            agent = updated(agent_from_row(_current(conn, name)), changes)
             conn.execute(_UPDATE_SQL, agent_params(agent))
             return agent
 
@@ -86,7 +86,7 @@ class SqliteAgents(SqliteTransactions):
 
     def set_agent_state(self, name: str, state: str, *, force: bool = False) -> Agent:
         def run(conn: sqlite3.Connection) -> Agent:
-            _check_transition(name, _current(conn, name)["state"], state, force)
+            check_transition(name, _current(conn, name)["state"], state, force)
             conn.execute(Q["agent_set_state"], (state, iso_now(), name))
             return agent_from_row(conn.execute(Q["agent_get"], (name,)).fetchone())
 

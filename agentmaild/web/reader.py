@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from agentmaild.store.queries import _parse as parse_queries
+from agentmaild.store.queries import parse_named as parse_queries
 from agentmaild.store.sqlite_open import connect_readonly
 from agentmaild.web.search import SearchIndex
 

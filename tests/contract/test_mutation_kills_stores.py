@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Message
 from agentmaild.store.base import InsertRequest, MailStore
-from agentmaild.store.memory import MemoryMailStore
-from agentmaild.store.sqlite import SqliteMailStore
 
 T0 = 1_700_000_000.0
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]:
-    s: MailStore = (
-        SqliteMailStore(tmp_path / "mail.db") if request.param == "sqlite" else MemoryMailStore()
-    )
-    yield s
-    s.close()
+@pytest.fixture
+def store(any_store: MailStore) -> MailStore:
+    return any_store
 
 
 def put(store: MailStore, n: int) -> list[str]:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -13,20 +12,14 @@ from agentmaild.errors import Conflict, InboxFull, NotFound, RateLimited, StateE
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import STATE_TRANSITIONS, Agent, Attempt, Batch, Message
 from agentmaild.store.base import AgentProc, InsertRequest, InsertResult, MailStore
-from agentmaild.store.memory import MemoryMailStore
-from agentmaild.store.sqlite import SqliteMailStore
 
 T0 = 1_700_000_000.0  # a fixed wall clock: leases and stamps never depend on the real one
 LEASE_S = 30.0
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]:
-    s: MailStore = (
-        SqliteMailStore(tmp_path / "mail.db") if request.param == "sqlite" else MemoryMailStore()
-    )
-    yield s
-    s.close()
+@pytest.fixture
+def store(any_store: MailStore) -> MailStore:
+    return any_store
 
 
 def make(

@@ -6,25 +6,16 @@ moves its registration out of ``booting``; taken mail comes back marked read. Bo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from agentmaild.models import Agent
 from agentmaild.store.base import MailStore
-from agentmaild.store.memory import MemoryMailStore
-from agentmaild.store.sqlite import SqliteMailStore
 from tests.contract.test_store_contract import T0, claim, make, put
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]:
-    s: MailStore = (
-        SqliteMailStore(tmp_path / "mail.db") if request.param == "sqlite" else MemoryMailStore()
-    )
-    yield s
-    s.close()
+@pytest.fixture
+def store(any_store: MailStore) -> MailStore:
+    return any_store
 
 
 def state(store: MailStore, name: str) -> str:

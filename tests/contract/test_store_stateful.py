@@ -1,4 +1,8 @@
-"""Random walks over every MailStore (send, claim, ack, release, reap, pull, purge): none lost."""
+"""Random walks over every MailStore (send, claim, ack, release, reap, pull, purge): none lost.
+
+The PostgreSQL machines take their databases from the session's server (``pg_databases``, made
+available to hypothesis by the autouse fixture below).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -24,7 +29,9 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.models import PRIORITY_RANK, Attempt, Batch, Message
 from agentmaild.store.base import InsertRequest, MailStore
 from agentmaild.store.memory import MemoryMailStore
+from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.pg import PgDatabases, session_databases
 
 AGENTS = ("bob", "carol")
 LEASE_S = 10.0
@@ -34,6 +41,22 @@ SIZE = st.integers(0, 30)
 TICK = st.sampled_from([0.0, 0.001, 1.0])  # a zero tick ties created_at: order falls back to id
 ADVANCE = st.sampled_from([0.0, 1.0, LEASE_S / 2, LEASE_S, LEASE_S + 1])
 BOUNDED = settings(max_examples=50, stateful_step_count=30, deadline=None)
+
+
+@pytest.fixture(autouse=True)
+def _postgres(pg_databases: PgDatabases) -> None:
+    """Starts (once) the server the PostgreSQL machines below take their databases from."""
+
+
+class PgStore(PostgresMailStore):
+    """A PostgresMailStore on a database of its own, handed back to the session on close."""
+
+    def __init__(self) -> None:
+        super().__init__(session_databases().create())
+
+    def close(self) -> None:
+        super().close()
+        session_databases().drop(self.dsn)
 
 
 def order(m: Message) -> tuple[int, str, str]:
@@ -235,10 +258,16 @@ class MemoryMachine(StoreMachine):
     make_store = staticmethod(lambda tmp: MemoryMailStore())
 
 
+class PostgresMachine(StoreMachine):
+    make_store = staticmethod(lambda tmp: PgStore())
+
+
 TestSqliteStore = SqliteMachine.TestCase
 TestSqliteStore.settings = BOUNDED
 TestMemoryStore = MemoryMachine.TestCase
 TestMemoryStore.settings = BOUNDED
+TestPostgresStore = PostgresMachine.TestCase
+TestPostgresStore.settings = BOUNDED
 
 
 # -- differential: the fake must answer exactly as the product store does ----------------------
@@ -247,7 +276,7 @@ Call = Callable[[MailStore, Callable[[str], str]], object]
 
 
 class DifferentialMachine(RuleBasedStateMachine):
-    """Runs the same calls on SqliteMailStore and MemoryMailStore; every answer must match.
+    """Runs the same calls on the SQLite, memory and PostgreSQL stores; every answer must match.
 
     Delivery ids are random, so each store's ids are renamed d0, d1, ... in order of appearance.
     """
@@ -255,9 +284,11 @@ class DifferentialMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="agentmaild-differential-"))
-        self.stores: tuple[MailStore, ...] = (SqliteMailStore(self.tmp / "m.db"), MemoryMailStore())
-        self.labels: tuple[dict[str, str], ...] = ({}, {})  # real delivery id -> label
-        self.real: tuple[dict[str, str], ...] = ({}, {})  # label -> real delivery id
+        self.stores: tuple[MailStore, ...] = (
+            SqliteMailStore(self.tmp / "m.db"), MemoryMailStore(), PgStore()
+        )
+        self.labels: tuple[dict[str, str], ...] = ({}, {}, {})  # real delivery id -> label
+        self.real: tuple[dict[str, str], ...] = ({}, {}, {})  # label -> real delivery id
         self.clock = 1_700_000_000.0
         self.sent: list[str] = []
 
@@ -296,6 +327,7 @@ class DifferentialMachine(RuleBasedStateMachine):
                 answer = ("raised", type(exc).__name__)
             answers.append(answer)
         assert answers[0] == answers[1], "sqlite and memory disagree"
+        assert answers[0] == answers[2], "sqlite and postgres disagree"
         return answers[0]
 
     def delivery(self, data: st.DataObject) -> str:

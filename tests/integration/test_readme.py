@@ -5,8 +5,9 @@ shell starts in this checkout (the README's Install block runs ``make venv`` and
 here, which are no-ops once done) with a scratch ``HOME``, XDG directories and ``TMUX_TMPDIR`` (a
 private tmux server), the venv's ``bin`` first on ``PATH``, and the real, pinned Claude Code CLI
 pointed at the loopback API stand-in through ``ANTHROPIC_BASE_URL`` — the variables the README
-tells a user to set. The scratch ``~/.claude.json`` pre-answers the first-run dialogs the README
-tells a user to answer once by hand.
+tells a user to set — and ``TEAM_DB``, an empty PostgreSQL database for "Teams across machines".
+The scratch ``~/.claude.json`` pre-answers the first-run dialogs the README tells a user to answer
+once by hand.
 
 Reference syntax lives in ``text`` blocks, which are not run. ``&&`` and ``||`` are refused in
 ``sh`` blocks: ``set -e`` cannot see a failure on their left.
@@ -30,6 +31,7 @@ import pytest
 
 from tests.support.anthropic_stub import AnthropicStub
 from tests.support.claude_env import claude_binary, claude_env, isolated_home
+from tests.support.pg import PgDatabases
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.claude, pytest.mark.tmux, pytest.mark.timeout(150)]
@@ -184,7 +186,23 @@ def run_readme(env: dict[str, str], text: str, tmp: Path) -> subprocess.Complete
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
-def test_readme_commands_run_as_written(tmp_path: Path) -> None:
+def stop_team_daemon(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The "Teams across machines" daemon, when the README failed before its ``ctl shutdown``."""
+    from agentmaild.control.client import request
+    from agentmaild.control.protocol import socket_path_for
+    from agentmaild.errors import ControlError
+    from agentmaild.store.anchor import anchor_for
+
+    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])  # where the README's daemon was
+    sock = socket_path_for(anchor_for(env["TEAM_DB"]))
+    if sock.exists():
+        with contextlib.suppress(ControlError, OSError):
+            request(sock, "shutdown", timeout=10)
+
+
+def test_readme_commands_run_as_written(
+    tmp_path: Path, pg_databases: PgDatabases, monkeypatch: pytest.MonkeyPatch
+) -> None:
     claude_binary()  # `make claude` in the README is then a quick check, not an npm install
     blocks = [b for b in fenced_blocks(README.read_text()) if b.lang == "sh"]
     home = tmp_path / "home"
@@ -193,8 +211,12 @@ def test_readme_commands_run_as_written(tmp_path: Path) -> None:
     lock = demo / ".agentmail" / "mail.db.lock"
     with AnthropicStub("ready") as stub:
         env = scratch_env(tmp_path, home, stub.base_url)
+        env["TEAM_DB"] = pg_databases.create(migrated=False)  # "Teams across machines": empty
         with cleaned_up(env, lock):
-            done = run_readme(env, script(blocks), tmp_path)
+            try:
+                done = run_readme(env, script(blocks), tmp_path)
+            finally:
+                stop_team_daemon(env, monkeypatch)
             assert done.returncode == 0, (
                 f"a README command failed (exit {done.returncode});\n"
                 f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-6000:]}"

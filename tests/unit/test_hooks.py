@@ -539,7 +539,8 @@ def test_the_hook_path_imports_no_heavy_modules(st: Store, env: dict[str, str]) 
     modules = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines()
                if line.startswith("import time:")}
     heavy = {"typer", "click", "structlog", "asyncio", "anyio", "dataclasses", "aiosqlite",
-             "agentmaild.models", "agentmaild.config", "agentmaild.store.sqlite"}
+             "agentmaild.models", "agentmaild.config", "agentmaild.store.sqlite", "psycopg",
+             "psycopg_pool", "agentmaild.store.postgres", "agentmaild.inject_pg"}
     assert not heavy & modules
     assert b"[agentmail] 1 new message for bob" in done.stdout
 

@@ -1,0 +1,48 @@
+"""One daemon per PostgreSQL store: a session advisory lock held on a connection of its own.
+
+The lock lives as long as that connection: a daemon that dies (even SIGKILL) lets it go when the
+server notices the connection closed. The connection's ``application_name`` carries the holder's
+pid and host, so a second daemon — on any machine — names who holds it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+
+from agentmaild.errors import ControlError, StoreError
+from agentmaild.store.postgres_tx import redacted
+
+# The advisory lock "agentmaild daemon" (classid/objid form: 2 x int4).
+_LOCK = (0x616D_6461, 0x656D_6F6E)
+_HOLDER = (
+    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = %s AND l.granted "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
+def holder_name() -> str:
+    return f"agentmaild serve pid={os.getpid()} host={socket.gethostname()}"
+
+
+@contextmanager
+def hold_pg_lock(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """Hold the store's daemon lock; ``ControlError`` naming the holder if another daemon has it."""
+    try:
+        conn = psycopg.connect(dsn, autocommit=True, application_name=holder_name())
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot open store {redacted(dsn)}: {exc}") from exc
+    try:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", _LOCK).fetchone()
+        if not row or not row[0]:
+            held = conn.execute(_HOLDER, _LOCK).fetchone()
+            who = str(held[0]).removeprefix("agentmaild serve ") if held else "unknown"
+            raise ControlError(f"agentmaild is already running for {redacted(dsn)} ({who})")
+        yield conn
+    finally:
+        conn.close()

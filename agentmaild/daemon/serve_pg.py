@@ -1,0 +1,66 @@
+"""serve() for a PostgreSQL store: the store's daemon lock → store → the same ``Daemon``.
+
+What differs from a store file: the one-daemon lock is a PostgreSQL advisory lock (it holds
+across machines), the poll gate asks the server (``PgPollGate``), sends wake the loops through
+LISTEN/NOTIFY (``PgListener``; polling stays the fallback), and the daemon's local files —
+control socket, agent logs — live in the store's anchor directory on this machine
+(``store.anchor``). There is no file to check, watch or checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import structlog
+
+from agentmaild.config import Config
+from agentmaild.daemon.journal import StoreProcJournal
+from agentmaild.daemon.pg_listen import PgListener
+from agentmaild.daemon.pg_lock import hold_pg_lock
+from agentmaild.procs.escapes import become_subreaper
+from agentmaild.store.anchor import anchor_for
+from agentmaild.store.files import check_private_dir, make_store_dir
+
+log = structlog.get_logger(__name__)
+
+
+def serve_pg(dsn: str, config: Config) -> int:
+    anchor = anchor_for(dsn)
+    make_store_dir(anchor.parent)
+    check_private_dir(anchor.parent)
+    with hold_pg_lock(dsn):
+        options: dict[str, Any] = {}
+        try:
+            import uvloop  # noqa: F401  (only probing that it is installed)
+
+            options["use_uvloop"] = True
+        except ImportError:
+            pass
+        return anyio.run(_main, dsn, config, backend="asyncio", backend_options=options)
+
+
+async def _main(dsn: str, config: Config) -> int:
+    from agentmaild.daemon.serve import Daemon
+    from agentmaild.store.aio import AsyncMailStore
+    from agentmaild.store.aio_pg import PgPollGate
+    from agentmaild.store.postgres import PostgresMailStore
+
+    subreaper = become_subreaper()
+    store = await anyio.to_thread.run_sync(lambda: PostgresMailStore(dsn))
+    astore = AsyncMailStore(store)
+    try:
+        gate = await PgPollGate.open(dsn)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await astore.aclose()
+        raise
+    try:
+        daemon = Daemon(anchor_for(dsn), config, astore, gate, StoreProcJournal(astore))
+        daemon.subreaper = subreaper
+        daemon.background.append(PgListener(dsn, daemon.supervisor.wake).run)
+        return await daemon.run()
+    finally:
+        await gate.aclose()
+        with anyio.CancelScope(shield=True):
+            await astore.aclose()

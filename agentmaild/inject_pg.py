@@ -1,0 +1,55 @@
+"""``check --inject`` over a PostgreSQL store: take, render and ack in one transaction.
+
+The SQLite hot path (``fast``) never loads this module, so psycopg stays out of it; a DSN store
+pays for psycopg's import here instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentmaild import inject
+from agentmaild.errors import UnknownAgent
+from agentmaild.mail import IMPLICIT_RECIPIENTS
+from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.postgres_messages import mark_reached, mark_read
+from agentmaild.store.postgres_tx import PQ, Conn, lock, one
+
+
+def _take_and_render(conn: Conn, agent: str, max_chars: int) -> tuple[str, list[str]]:
+    lock(conn, f"agent:{agent}")  # serialised with the daemon's claims for this agent
+    rows: list[dict[str, Any]] = []
+    used = 0
+    for row in conn.execute(PQ["pull_candidates"], {"agent": agent}):
+        size = len(row["subject"]) + len(row["body"]) + len(row["payload"] or "")
+        if rows and used + size > max_chars - 2500:
+            break
+        rows.append(row)
+        used += size
+    if not rows:
+        return "", []
+    count = one(
+        conn, "SELECT count(*) AS n FROM messages WHERE to_agent = %(a)s AND read = 0", {"a": agent}
+    )
+    wanted = {r["id"] for r in rows}
+    nudges = [dict(n) for n in conn.execute(PQ["nudges_for"], {"agent": agent})
+              if n["message_id"] in wanted]
+    unread = int(count["n"]) if count else len(rows)
+    text, ids = inject.fit_rows(rows, agent, unread, nudges, inject.plain, max_chars)
+    mark_read(conn, ids, "pull")
+    mark_reached(conn, agent)
+    return text, ids
+
+
+def check_inject(dsn: str, agent: str, max_chars: int) -> tuple[str, list[str]]:
+    """The agent's unread mail rendered for injection and acked; ``UnknownAgent`` for a name
+    that was neither registered nor ever mailed."""
+    store = PostgresMailStore(dsn, create=False)
+    try:
+        text, ids = store._write(lambda conn: _take_and_render(conn, agent, max_chars))
+        if not ids and agent not in IMPLICIT_RECIPIENTS and store.get_agent(agent) is None:
+            if not store.list_messages(to_agent=agent, limit=1):
+                raise UnknownAgent(agent)
+    finally:
+        store.close()
+    return text, ids

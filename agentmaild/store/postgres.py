@@ -1,0 +1,70 @@
+"""PostgresMailStore: the MailStore on a PostgreSQL database, for teams across machines.
+
+Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC —
+``PostgresMessages``, ``PostgresAgents``, ``PostgresDeliveries``, ``PostgresHistory`` (history
+and agent processes) — over the connection and transactions of ``postgres_tx``; the schema is
+``sql/pg_schema.sql`` (migrated by ``postgres_migrate``), the SQL is ``sql/pg_queries.sql``.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from agentmaild.errors import StoreError
+from agentmaild.store.base import MailStore
+from agentmaild.store.postgres_agents import PostgresAgents
+from agentmaild.store.postgres_deliveries import PostgresDeliveries
+from agentmaild.store.postgres_history import PostgresHistory
+from agentmaild.store.postgres_messages import PostgresMessages
+from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
+from agentmaild.store.postgres_tx import Conn, connect, redacted
+
+__all__ = ["PostgresMailStore"]
+
+
+class PostgresMailStore(
+    PostgresMessages, PostgresAgents, PostgresDeliveries, PostgresHistory, MailStore
+):
+    """One connection, used from one thread at a time (the daemon's ``AsyncMailStore`` sees to
+    that). ``readonly``: never migrates — a database without the schema is an error."""
+
+    def __init__(self, dsn: str, *, readonly: bool = False, create: bool = True) -> None:
+        self.dsn = dsn
+        self.path = redacted(dsn)  # what messages and `status` show for "where the store is"
+        try:
+            self._conn = connect(dsn)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open store {self.path}: {_short(exc)}") from exc
+        try:
+            self._prepare(readonly=readonly or not create)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _prepare(self, *, readonly: bool) -> None:
+        try:
+            if not readonly:
+                migrate(self._conn)
+                return
+            version = current_version(self._conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open store {self.path}: {_short(exc)}") from exc
+        if version < PG_SCHEMA_VERSION:
+            migrate_hint = "run any write command (e.g. `agentmaild agents list` after `serve`)"
+            if version == 0:
+                raise StoreError(
+                    f"no agentmaild store in {self.path}: this command never creates one; "
+                    "create it with `agentmaild agents add` or `agentmaild send`"
+                )
+            raise StoreError(f"store {self.path} has an old schema; {migrate_hint}")
+
+    @property
+    def connection(self) -> Conn:
+        return self._conn
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _short(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

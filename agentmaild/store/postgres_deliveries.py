@@ -1,0 +1,153 @@
+"""The delivery operations of the PostgreSQL store: claims, leases, acks, releases, dead letters.
+
+A claim is the one ``claim`` statement of ``pg_queries.sql`` (rows taken ``FOR UPDATE SKIP
+LOCKED``), after a transaction-scoped advisory lock on the agent: two daemons (or a daemon and
+the agent's own ``check``) taking mail for one agent at once run one after the other, so the
+second sees the first one's lease and takes nothing, as with SQLite's single writer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agentmaild.errors import NotFound
+from agentmaild.ids import iso_now, new_id
+from agentmaild.models import PRIORITY_RANK, AgentCounts, Attempt, Batch, DeadLetter, Message
+from agentmaild.store.base import Released, with_outcome
+from agentmaild.store.postgres_history import insert_attempt
+from agentmaild.store.postgres_messages import mark_reached
+from agentmaild.store.postgres_rows import dead_letter_from_row, message_from_row
+from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, lock, one
+
+
+def _order(m: Message) -> tuple[int, str, str]:
+    return (PRIORITY_RANK[m.priority], m.created_at, m.id)
+
+
+def claim_in(
+    conn: Conn, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+) -> Batch | None:
+    """The claim inside the caller's transaction (exposed for the race tests and benchmarks)."""
+    lock(conn, f"agent:{agent}")
+    lease_until = now + lease_s
+    params = {
+        "agent": agent,
+        "now": now,
+        "lease_until": lease_until,
+        "stamp": iso_now(now),
+        "max_messages": None if max_messages < 0 else max_messages,  # LIMIT NULL: no limit
+        "max_chars": max_chars,
+        "new_id": new_id("dlv"),
+    }
+    rows = conn.execute(PQ["claim"], params).fetchall()
+    if not rows:
+        return None
+    delivery_id = rows[0]["claim_id"]
+    messages = sorted((message_from_row(r) for r in rows), key=_order)
+    return Batch(
+        delivery_id=delivery_id,
+        agent=agent,
+        messages=tuple(replace(m, delivery_id=delivery_id) for m in messages),
+        attempt=int(rows[0]["claim_attempt"]),
+        lease_until=lease_until,
+    )
+
+
+def _ack(conn: Conn, delivery_id: str, now: float, record: Attempt | None) -> int:
+    rows = conn.execute(PQ["delivery_ack"], {"id": delivery_id, "stamp": iso_now(now)}).fetchall()
+    if record is not None:
+        insert_attempt(conn, record)
+    if rows:
+        mark_reached(conn, rows[0]["to_agent"])
+    return len(rows)
+
+
+def _release(
+    conn: Conn, delivery_id: str, params: dict[str, object], record: Attempt | None
+) -> Released:
+    row = one(conn, PQ["delivery_release"], {"id": delivery_id, **params})
+    if row is None:
+        raise NotFound(f"no claimed delivery {delivery_id}")
+    messages: tuple[Message, ...] = ()
+    if row["state"] == "dead":
+        unread = conn.execute(PQ["delivery_unread"], {"id": delivery_id}).fetchall()
+        messages = tuple(message_from_row(r) for r in unread)
+    record = with_outcome(record, row["state"])
+    if record is not None:
+        insert_attempt(conn, record)
+    return Released(state=row["state"], failures=row["failures"], messages=messages)
+
+
+class PostgresDeliveries(PostgresTransactions):
+    """The ``MailStore`` delivery and lease operations on PostgreSQL."""
+
+    def claim(
+        self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+    ) -> Batch | None:
+        return self._write(
+            lambda conn: claim_in(
+                conn, agent, max_messages=max_messages, max_chars=max_chars,
+                lease_s=lease_s, now=now,
+            )
+        )
+
+    def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
+        return self._write(lambda conn: _ack(conn, delivery_id, now, record))
+
+    def release(
+        self,
+        delivery_id: str,
+        *,
+        error: str,
+        max_attempts: int,
+        now: float,
+        count: int = 1,
+        record: Attempt | None = None,
+    ) -> Released:
+        params: dict[str, object] = {
+            "count": count,
+            "max_attempts": max_attempts,
+            "error": error[:2000],
+            "now": iso_now(now),
+        }
+        return self._write(lambda conn: _release(conn, delivery_id, params, record))
+
+    def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
+        params = {"until": now + lease_s, "id": delivery_id}
+        return self._write(
+            lambda conn: conn.execute(PQ["delivery_extend_lease"], params).rowcount == 1
+        )
+
+    def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
+        params = {"stamp": iso_now(now), "now": now, "everything": everything}
+
+        def run(conn: Conn) -> list[tuple[str, str]]:
+            rows = conn.execute(PQ["deliveries_expired"], params).fetchall()
+            return sorted((r["id"], r["agent"]) for r in rows)
+
+        return self._write(run)
+
+    def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
+        return [dead_letter_from_row(r) for r in self._read(PQ["dead_list"], {"agent": agent})]
+
+    def retry_dead(self, *, agent: str | None = None, delivery_id: str | None = None) -> list[str]:
+        params = {"now": iso_now(), "agent": agent, "id": delivery_id}
+        return self._write(
+            lambda conn: [r["id"] for r in conn.execute(PQ["retry_dead"], params).fetchall()]
+        )
+
+    def pending_agents(self) -> set[str]:
+        return {r["to_agent"] for r in self._read(PQ["pending_agents"])}
+
+    def counts(self) -> dict[str, AgentCounts]:
+        figures: dict[str, dict[str, int]] = {}
+        for r in self._read(PQ["count_unread"]):
+            figures.setdefault(r["to_agent"], {})["unread"] = int(r["count"])
+        for r in self._read(PQ["count_deliveries"]):
+            key = "in_flight" if r["state"] == "claimed" else "dead_letters"
+            figures.setdefault(r["agent"], {})[key] = int(r["count"])
+        return {a: AgentCounts(agent=a, **f) for a, f in figures.items()}
+
+    def totals(self) -> dict[str, int]:
+        row = self._read(PQ["count_messages"])[0]
+        return {"messages": int(row["total"]), "unread": int(row["unread"])}

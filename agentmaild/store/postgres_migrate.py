@@ -1,0 +1,65 @@
+"""PostgreSQL schema versions: keyed by ``am_schema_version``, applied in one transaction under an
+advisory lock, so two hosts (or two processes) starting at once migrate once and both proceed.
+
+PostgreSQL's DDL is transactional: a failed upgrade leaves the database exactly as it was.
+"""
+
+from __future__ import annotations
+
+from agentmaild.store.postgres_tx import Conn
+from agentmaild.store.queries import read_sql
+
+# 1: the tables of the SQLite schema 3 (messages with agentmaild's columns, am_*).
+PG_SCHEMA_VERSION = 1
+_STEPS: dict[int, str] = {1: "pg_schema.sql"}
+
+# Any constant both processes agree on: the advisory lock "agentmaild schema migration".
+_MIGRATION_LOCK = 0x616D_6D69_6772  # "ammigr"
+
+_VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS am_schema_version ("
+    " id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)"
+)
+
+
+def statements(script: str) -> list[str]:
+    """A schema script split at its ``-- ;`` separator lines, comment-only lines dropped."""
+    chunks: list[str] = []
+    current: list[str] = []
+    for line in read_sql(script).splitlines():
+        if line.strip() == "-- ;":
+            chunks.append("\n".join(current))
+            current = []
+        elif not line.lstrip().startswith("--"):
+            current.append(line)
+    chunks.append("\n".join(current))
+    return [c.strip() for c in chunks if c.strip()]
+
+
+def current_version(conn: Conn) -> int:
+    """The database's schema version; 0 when agentmaild never migrated it."""
+    row = conn.execute("SELECT to_regclass('am_schema_version') IS NOT NULL AS ok").fetchone()
+    if not row or not row["ok"]:
+        return 0
+    found = conn.execute("SELECT version FROM am_schema_version WHERE id = 1").fetchone()
+    return int(found["version"]) if found else 0
+
+
+def migrate(conn: Conn) -> int:
+    """Bring the database to ``PG_SCHEMA_VERSION``; returns the version it found."""
+    if current_version(conn) >= PG_SCHEMA_VERSION:
+        return PG_SCHEMA_VERSION
+    with conn.transaction():
+        # The lock first: even `CREATE TABLE IF NOT EXISTS` races with itself without it.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(_VERSION_TABLE)
+        found = current_version(conn)  # a statement after the lock: sees the winner's commit
+        for version in range(found + 1, PG_SCHEMA_VERSION + 1):
+            for stmt in statements(_STEPS[version]):
+                conn.execute(stmt.encode())  # bytes: "%" in SQL is not a placeholder here
+        conn.execute(
+            "INSERT INTO am_schema_version (id, version) VALUES (1, %s) "
+            "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",
+            (max(found, PG_SCHEMA_VERSION),),
+        )
+    return found

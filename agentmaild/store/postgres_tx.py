@@ -1,0 +1,105 @@
+"""The PostgreSQL store's transaction plumbing: one connection, one transaction per operation.
+
+``PostgresTransactions`` is the base of the store's operation mixins (messages, agents,
+deliveries, procs, history). Writes run in one ``READ COMMITTED`` transaction each and are
+retried on a deadlock or serialization failure (the transaction rolled back whole, so a retry
+is safe); every psycopg error leaves as a ``StoreError``. A connection the server dropped is
+replaced on the next operation, never silently inside one (a write whose commit was lost in
+flight must not be replayed blindly).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+
+from agentmaild.errors import AgentmaildError, StoreError
+from agentmaild.store.queries import parse_named, read_sql
+
+T = TypeVar("T")
+Row = dict[str, Any]
+Conn = psycopg.Connection[Row]
+
+PQ = parse_named(read_sql("pg_queries.sql"))
+
+_RETRY_DEADLINE_S = 30.0
+_RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+
+
+def connect(dsn: str) -> Conn:
+    """A connection in autocommit mode (transactions are opened explicitly) returning dicts."""
+    return psycopg.connect(
+        dsn, autocommit=True, row_factory=dict_row, application_name="agentmaild"
+    )
+
+
+def redacted(dsn: str) -> str:
+    """The DSN for messages: without its password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    where = f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}"
+    return f"postgresql://{info.get('user') or ''}@{where}/{info.get('dbname') or ''}"
+
+
+class PostgresTransactions:
+    """Owns the connection; ``_write`` and ``_read_with`` run one operation on it."""
+
+    _conn: Conn
+    dsn: str
+
+    def _connection(self) -> Conn:
+        if self._conn.closed or self._conn.broken:
+            try:
+                self._conn = connect(self.dsn)
+            except psycopg.Error as exc:
+                raise StoreError(f"cannot reach store {redacted(self.dsn)}: {exc}") from exc
+        return self._conn
+
+    def _write(self, fn: Callable[[Conn], T]) -> T:
+        deadline = time.monotonic() + _RETRY_DEADLINE_S
+        delay = 0.002
+        while True:
+            conn = self._connection()
+            try:
+                with conn.transaction():
+                    return fn(conn)
+            except _RETRYABLE:
+                if time.monotonic() > deadline:
+                    raise StoreError("store write kept failing: deadlock or conflict") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+            except AgentmaildError:
+                raise
+            except psycopg.Error as exc:
+                raise StoreError(f"store write failed: {_first_line(exc)}") from exc
+
+    def _read_with(self, fn: Callable[[Conn], T]) -> T:
+        conn = self._connection()
+        try:
+            return fn(conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"store read failed: {_first_line(exc)}") from exc
+
+    def _read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        return self._read_with(lambda conn: conn.execute(sql, params).fetchall())
+
+
+def one(conn: Conn, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
+    return conn.execute(sql, params).fetchone()
+
+
+def lock(conn: Conn, *keys: str) -> None:
+    """Take transaction-scoped advisory locks on ``keys``, in one order (no deadlock)."""
+    for key in sorted(set(keys)):
+        conn.execute(PQ["lock_key"], {"key": f"agentmaild:{key}"})
+
+
+def _first_line(exc: psycopg.Error) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

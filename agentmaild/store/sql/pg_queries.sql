@@ -1,0 +1,281 @@
+-- Named queries of the PostgreSQL store (psycopg placeholders). Each block starts with
+-- "-- name: <name>"; the SQLite store's queries of the same name say the same thing.
+
+-- name: lock_key
+-- A transaction-scoped advisory lock on a name (an agent's inbox, an idempotency key): the
+-- writes SQLite serialises with BEGIN IMMEDIATE are serialised per name here instead.
+SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0));
+
+-- name: notify_mail
+-- Wake-up for the daemons LISTENing on the store: the recipients of this transaction's mail
+-- (PostgreSQL delivers it at commit, and folds identical notifications of one transaction).
+SELECT pg_notify('agentmaild_mail', %(recipients)s);
+
+-- name: insert_message
+INSERT INTO messages (id, from_agent, to_agent, subject, body, type, priority, thread_id,
+                      payload, read, created_at, broadcast_id)
+VALUES (%(id)s, %(from_agent)s, %(to_agent)s, %(subject)s, %(body)s, %(type)s, %(priority)s,
+        %(thread_id)s, %(payload)s, 0, %(created_at)s, %(broadcast_id)s);
+
+-- name: get_message
+SELECT * FROM messages WHERE id = %(id)s;
+
+-- name: unread_count_reaches
+SELECT 1 FROM messages WHERE to_agent = %(to)s AND read = 0 LIMIT 1 OFFSET %(cap)s - 1;
+
+-- name: rate_count
+SELECT count(*) FROM am_rate_log
+WHERE from_agent = %(from)s AND to_agent = %(to)s AND at > %(since)s;
+
+-- name: rate_insert
+INSERT INTO am_rate_log (from_agent, to_agent, at) VALUES (%(from)s, %(to)s, %(at)s);
+
+-- name: rate_trim
+DELETE FROM am_rate_log WHERE at <= %(before)s;
+
+-- name: rate_reset
+DELETE FROM am_rate_log WHERE from_agent = %(from)s AND to_agent = %(to)s;
+
+-- name: idem_get
+SELECT content_hash, message_ids FROM am_idempotency WHERE sender = %(sender)s AND key = %(key)s;
+
+-- name: idem_put
+INSERT INTO am_idempotency (sender, key, content_hash, message_ids, created_at)
+VALUES (%(sender)s, %(key)s, %(digest)s, %(ids)s, %(stamp)s);
+
+-- name: nudge_put
+INSERT INTO am_nudges (agent, message_id, reason, created_at)
+VALUES (%(agent)s, %(message_id)s, %(reason)s, %(stamp)s) ON CONFLICT DO NOTHING;
+
+-- name: inbox_all
+SELECT * FROM messages WHERE to_agent = %(agent)s ORDER BY created_at, id;
+
+-- name: inbox_unread
+SELECT * FROM messages WHERE to_agent = %(agent)s AND read = 0 ORDER BY created_at, id;
+
+-- name: pull_candidates
+SELECT m.* FROM messages m
+WHERE m.to_agent = %(agent)s AND m.read = 0
+  AND (m.delivery_id IS NULL
+       OR NOT EXISTS (SELECT 1 FROM am_deliveries d
+                      WHERE d.id = m.delivery_id AND d.state = 'claimed'))
+ORDER BY CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
+         m.created_at, m.id;
+
+-- name: mark_read
+WITH done AS (
+  UPDATE messages SET read = 1, acked_at = %(stamp)s, acked_by = %(by)s
+  WHERE id = ANY(%(ids)s) AND read = 0
+  RETURNING id, to_agent
+), gone AS (
+  DELETE FROM am_nudges n USING done WHERE n.agent = done.to_agent AND n.message_id = done.id
+)
+SELECT id, to_agent FROM done;
+
+-- name: agent_reached
+UPDATE am_agents SET state = 'working', updated_at = %(stamp)s
+WHERE name = %(agent)s AND state = 'booting';
+
+-- name: thread
+SELECT * FROM messages WHERE thread_id = %(t)s OR id = %(t)s ORDER BY created_at, id;
+
+-- name: nudges_for
+SELECT n.message_id, n.reason, m.subject, m.priority, m.type, m.from_agent
+FROM am_nudges n JOIN messages m ON m.id = n.message_id
+WHERE n.agent = %(agent)s AND m.read = 0 ORDER BY n.created_at;
+
+-- name: nudges_clear
+DELETE FROM am_nudges WHERE agent = %(agent)s;
+
+-- name: agent_get
+SELECT * FROM am_agents WHERE name = %(name)s;
+
+-- name: agent_state
+-- FOR SHARE: a recipient checked by a send cannot change state before the send commits.
+SELECT state FROM am_agents WHERE name = %(name)s FOR SHARE;
+
+-- name: registry_version
+SELECT version FROM am_registry WHERE id = 1;
+
+-- name: agent_list
+SELECT * FROM am_agents ORDER BY name;
+
+-- name: agent_insert
+INSERT INTO am_agents (name, capability, parent, state, channel, command, cwd, tmux_target,
+                       tmux_socket, preset, session_id, poll_interval_s, settings,
+                       turn_state, turn_state_at, created_at, updated_at)
+VALUES (%(name)s, %(capability)s, %(parent)s, %(state)s, %(channel)s, %(command)s, %(cwd)s,
+        %(tmux_target)s, %(tmux_socket)s, %(preset)s, %(session_id)s, %(poll_interval_s)s,
+        %(settings)s, %(turn_state)s, %(turn_state_at)s, %(created_at)s, %(updated_at)s);
+
+-- name: agent_set_state
+UPDATE am_agents SET state = %(state)s, updated_at = %(stamp)s WHERE name = %(name)s
+RETURNING *;
+
+-- name: agent_delete
+DELETE FROM am_agents WHERE name = %(name)s;
+
+-- name: claim
+-- One statement: the agent's oldest pending redelivery (same id, next attempt) when there is
+-- one, else new mail in delivery order cut at max_messages and max_chars (at least one), all
+-- only while the agent holds no live lease. Rows are taken FOR UPDATE SKIP LOCKED, so a row
+-- another transaction is working on is passed over, never waited for nor taken twice. Pending
+-- deliveries before the chosen one whose mail was all read another way are closed on the way.
+WITH active AS (
+  SELECT 1 FROM am_deliveries
+  WHERE agent = %(agent)s AND state = 'claimed' AND lease_until > %(now)s
+  LIMIT 1
+), pick AS (
+  SELECT d.id, d.created_at FROM am_deliveries d
+  WHERE d.agent = %(agent)s AND d.state = 'pending' AND NOT EXISTS (SELECT 1 FROM active)
+    AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
+  ORDER BY d.created_at, d.id
+  LIMIT 1
+  FOR UPDATE SKIP LOCKED
+), drained AS (
+  UPDATE am_deliveries d SET state = 'acked', updated_at = %(stamp)s
+  WHERE d.agent = %(agent)s AND d.state = 'pending' AND NOT EXISTS (SELECT 1 FROM active)
+    AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
+    AND (NOT EXISTS (SELECT 1 FROM pick)
+         OR (d.created_at, d.id) < (SELECT p.created_at, p.id FROM pick p))
+), redo AS (
+  UPDATE am_deliveries d
+  SET state = 'claimed', attempts = d.attempts + 1, lease_until = %(lease_until)s,
+      updated_at = %(stamp)s
+  FROM pick WHERE d.id = pick.id
+  RETURNING d.id, d.attempts
+), fresh AS (
+  SELECT m.id, m.created_at,
+         CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END
+           AS rank,
+         char_length(m.subject) + char_length(m.body) + coalesce(char_length(m.payload), 0)
+           AS size
+  FROM messages m
+  WHERE m.to_agent = %(agent)s AND m.read = 0 AND m.delivery_id IS NULL
+    AND NOT EXISTS (SELECT 1 FROM active) AND NOT EXISTS (SELECT 1 FROM pick)
+  ORDER BY rank, m.created_at, m.id
+  LIMIT %(max_messages)s
+  FOR UPDATE SKIP LOCKED
+), chosen AS (
+  SELECT id FROM (
+    SELECT id, row_number() OVER w AS n, sum(size) OVER w AS used
+    FROM fresh WINDOW w AS (ORDER BY rank, created_at, id ROWS UNBOUNDED PRECEDING)
+  ) c
+  WHERE n = 1 OR used <= %(max_chars)s
+), born AS (
+  INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at,
+                             updated_at)
+  SELECT %(new_id)s, %(agent)s, 'claimed', 1, 0, %(lease_until)s, %(stamp)s, %(stamp)s
+  WHERE EXISTS (SELECT 1 FROM chosen)
+  RETURNING id, attempts
+), marked AS (
+  UPDATE messages m SET delivery_id = %(new_id)s FROM chosen WHERE m.id = chosen.id
+  RETURNING m.*
+)
+SELECT r.id AS claim_id, r.attempts AS claim_attempt, m.*
+FROM redo r JOIN messages m ON m.delivery_id = r.id AND m.read = 0
+UNION ALL
+SELECT b.id, b.attempts, k.* FROM born b CROSS JOIN marked k;
+
+-- name: delivery_unread
+SELECT * FROM messages WHERE delivery_id = %(id)s AND read = 0
+ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
+         created_at, id;
+
+-- name: delivery_ack
+-- The batch's unread messages read (acked_by names the delivery), their nudges dropped, the
+-- delivery closed; returns the messages newly acked.
+WITH done AS (
+  UPDATE messages SET read = 1, acked_at = %(stamp)s, acked_by = %(id)s
+  WHERE delivery_id = %(id)s AND read = 0
+  RETURNING id, to_agent
+), gone AS (
+  DELETE FROM am_nudges n USING done WHERE n.agent = done.to_agent AND n.message_id = done.id
+), closed AS (
+  UPDATE am_deliveries SET state = 'acked', failures = 0, lease_until = NULL,
+                           updated_at = %(stamp)s
+  WHERE id = %(id)s AND state = 'claimed'
+)
+SELECT id, to_agent FROM done;
+
+-- name: delivery_extend_lease
+UPDATE am_deliveries SET lease_until = %(until)s WHERE id = %(id)s AND state = 'claimed';
+
+-- name: delivery_release
+UPDATE am_deliveries
+SET state = CASE WHEN failures + %(count)s >= %(max_attempts)s THEN 'dead' ELSE 'pending' END,
+    failures = failures + %(count)s, lease_until = NULL, last_error = %(error)s,
+    updated_at = %(now)s
+WHERE id = %(id)s AND state = 'claimed'
+RETURNING state, failures;
+
+-- name: deliveries_expired
+UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = %(stamp)s
+WHERE state = 'claimed' AND (lease_until <= %(now)s OR %(everything)s)
+RETURNING id, agent;
+
+-- name: deliveries_orphaned_delete
+DELETE FROM am_deliveries d WHERE d.state <> 'claimed' AND NOT EXISTS
+  (SELECT 1 FROM messages m WHERE m.delivery_id = d.id);
+
+-- name: dead_list
+SELECT d.*, coalesce((SELECT array_agg(m.id ORDER BY m.created_at, m.id) FROM messages m
+                      WHERE m.delivery_id = d.id), '{}') AS message_ids
+FROM am_deliveries d
+WHERE d.state = 'dead' AND (%(agent)s::text IS NULL OR d.agent = %(agent)s)
+ORDER BY d.updated_at, d.id;
+
+-- name: retry_dead
+UPDATE am_deliveries SET state = 'pending', failures = 0, updated_at = %(now)s
+WHERE state = 'dead' AND (%(agent)s::text IS NULL OR agent = %(agent)s)
+  AND (%(id)s::text IS NULL OR id = %(id)s)
+RETURNING id;
+
+-- name: pending_agents
+SELECT DISTINCT m.to_agent FROM messages m
+WHERE m.read = 0
+  AND (m.delivery_id IS NULL
+       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'));
+
+-- name: count_unread
+SELECT to_agent, count(*) FROM messages WHERE read = 0 GROUP BY to_agent;
+
+-- name: count_deliveries
+SELECT agent, state, count(*) FROM am_deliveries WHERE state IN ('claimed', 'dead')
+GROUP BY agent, state;
+
+-- name: count_messages
+SELECT count(*) AS total, count(*) FILTER (WHERE read = 0) AS unread FROM messages;
+
+-- name: proc_record
+INSERT INTO am_agent_procs (pid, start_time, pgid, agent, delivery_id, daemon_pid, started_at)
+VALUES (%(pid)s, %(start_time)s, %(pgid)s, %(agent)s, %(delivery_id)s, %(daemon_pid)s,
+        %(started_at)s)
+ON CONFLICT (pid, start_time) DO UPDATE SET
+  pgid = EXCLUDED.pgid, agent = EXCLUDED.agent, delivery_id = EXCLUDED.delivery_id,
+  daemon_pid = EXCLUDED.daemon_pid, started_at = EXCLUDED.started_at;
+
+-- name: proc_forget
+DELETE FROM am_agent_procs WHERE pid = %(pid)s AND start_time = %(start_time)s;
+
+-- name: proc_list
+SELECT * FROM am_agent_procs WHERE (%(agent)s::text IS NULL OR agent = %(agent)s)
+ORDER BY started_at, pid;
+
+-- name: attempt_insert
+INSERT INTO am_attempts (delivery_id, agent, message_ids, attempt, outcome, error, duration_s, at)
+VALUES (%(delivery_id)s, %(agent)s, %(message_ids)s, %(attempt)s, %(outcome)s, %(error)s,
+        %(duration_s)s, %(at)s);
+
+-- name: attempts_list
+SELECT * FROM am_attempts
+WHERE (%(agent)s::text IS NULL OR agent = %(agent)s)
+  AND (%(since)s::double precision IS NULL OR at >= %(since)s)
+  AND (%(message)s::text IS NULL OR message_ids ? %(message)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: attempts_purge
+DELETE FROM am_attempts
+WHERE (%(older)s::double precision IS NULL OR at < %(older)s)
+  AND (%(agent)s::text IS NULL OR agent = %(agent)s);

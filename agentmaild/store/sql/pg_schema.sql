@@ -1,0 +1,153 @@
+-- agentmaild's PostgreSQL schema, version 1 (= the SQLite schema 3, table for table).
+-- Same tables and columns as schema.sql. Text that is sorted or compared (ids, names, ISO
+-- instants) is COLLATE "C", so every order is SQLite's byte order whatever the database's locale.
+-- The ISO instants stay text: Overstory's `toISOString()` strings come back byte for byte and
+-- sort as they do in SQLite. JSON that agentmaild writes and re-reads (argv, settings, id lists)
+-- is jsonb; the mail payload stays text (its bytes are the sender's, not ours to normalise).
+-- Statements are separated by a line holding only "-- ;" (the function body holds ";").
+
+CREATE TABLE IF NOT EXISTS messages (
+  id text COLLATE "C" PRIMARY KEY,
+  from_agent text COLLATE "C" NOT NULL,
+  to_agent text COLLATE "C" NOT NULL,
+  subject text NOT NULL,
+  body text NOT NULL,
+  type text NOT NULL DEFAULT 'status' CHECK (type IN ('status','question','result','error','worker_done','worker_died','merge_ready','merged','merge_failed','escalation','health_check','dispatch','assign','decision_gate')),
+  priority text NOT NULL DEFAULT 'normal' CHECK (priority IN ('low','normal','high','urgent')),
+  thread_id text COLLATE "C",
+  payload text,
+  read integer NOT NULL DEFAULT 0,
+  created_at text COLLATE "C" NOT NULL
+    DEFAULT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+  broadcast_id text COLLATE "C",
+  delivery_id text COLLATE "C",
+  acked_at text COLLATE "C",
+  acked_by text COLLATE "C"
+)
+-- ;
+CREATE INDEX IF NOT EXISTS idx_inbox ON messages (to_agent, read)
+-- ;
+CREATE INDEX IF NOT EXISTS idx_thread ON messages (thread_id)
+-- ;
+CREATE INDEX IF NOT EXISTS am_idx_delivery ON messages (delivery_id)
+-- ;
+CREATE INDEX IF NOT EXISTS am_idx_unread ON messages (to_agent) WHERE read = 0
+-- ;
+CREATE TABLE IF NOT EXISTS am_agents (
+  name text COLLATE "C" PRIMARY KEY,
+  capability text NOT NULL,
+  parent text COLLATE "C",
+  state text NOT NULL DEFAULT 'booting'
+    CHECK (state IN ('booting','working','idle','stalled','completed','zombie')),
+  channel text NOT NULL DEFAULT 'pull' CHECK (channel IN ('pull','spawn','stdin','tmux')),
+  command jsonb,
+  cwd text,
+  tmux_target text,
+  tmux_socket text,
+  preset text,
+  session_id text,
+  poll_interval_s double precision,
+  settings jsonb NOT NULL DEFAULT '{}',
+  turn_state text,
+  turn_state_at text COLLATE "C",
+  created_at text COLLATE "C" NOT NULL,
+  updated_at text COLLATE "C" NOT NULL
+)
+-- ;
+CREATE TABLE IF NOT EXISTS am_deliveries (
+  id text COLLATE "C" PRIMARY KEY,
+  agent text COLLATE "C" NOT NULL,
+  state text NOT NULL CHECK (state IN ('claimed','pending','acked','dead')),
+  attempts integer NOT NULL DEFAULT 0,
+  failures integer NOT NULL DEFAULT 0,
+  lease_until double precision,
+  last_error text,
+  created_at text COLLATE "C" NOT NULL,
+  updated_at text COLLATE "C" NOT NULL
+)
+-- ;
+CREATE INDEX IF NOT EXISTS am_idx_deliveries ON am_deliveries (agent, state)
+-- ;
+CREATE TABLE IF NOT EXISTS am_idempotency (
+  sender text COLLATE "C" NOT NULL,
+  key text COLLATE "C" NOT NULL,
+  content_hash text NOT NULL,
+  message_ids jsonb NOT NULL,
+  created_at text COLLATE "C" NOT NULL,
+  PRIMARY KEY (sender, key)
+)
+-- ;
+CREATE TABLE IF NOT EXISTS am_rate_log (
+  from_agent text COLLATE "C" NOT NULL,
+  to_agent text COLLATE "C" NOT NULL,
+  at double precision NOT NULL
+)
+-- ;
+CREATE INDEX IF NOT EXISTS am_idx_rate ON am_rate_log (from_agent, to_agent, at)
+-- ;
+CREATE TABLE IF NOT EXISTS am_nudges (
+  agent text COLLATE "C" NOT NULL,
+  message_id text COLLATE "C" NOT NULL,
+  reason text NOT NULL,
+  created_at text COLLATE "C" NOT NULL,
+  PRIMARY KEY (agent, message_id)
+)
+-- ;
+CREATE TABLE IF NOT EXISTS am_prompt_seen (
+  delivery_id text COLLATE "C" PRIMARY KEY,
+  agent text COLLATE "C" NOT NULL,
+  session_id text,
+  at text COLLATE "C" NOT NULL
+)
+-- ;
+CREATE TABLE IF NOT EXISTS am_registry (
+  id integer PRIMARY KEY CHECK (id = 1),
+  version bigint NOT NULL
+)
+-- ;
+INSERT INTO am_registry (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING
+-- ;
+CREATE OR REPLACE FUNCTION am_registry_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE am_registry SET version = version + 1 WHERE id = 1;
+  PERFORM pg_notify('agentmaild_registry', '');  -- folded to one per transaction
+  RETURN NULL;
+END $$
+-- ;
+CREATE OR REPLACE TRIGGER am_registry_on_insert AFTER INSERT ON am_agents
+FOR EACH ROW EXECUTE FUNCTION am_registry_bump()
+-- ;
+CREATE OR REPLACE TRIGGER am_registry_on_delete AFTER DELETE ON am_agents
+FOR EACH ROW EXECUTE FUNCTION am_registry_bump()
+-- ;
+CREATE OR REPLACE TRIGGER am_registry_on_update
+AFTER UPDATE OF capability, parent, state, channel, command, cwd, tmux_target, tmux_socket,
+                preset, poll_interval_s, settings ON am_agents
+FOR EACH ROW EXECUTE FUNCTION am_registry_bump()
+-- ;
+CREATE TABLE IF NOT EXISTS am_attempts (
+  id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+  delivery_id text COLLATE "C" NOT NULL,
+  agent text COLLATE "C" NOT NULL,
+  message_ids jsonb NOT NULL,
+  attempt integer NOT NULL,
+  outcome text NOT NULL,
+  error text,
+  duration_s double precision,
+  at double precision NOT NULL
+)
+-- ;
+CREATE INDEX IF NOT EXISTS am_idx_attempts_agent ON am_attempts (agent, at)
+-- ;
+CREATE INDEX IF NOT EXISTS am_idx_attempts_delivery ON am_attempts (delivery_id)
+-- ;
+CREATE TABLE IF NOT EXISTS am_agent_procs (
+  pid integer NOT NULL,
+  start_time text COLLATE "C" NOT NULL,
+  pgid integer NOT NULL,
+  agent text COLLATE "C" NOT NULL,
+  delivery_id text COLLATE "C",
+  daemon_pid integer NOT NULL,
+  started_at double precision NOT NULL,
+  PRIMARY KEY (pid, start_time)
+)
