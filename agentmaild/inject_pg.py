@@ -53,3 +53,10 @@ def check_inject(dsn: str, agent: str, max_chars: int) -> tuple[str, list[str]]:
     finally:
         store.close()
     return text, ids
+
+
+def take_and_render_on(store: Any, agent: str, max_chars: int) -> tuple[str, list[str]]:
+    """``_take_and_render`` on an open ``PostgresMailStore`` (the HTTP API's ``inject`` take)."""
+    if not isinstance(store, PostgresMailStore):
+        raise TypeError(f"not a PostgreSQL store: {type(store).__name__}")
+    return store._write(lambda conn: _take_and_render(conn, agent, max_chars))

@@ -25,6 +25,7 @@ STATUS = {
     "rate_limited": 429,
     "inbox_full": 429,
     "store": 503,
+    "unsupported": 501,  # a feature this daemon's store cannot offer (SQLite-only paths)
 }
 
 

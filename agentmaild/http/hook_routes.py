@@ -7,6 +7,8 @@ acks it, so the token needs the read and ack scopes.
 
 from __future__ import annotations
 
+import sqlite3
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
@@ -15,6 +17,7 @@ from agentmaild.errors import NotFound
 from agentmaild.http.app import context_of
 from agentmaild.http.auth import authorize
 from agentmaild.http.body import read_json, text_field
+from agentmaild.http.errors import RequestRefused
 from agentmaild.ids import check_name
 
 
@@ -41,7 +44,14 @@ async def hook(request: Request) -> JSONResponse:
     caller.act_as(agent)
     raw = (text_field(data, "input") or "").encode("utf-8", "surrogatepass")
     store = ctx.store.sync
-    conn, path = store.connection, str(store.path)  # type: ignore[attr-defined]
+    conn = getattr(store, "connection", None)
+    if not isinstance(conn, sqlite3.Connection):  # the hook runner reads SQLite directly
+        raise RequestRefused(
+            "unsupported",
+            "hooks over HTTP need a SQLite store and this daemon's store is PostgreSQL; take "
+            "mail with POST /v1/inbox/take {\"inject\": true} instead",
+        )
+    path = str(getattr(store, "path", ""))
     code, out, poked = await ctx.run(
         serve_hook, event, agent, raw, data.get("quiet") is True, conn, path
     )

@@ -213,10 +213,8 @@ async def take(request: Request) -> JSONResponse:
     agent = check_name(text_field(data, "agent") or caller.agent, "agent")
     caller.act_as(agent)
     if data.get("inject", False) is True:
-        from agentmaild import fast
-
         store = ctx.store.sync
-        text, ids = await ctx.run(lambda: fast.take_and_render(store.connection, agent))  # type: ignore[attr-defined]
+        text, ids = await ctx.run(lambda: _take_and_render(store, agent))
         if not ids:
             await _known(ctx, agent)
         return JSONResponse({"ok": True, "acked": ids, "text": text})
@@ -224,3 +222,15 @@ async def take(request: Request) -> JSONResponse:
     if not found:
         await _known(ctx, agent)
     return JSONResponse({"ok": True, "agent": agent, "messages": [m.to_dict() for m in found]})
+
+
+def _take_and_render(store: Any, agent: str) -> tuple[str, list[str]]:
+    """``check --inject`` on the daemon's store: SQLite's hot path, or PostgreSQL's own."""
+    from agentmaild import fast
+    from agentmaild.store.sqlite import SqliteMailStore
+
+    if isinstance(store, SqliteMailStore):
+        return fast.take_and_render(store.connection, agent)
+    from agentmaild.inject_pg import take_and_render_on
+
+    return take_and_render_on(store, agent, fast.INJECT_MAX_CHARS)

@@ -10,6 +10,7 @@ is queried only when it moved. Either way the question stays answerable after a 
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -93,7 +94,8 @@ def wait_for_reply(
 ) -> Message | None:
     """Block until the reply arrives (None after ``timeout_s``): the daemon's wait, else the store.
 
-    ``store`` is the asker's ``SqliteMailStore`` (its connection is watched when no daemon runs).
+    ``store`` is the asker's store: with no daemon, SQLite's data_version is watched, PostgreSQL
+    is polled.
     """
     deadline = time.monotonic() + timeout_s
     if socket is not None:
@@ -122,7 +124,9 @@ def _wait_on_daemon(
 
 
 def _wait_on_store(store: Any, question_id: str, asker: str, deadline: float) -> Message | None:
-    conn = store.connection
+    conn = getattr(store, "connection", None)
+    if not isinstance(conn, sqlite3.Connection):
+        return _poll_store(store, question_id, asker, deadline)
     version = None
     delay = _STORE_BACKOFF_MIN_S
     while True:
@@ -137,6 +141,18 @@ def _wait_on_store(store: Any, question_id: str, asker: str, deadline: float) ->
             return None
         time.sleep(min(delay, left))  # a sleeping reader: SQLite has no cross-process notify
         delay = min(delay * 2, _STORE_BACKOFF_MAX_S)
+
+
+def _poll_store(store: Any, question_id: str, asker: str, deadline: float) -> Message | None:
+    """A store with no ``data_version`` (PostgreSQL): look for the reply, backing off."""
+    delay = _STORE_BACKOFF_MIN_S
+    while (found := find_reply(store, question_id, asker)) is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, _STORE_BACKOFF_MAX_S)
+    return found
 
 
 _UNITS_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}

@@ -30,9 +30,10 @@ TABLES: dict[str, tuple[str, ...]] = {
                  "acked_at", "acked_by"),
     "am_agents": ("name", "capability", "parent", "state", "channel", "command", "cwd",
                   "tmux_target", "tmux_socket", "preset", "session_id", "poll_interval_s",
-                  "settings", "turn_state", "turn_state_at", "created_at", "updated_at"),
+                  "settings", "turn_state", "turn_state_at", "created_at", "updated_at",
+                  "shutdown_requested_at"),
     "am_deliveries": ("id", "agent", "state", "attempts", "failures", "lease_until",
-                      "last_error", "created_at", "updated_at"),
+                      "last_error", "created_at", "updated_at", "queue"),
     "am_idempotency": ("sender", "key", "content_hash", "message_ids", "created_at"),
     "am_rate_log": ("from_agent", "to_agent", "at"),
     "am_nudges": ("agent", "message_id", "reason", "created_at"),
@@ -41,15 +42,25 @@ TABLES: dict[str, tuple[str, ...]] = {
                     "duration_s", "at"),
     "am_agent_procs": ("pid", "start_time", "pgid", "agent", "delivery_id", "daemon_pid",
                        "started_at"),
+    # Schema 4 (PostgreSQL schema 2): the HTTP API's tokens and the team rules' state.
+    "am_tokens": ("id", "agent", "scopes", "hash", "created_at", "expires_at", "revoked_at"),
+    "am_recent_sends": ("digest", "message_ids", "at"),
+    "am_thread_log": ("thread_id", "pair", "at"),
+    "am_thread_holds": ("thread_id", "pair", "messages", "escalation_id", "held_at"),
+    "am_counters": ("name", "value"),
+    "am_escalated": ("message_id", "at"),
+    "am_queue_members": ("queue", "agent"),
 }  # fmt: skip
 # Stored as JSON text by SQLite, as jsonb by PostgreSQL.
 JSON_COLUMNS = frozenset(
     {("am_agents", "command"), ("am_agents", "settings"), ("am_idempotency", "message_ids"),
-     ("am_attempts", "message_ids")}
+     ("am_attempts", "message_ids"), ("am_recent_sends", "message_ids")}
 )  # fmt: skip
 FLOAT_COLUMNS = frozenset(
     {("am_agents", "poll_interval_s"), ("am_deliveries", "lease_until"), ("am_rate_log", "at"),
-     ("am_attempts", "duration_s"), ("am_attempts", "at"), ("am_agent_procs", "started_at")}
+     ("am_attempts", "duration_s"), ("am_attempts", "at"), ("am_agent_procs", "started_at"),
+     ("am_tokens", "created_at"), ("am_tokens", "expires_at"), ("am_tokens", "revoked_at"),
+     ("am_recent_sends", "at"), ("am_thread_log", "at"), ("am_escalated", "at")}
 )  # fmt: skip
 _MUST_BE_EMPTY = ("messages", "am_agents", "am_deliveries", "am_attempts")
 

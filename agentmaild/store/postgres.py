@@ -2,8 +2,10 @@
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC —
 ``PostgresMessages``, ``PostgresAgents``, ``PostgresDeliveries``, ``PostgresHistory`` (history
-and agent processes) — over the connection and transactions of ``postgres_tx``; the schema is
-``sql/pg_schema.sql`` (migrated by ``postgres_migrate``), the SQL is ``sql/pg_queries.sql``.
+and agent processes), ``PostgresTokens``, ``PostgresRules``, ``PostgresQueues`` — over the
+connection and transactions of ``postgres_tx``; the schema is ``sql/pg_schema.sql`` and
+``sql/pg_schema_2.sql`` (migrated by ``postgres_migrate``), the SQL is ``sql/pg_queries.sql``
+and ``sql/pg_rules.sql``.
 """
 
 from __future__ import annotations
@@ -17,16 +19,27 @@ from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_history import PostgresHistory
 from agentmaild.store.postgres_messages import PostgresMessages
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
+from agentmaild.store.postgres_queues import PostgresQueues
+from agentmaild.store.postgres_rules import PostgresRules
+from agentmaild.store.postgres_tokens import PostgresTokens
 from agentmaild.store.postgres_tx import Conn, connect, redacted
 
 __all__ = ["PostgresMailStore"]
 
 
 class PostgresMailStore(
-    PostgresMessages, PostgresAgents, PostgresDeliveries, PostgresHistory, MailStore
+    PostgresMessages,
+    PostgresAgents,
+    PostgresDeliveries,
+    PostgresHistory,
+    PostgresTokens,
+    PostgresRules,
+    PostgresQueues,
+    MailStore,
 ):
     """One connection, used from one thread at a time (the daemon's ``AsyncMailStore`` sees to
-    that). ``readonly``: never migrates — a database without the schema is an error."""
+    that). ``readonly``: never migrates — a database without the schema is an error.
+    ``overstory`` stays None: Overstory mode is SQLite-only."""
 
     def __init__(self, dsn: str, *, readonly: bool = False, create: bool = True) -> None:
         self.dsn = dsn

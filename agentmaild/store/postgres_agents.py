@@ -86,5 +86,6 @@ class PostgresAgents(PostgresTransactions):
         def run(conn: Conn) -> None:
             if conn.execute(PQ["agent_delete"], {"name": name}).rowcount == 0:
                 raise NotFound(f"no agent named {name!r}")
+            conn.execute(PQ["queue_forget_agent"], {"agent": name})
 
         self._write(run)

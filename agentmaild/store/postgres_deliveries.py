@@ -3,7 +3,8 @@
 A claim is the one ``claim`` statement of ``pg_queries.sql`` (rows taken ``FOR UPDATE SKIP
 LOCKED``), after a transaction-scoped advisory lock on the agent: two daemons (or a daemon and
 the agent's own ``check``) taking mail for one agent at once run one after the other, so the
-second sees the first one's lease and takes nothing, as with SQLite's single writer.
+second sees the first one's lease and takes nothing, as with SQLite's single writer. With no
+redelivery and no direct mail, the claim takes queue work (``postgres_queues.queue_batch``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from agentmaild.models import PRIORITY_RANK, AgentCounts, Attempt, Batch, DeadLe
 from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.postgres_history import insert_attempt
 from agentmaild.store.postgres_messages import mark_reached
+from agentmaild.store.postgres_queues import queue_batch
 from agentmaild.store.postgres_rows import dead_letter_from_row, message_from_row
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, lock, one
 
@@ -41,7 +43,7 @@ def claim_in(
     }
     rows = conn.execute(PQ["claim"], params).fetchall()
     if not rows:
-        return None
+        return queue_batch(conn, agent, now, lease_until, iso_now(now))
     delivery_id = rows[0]["claim_id"]
     messages = sorted((message_from_row(r) for r in rows), key=_order)
     return Batch(
@@ -54,11 +56,15 @@ def claim_in(
 
 
 def _ack(conn: Conn, delivery_id: str, now: float, record: Attempt | None) -> int:
-    rows = conn.execute(PQ["delivery_ack"], {"id": delivery_id, "stamp": iso_now(now)}).fetchall()
+    params = {"id": delivery_id, "stamp": iso_now(now)}
+    conn.execute(PQ["delivery_ack_read_elsewhere"], params)
+    rows = conn.execute(PQ["delivery_ack"], params).fetchall()
+    holder = one(conn, PQ["delivery_close"], params)
     if record is not None:
         insert_attempt(conn, record)
     if rows:
-        mark_reached(conn, rows[0]["to_agent"])
+        # The holder, not the address: queue mail is addressed to the queue.
+        mark_reached(conn, holder["agent"] if holder is not None else rows[0]["to_agent"])
     return len(rows)
 
 

@@ -11,8 +11,9 @@ from psycopg.types.json import Jsonb
 from agentmaild.errors import Conflict, InboxFull, RateLimited
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store.base import InsertRequest, InsertResult, recipient_refusal
+from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
 from agentmaild.store.postgres_rows import message_from_row, message_params
+from agentmaild.store.postgres_rules import collapsed, guard_keys, remember, trips_thread_guard
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, lock, one
 
 # NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
@@ -38,28 +39,28 @@ def _insert(conn: Conn, req: InsertRequest) -> InsertResult:
     # What SQLite's single writer serialises, advisory locks serialise here: racing sends with
     # one idempotency key write once; caps and rate windows count each other's rows.
     keys = [f"inbox:{m.to_agent}" for m in req.messages if req.unread_max or req.rate_limit_max]
+    keys += guard_keys(req)
     if req.idempotency is not None:
         keys.append(f"idem:{req.idempotency[0]}:{req.idempotency[1]}")
-        lock(conn, *keys)
-        earlier = _find_idempotent(conn, *req.idempotency)
-        if earlier is not None:
-            return earlier
-    else:
-        lock(conn, *keys)
+    lock(conn, *keys)
+    earlier = _earlier(conn, req)
+    if earlier is not None:
+        return earlier
     for name in req.check_recipients:
         row = one(conn, PQ["agent_state"], {"name": name})
-        refusal = recipient_refusal(name, row["state"] if row else None, req.refuse_unknown)
+        state = merged_state(row["state"] if row else None, req.state_elsewhere(name))
+        refusal = recipient_refusal(name, state, req.refuse_unknown)
         if refusal is not None:
             raise refusal
     _check_unread_cap(conn, req)
     _check_rate(conn, req)
+    if trips_thread_guard(conn, req):
+        _notify(conn, [req.thread_guard.escalation] if req.thread_guard else [])
+        return InsertResult(messages=(), held=True)
     with conn.cursor() as cur:
         cur.executemany(PQ["insert_message"], [message_params(m) for m in req.messages])
-    recipients = ",".join(sorted({m.to_agent for m in req.messages}))
-    if len(recipients.encode()) > _NOTIFY_MAX_BYTES:
-        recipients = "*"
-    if recipients:
-        conn.execute(PQ["notify_mail"], {"recipients": recipients})
+    remember(conn, req)
+    _notify(conn, req.messages)
     stamp = iso_now(req.now)
     for agent, message_id, reason in req.nudges:
         conn.execute(
@@ -72,6 +73,27 @@ def _insert(conn: Conn, req: InsertRequest) -> InsertResult:
         params = {"sender": sender, "key": key, "digest": digest, "ids": ids, "stamp": stamp}
         conn.execute(PQ["idem_put"], params)
     return InsertResult(messages=req.messages)
+
+
+def _earlier(conn: Conn, req: InsertRequest) -> InsertResult | None:
+    """What an idempotent retry or a collapsed repeat returns instead of writing."""
+    if req.idempotency is not None:
+        earlier = _find_idempotent(conn, *req.idempotency)
+        if earlier is not None and earlier.messages:
+            return earlier
+        if earlier is not None:  # every message it wrote was deleted since: the key is free
+            sender, key, _ = req.idempotency
+            conn.execute(PQ["idem_drop"], {"sender": sender, "key": key})
+    return collapsed(conn, req, _get)
+
+
+def _notify(conn: Conn, messages: Sequence[Message]) -> None:
+    """Wake the daemons LISTENing on the store for these messages' recipients (at commit)."""
+    recipients = ",".join(sorted({m.to_agent for m in messages}))
+    if len(recipients.encode()) > _NOTIFY_MAX_BYTES:
+        recipients = "*"
+    if recipients:
+        conn.execute(PQ["notify_mail"], {"recipients": recipients})
 
 
 def _check_unread_cap(conn: Conn, req: InsertRequest) -> None:
@@ -160,8 +182,21 @@ def _purge(conn: Conn, older_than: str | None, agent: str | None, everything: bo
         params,
     )
     n = conn.execute(f"DELETE FROM messages WHERE {cond}", params).rowcount
-    conn.execute(PQ["deliveries_orphaned_delete"])
+    # Deliveries left with no message at all are history nobody can act on; the sweep also
+    # takes what other tools' deletions left behind.
+    _sweep(conn)
     return int(n)
+
+
+def _sweep(conn: Conn) -> int:
+    return sum(
+        int(conn.execute(PQ[name]).rowcount)
+        for name in (
+            "orphans_nudges_delete",
+            "deliveries_orphaned_delete",
+            "orphans_idempotency_delete",
+        )
+    )
 
 
 class PostgresMessages(PostgresTransactions):
@@ -208,6 +243,9 @@ class PostgresMessages(PostgresTransactions):
         if older_than is None and agent is None and not everything:
             return 0
         return self._write(lambda conn: _purge(conn, older_than, agent, everything))
+
+    def sweep_orphans(self) -> int:
+        return self._write(_sweep)
 
     def reset_rate_limit(self, from_agent: str, to_agent: str) -> int:
         params = {"from": from_agent, "to": to_agent}

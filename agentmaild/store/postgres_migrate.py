@@ -9,9 +9,11 @@ from __future__ import annotations
 from agentmaild.store.postgres_tx import Conn
 from agentmaild.store.queries import read_sql
 
-# 1: the tables of the SQLite schema 3 (messages with agentmaild's columns, am_*).
-PG_SCHEMA_VERSION = 1
-_STEPS: dict[int, str] = {1: "pg_schema.sql"}
+# 1: the tables of the SQLite schema 3 (messages with agentmaild's columns, am_*); 2: those of
+# the SQLite schema 4 (am_tokens, the team rules' tables, am_agents.shutdown_requested_at,
+# am_deliveries.queue). A database at 1 is brought to 2 in the same one locked transaction.
+PG_SCHEMA_VERSION = 2
+_STEPS: dict[int, str] = {1: "pg_schema.sql", 2: "pg_schema_2.sql"}
 
 # Any constant both processes agree on: the advisory lock "agentmaild schema migration".
 _MIGRATION_LOCK = 0x616D_6D69_6772  # "ammigr"

@@ -66,6 +66,7 @@ def agent_from_row(row: Row) -> Agent:
         turn_state_at=row["turn_state_at"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        shutdown_requested_at=row.get("shutdown_requested_at"),
     )
 
 

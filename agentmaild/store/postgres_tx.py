@@ -25,7 +25,8 @@ T = TypeVar("T")
 Row = dict[str, Any]
 Conn = psycopg.Connection[Row]
 
-PQ = parse_named(read_sql("pg_queries.sql"))
+# pg_rules.sql: the queries of the schema-2 parts (tokens, team rules, queues, housekeeping).
+PQ = parse_named(read_sql("pg_queries.sql")) | parse_named(read_sql("pg_rules.sql"))
 
 _RETRY_DEADLINE_S = 30.0
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)

@@ -5,7 +5,8 @@ Owns: ``dashboard`` (what the routes share, and the one SSE producer), ``views``
 dashboard's own read-only connection), ``search`` (FTS5 over the newest mail, built at query
 time), ``hub`` (fan-out with bounded per-browser queues), ``guard`` (sessions, Host check,
 same-origin + CSRF), ``templating`` (Jinja2, autoescaped; the SVG sparkline), ``templates/`` and
-``static/`` (htmx 2.0.11 vendored, ``live.js``, CSS: no CDN, no build step).
+``static/`` (htmx 2.0.11 vendored, ``live.js``, CSS: no CDN, no build step), ``unavailable``
+(what the dashboard's paths answer on a PostgreSQL store: a 501 naming what to use instead).
 May import: ``store`` (read-only opens, queries), ``control.handler`` (the writes go through
 the same commands as ``agentmaild retry/pause/resume``), ``tokens``, ``errors``, ``ids``.
 Only ``http.server`` imports it.

@@ -2,32 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.store.base import InsertRequest, MailStore
-from agentmaild.store.memory import MemoryMailStore
-from agentmaild.store.sqlite import SqliteMailStore
 
 T0 = 1_700_000_000.0
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]:
-    s: MailStore = (
-        SqliteMailStore(tmp_path / "mail.db") if request.param == "sqlite" else MemoryMailStore()
-    )
+@pytest.fixture
+def store(any_store: MailStore) -> MailStore:
+    """Each of the three stores (conftest ``any_store``: SQLite, memory, PostgreSQL)."""
+    s = any_store
     for name in ("m1", "m2", "outsider"):
         s.add_agent(Agent(name=name, capability="builder", channel="spawn", command=("true",)))
     s.join_queue("work", "m1")
     s.join_queue("work", "m2")
-    yield s
-    s.close()
+    return s
 
 
 def send(store: MailStore, to: str = "queue:work", at: float = T0, subject: str = "s") -> str:

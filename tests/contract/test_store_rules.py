@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -12,19 +10,15 @@ from agentmaild.errors import LoopHeld
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Message
 from agentmaild.store.base import InsertRequest, InsertResult, MailStore, ThreadGuard
-from agentmaild.store.memory import MemoryMailStore
-from agentmaild.store.sqlite import SqliteMailStore
 
 T0 = 1_700_000_000.0
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]:
-    s: MailStore = (
-        SqliteMailStore(tmp_path / "mail.db") if request.param == "sqlite" else MemoryMailStore()
-    )
-    yield s
-    s.close()
+@pytest.fixture
+def store(any_store: MailStore) -> MailStore:
+    """Each of the three stores (conftest ``any_store``: SQLite, memory, PostgreSQL)."""
+    s = any_store
+    return s
 
 
 def msg(sender: str = "a", to: str = "b", *, thread: str | None = None, at: float = T0) -> Message:

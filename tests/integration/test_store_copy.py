@@ -13,9 +13,10 @@ from typing import Any
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Attempt, Message
-from agentmaild.store.base import AgentProc, InsertRequest, MailStore
+from agentmaild.store.base import AgentProc, InsertRequest, MailStore, ThreadGuard
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.sqlite import SqliteMailStore
+from agentmaild.tokens import ApiToken
 
 T0 = 1_700_000_000.0
 
@@ -59,6 +60,30 @@ def fill(store: MailStore) -> None:
     store.take_unread("carol", max_chars=0)
     store.record_proc(AgentProc(pid=4242, start_time="123", pgid=4242, agent="bob",
                                 delivery_id=None, daemon_pid=1, started_at=T0))
+    fill_schema_4(store)
+
+
+def fill_schema_4(store: MailStore) -> None:
+    """Tokens, the team rules' state (collapse, a held thread, escalations) and a work queue."""
+    store.add_token(ApiToken(id="tok-1", agent="bob", scopes=("read", "ack"), hash="h" * 64,
+                             created_at=T0, expires_at=T0 + 3600.5))
+    store.add_token(ApiToken(id="tok-2", agent="operator", scopes=("read",), hash="g" * 64,
+                             created_at=T0 + 1))
+    store.revoke_token("tok-2", now=T0 + 2.25)
+    again = msg("carol", 20)
+    for m in (again, replace(again, id=new_id("msg"))):  # the second collapses into the first
+        store.insert(InsertRequest(messages=(m,), now=T0 + 5, collapse=("digest-1", 60.0)))
+    esc = replace(msg("lead", 21), type="escalation", priority="high")
+    guard = ThreadGuard(thread_id="thr-1", pair="bob|carol", max_messages=1, window_s=600.0,
+                        escalation=esc)
+    for i in (22, 23):  # the second trips the cap: the thread is held
+        store.insert(InsertRequest(messages=(msg("carol", i, thread_id="thr-1"),), now=T0 + i,
+                                   thread_guard=guard))
+    assert store.take_overdue({"normal": 1.0}, now=T0 + 10_000)
+    store.update_agent("carol", {"shutdown_requested_at": iso_now(T0 + 30)})
+    store.join_queue("work", "bob")
+    store.join_queue("work", "carol")
+    store.insert(InsertRequest(messages=(msg("queue:work", 24), msg("queue:work", 25)), now=T0))
 
 
 def view(store: MailStore) -> dict[str, Any]:
@@ -73,6 +98,9 @@ def view(store: MailStore) -> dict[str, Any]:
         "procs": store.list_procs(),
         "thread": store.thread(store.list_messages(to_agent="bob")[-1].id),
         "pending": store.pending_agents(),
+        "tokens": store.list_tokens(),
+        "counters": store.rule_counters(),
+        "queues": store.queues(),
     }
 
 
@@ -90,7 +118,10 @@ def test_copy_sqlite_to_postgres_and_back_keeps_every_row(
     assert there.returncode == 0, there.stderr
     report = json.loads(there.stdout)
     assert report["ok"] is True
-    assert report["tables"]["messages"]["rows"] == 9
+    assert report["tables"]["messages"]["rows"] == 14
+    for table in ("am_tokens", "am_recent_sends", "am_thread_log", "am_thread_holds",
+                  "am_counters", "am_escalated", "am_queue_members"):
+        assert report["tables"][table]["rows"] > 0, table
     assert report["tables"]["am_attempts"]["copied_rows"] == 1
     assert all(t["verified"] for t in report["tables"].values())
 

@@ -178,6 +178,9 @@ def with_dbname(dsn: str, dbname: str) -> str:
 _TABLES = (
     "messages", "am_agents", "am_deliveries", "am_idempotency", "am_rate_log", "am_nudges",
     "am_prompt_seen", "am_attempts", "am_agent_procs", "am_registry", "am_schema_version",
+    # PostgreSQL schema 2: tokens, the team rules' tables, work queues.
+    "am_tokens", "am_recent_sends", "am_thread_log", "am_thread_holds", "am_counters",
+    "am_escalated", "am_queue_members",
 )
 _EMPTY_SQL = (
     "".join(f"DELETE FROM {t};" for t in _TABLES if t not in ("am_registry", "am_schema_version"))

@@ -4,8 +4,6 @@ and ``set_status`` takes both vocabularies on both stores."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,18 +22,14 @@ from agentmaild.models import (
 )
 from agentmaild.rules.members import execution_status, set_status
 from agentmaild.store.base import MailStore
-from agentmaild.store.memory import MemoryMailStore
-from agentmaild.store.sqlite import SqliteMailStore
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]:
-    s: MailStore = (
-        SqliteMailStore(tmp_path / "mail.db") if request.param == "sqlite" else MemoryMailStore()
-    )
+@pytest.fixture
+def store(any_store: MailStore) -> MailStore:
+    """Each of the three stores (conftest ``any_store``: SQLite, memory, PostgreSQL)."""
+    s = any_store
     s.add_agent(Agent(name="w", capability="builder"))
-    yield s
-    s.close()
+    return s
 
 
 def test_the_maps_cover_both_vocabularies() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -25,20 +24,16 @@ from agentmaild.models import Agent, Message
 from agentmaild.procs.escapes import SCOPE_ENV
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.base import AgentProc, InsertRequest, MailStore
-from agentmaild.store.memory import MemoryMailStore
-from agentmaild.store.sqlite import SqliteMailStore
 
 T0 = 1_700_000_000.0
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]:
-    s: MailStore = (
-        SqliteMailStore(tmp_path / "mail.db") if request.param == "sqlite" else MemoryMailStore()
-    )
+@pytest.fixture
+def store(any_store: MailStore) -> MailStore:
+    """Each of the three stores (conftest ``any_store``: SQLite, memory, PostgreSQL)."""
+    s = any_store
     s.add_agent(Agent(name="lead", capability="lead"))
-    yield s
-    s.close()
+    return s
 
 
 def register(store: MailStore, name: str, channel: str, *, parent: str | None = None,

@@ -116,7 +116,8 @@ RETURNING *;
 DELETE FROM am_agents WHERE name = %(name)s;
 
 -- name: claim
--- One statement: the agent's oldest pending redelivery (same id, next attempt) when there is
+-- One statement: the agent's oldest pending redelivery (not of a queue: those are claimed by
+-- queue, in postgres_queues) (same id, next attempt) when there is
 -- one, else new mail in delivery order cut at max_messages and max_chars (at least one), all
 -- only while the agent holds no live lease. Rows are taken FOR UPDATE SKIP LOCKED, so a row
 -- another transaction is working on is passed over, never waited for nor taken twice. Pending
@@ -127,14 +128,16 @@ WITH active AS (
   LIMIT 1
 ), pick AS (
   SELECT d.id, d.created_at FROM am_deliveries d
-  WHERE d.agent = %(agent)s AND d.state = 'pending' AND NOT EXISTS (SELECT 1 FROM active)
+  WHERE d.agent = %(agent)s AND d.state = 'pending' AND d.queue IS NULL
+    AND NOT EXISTS (SELECT 1 FROM active)
     AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
   ORDER BY d.created_at, d.id
   LIMIT 1
   FOR UPDATE SKIP LOCKED
 ), drained AS (
   UPDATE am_deliveries d SET state = 'acked', updated_at = %(stamp)s
-  WHERE d.agent = %(agent)s AND d.state = 'pending' AND NOT EXISTS (SELECT 1 FROM active)
+  WHERE d.agent = %(agent)s AND d.state = 'pending' AND d.queue IS NULL
+    AND NOT EXISTS (SELECT 1 FROM active)
     AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
     AND (NOT EXISTS (SELECT 1 FROM pick)
          OR (d.created_at, d.id) < (SELECT p.created_at, p.id FROM pick p))
@@ -183,18 +186,14 @@ ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THE
          created_at, id;
 
 -- name: delivery_ack
--- The batch's unread messages read (acked_by names the delivery), their nudges dropped, the
--- delivery closed; returns the messages newly acked.
+-- The batch's unread messages read (acked_by names the delivery), their nudges dropped;
+-- returns the messages newly acked (delivery_close then closes the delivery).
 WITH done AS (
   UPDATE messages SET read = 1, acked_at = %(stamp)s, acked_by = %(id)s
   WHERE delivery_id = %(id)s AND read = 0
   RETURNING id, to_agent
 ), gone AS (
   DELETE FROM am_nudges n USING done WHERE n.agent = done.to_agent AND n.message_id = done.id
-), closed AS (
-  UPDATE am_deliveries SET state = 'acked', failures = 0, lease_until = NULL,
-                           updated_at = %(stamp)s
-  WHERE id = %(id)s AND state = 'claimed'
 )
 SELECT id, to_agent FROM done;
 
@@ -223,6 +222,7 @@ SELECT d.*, coalesce((SELECT array_agg(m.id ORDER BY m.created_at, m.id) FROM me
                       WHERE m.delivery_id = d.id), '{}') AS message_ids
 FROM am_deliveries d
 WHERE d.state = 'dead' AND (%(agent)s::text IS NULL OR d.agent = %(agent)s)
+  AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id)
 ORDER BY d.updated_at, d.id;
 
 -- name: retry_dead
@@ -232,16 +232,27 @@ WHERE state = 'dead' AND (%(agent)s::text IS NULL OR agent = %(agent)s)
 RETURNING id;
 
 -- name: pending_agents
+-- Agents with mail to claim: addressed to them, or to a queue they are a member of.
 SELECT DISTINCT m.to_agent FROM messages m
 WHERE m.read = 0
   AND (m.delivery_id IS NULL
-       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'));
+       OR EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id AND d.state = 'pending'))
+UNION
+SELECT q.agent FROM am_queue_members q
+WHERE EXISTS (SELECT 1 FROM messages m
+              WHERE m.to_agent = 'queue:' || q.queue AND m.read = 0
+                AND (m.delivery_id IS NULL
+                     OR EXISTS (SELECT 1 FROM am_deliveries d
+                                WHERE d.id = m.delivery_id AND d.state = 'pending')));
 
 -- name: count_unread
 SELECT to_agent, count(*) FROM messages WHERE read = 0 GROUP BY to_agent;
 
 -- name: count_deliveries
-SELECT agent, state, count(*) FROM am_deliveries WHERE state IN ('claimed', 'dead')
+-- A claim is in flight until settled; a dead letter counts while it has messages to retry.
+SELECT agent, state, count(*) FROM am_deliveries d
+WHERE state = 'claimed'
+   OR (state = 'dead' AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id))
 GROUP BY agent, state;
 
 -- name: count_messages

@@ -1,0 +1,125 @@
+"""The team rules' part of the PostgreSQL store: the loop guard inside an insert, holds, counters.
+
+Mirrors ``sqlite_rules``. Where SQLite's single writer serialises two sends of one digest or on
+one thread, advisory locks (``guard_keys``, taken by the insert) serialise them here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from psycopg.types.json import Jsonb
+
+from agentmaild.ids import iso_now
+from agentmaild.models import Message
+from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
+from agentmaild.store.postgres_rows import message_from_row, message_params
+from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, one
+from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
+
+Getter = Callable[[Conn, str], Message | None]
+
+
+def guard_keys(req: InsertRequest) -> list[str]:
+    """The advisory-lock names a send with loop-guard checks must hold for its transaction."""
+    keys = []
+    if req.collapse is not None:
+        keys.append(f"collapse:{req.collapse[0]}")
+    if req.thread_guard is not None:
+        keys.append(f"thread:{req.thread_guard.thread_id}:{req.thread_guard.pair}")
+    return keys
+
+
+def bump(conn: Conn, name: str, n: int = 1) -> None:
+    conn.execute(PQ["counter_bump"], {"name": name, "n": n})
+
+
+def collapsed(conn: Conn, req: InsertRequest, get: Getter) -> InsertResult | None:
+    """The earlier send this one repeats inside the window (counted as ``collapsed``), else None."""
+    if req.collapse is None:
+        return None
+    digest, window_s = req.collapse
+    row = one(conn, PQ["recent_send_get"], {"digest": digest, "since": req.now - window_s})
+    if row is None:
+        return None
+    found = [get(conn, i) for i in row["message_ids"]]
+    messages = tuple(m for m in found if m is not None)
+    if not messages:
+        return None  # purged meanwhile: nothing to point at, so this one is new
+    bump(conn, "collapsed")
+    return InsertResult(messages=messages, duplicate=True, collapsed=True)
+
+
+def trips_thread_guard(conn: Conn, req: InsertRequest) -> bool:
+    """Count this send on its thread; True when it trips the cap (hold and escalation written).
+
+    Raises ``LoopHeld`` when the thread is already held for the pair.
+    """
+    g = req.thread_guard
+    if g is None:
+        return False
+    key = {"thread": g.thread_id, "pair": g.pair}
+    if one(conn, PQ["thread_hold_get"], key) is not None:
+        raise held_error(g.thread_id, g.pair)
+    since = req.now - g.window_s
+    conn.execute(PQ["thread_log_trim"], {**key, "since": since})
+    row = one(conn, PQ["thread_log_count"], {**key, "since": since})
+    seen = int(row["n"]) if row else 0
+    if seen < g.max_messages:
+        conn.execute(PQ["thread_log_put"], {**key, "at": req.now})
+        return False
+    stamp = iso_now(req.now)
+    esc = g.escalation
+    hold = {**key, "messages": seen, "escalation": esc.id, "stamp": stamp}
+    conn.execute(PQ["thread_hold_put"], hold)
+    conn.execute(PQ["insert_message"], message_params(esc))
+    nudge = {"agent": esc.to_agent, "message_id": esc.id, "reason": "high escalation"}
+    conn.execute(PQ["nudge_put"], {**nudge, "stamp": stamp})
+    return True
+
+
+def remember(conn: Conn, req: InsertRequest) -> None:
+    """Note this send's digest, so a repeat inside the window collapses into it."""
+    if req.collapse is None:
+        return
+    digest, window_s = req.collapse
+    conn.execute(PQ["recent_sends_trim"], {"before": req.now - window_s})
+    ids = Jsonb([m.id for m in req.messages])
+    conn.execute(PQ["recent_send_put"], {"digest": digest, "ids": ids, "at": req.now})
+
+
+def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
+    """Per priority, the ISO stamp mail must be older than to be due ('' when the rule is off)."""
+    return {p: iso_now(now - after_s[p]) if after_s.get(p, 0) > 0 else "" for p in PRIORITIES}
+
+
+class PostgresRules(PostgresTransactions):
+    """The ``MailStore`` operations of the team rules on PostgreSQL."""
+
+    def take_overdue(
+        self, after_s: dict[str, float], *, now: float, limit: int = 500
+    ) -> list[Message]:
+        params = {**_cutoffs(after_s, now), "daemon": DAEMON_SENDER, "limit": limit}
+
+        def run(conn: Conn) -> list[Message]:
+            # One taker at a time: two daemons checking at once escalate each message once.
+            conn.execute(PQ["lock_key"], {"key": "agentmaild:rules:overdue"})
+            due = [message_from_row(r) for r in conn.execute(PQ["overdue_unread"], params)]
+            if due:
+                with conn.cursor() as cur:
+                    cur.executemany(PQ["escalated_put"], [{"id": m.id, "at": now} for m in due])
+                bump(conn, "unread_escalated", len(due))
+            return due
+
+        return self._write(run)
+
+    def release_thread(self, thread_id: str) -> int:
+        def run(conn: Conn) -> int:
+            conn.execute(PQ["thread_log_forget"], {"thread": thread_id})
+            return int(conn.execute(PQ["thread_holds_release"], {"thread": thread_id}).rowcount)
+
+        return self._write(run)
+
+    def rule_counters(self) -> dict[str, int]:
+        found = {str(r["name"]): int(r["value"]) for r in self._read(PQ["counters"])}
+        return {**dict.fromkeys(RULE_COUNTERS, 0), **found}

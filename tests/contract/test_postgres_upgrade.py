@@ -1,0 +1,77 @@
+"""A PostgreSQL store of schema version 1 (before tokens, team rules and queues) upgrades in
+place to the current version: its mail and agents kept, the new tables and columns usable."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import psycopg
+
+from agentmaild.ids import iso_now, new_id
+from agentmaild.models import Agent, Message
+from agentmaild.store.base import InsertRequest
+from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, statements
+from agentmaild.tokens import ApiToken
+from tests.support.pg import PgDatabases
+
+T0 = 1_700_000_000.0
+
+
+def _version_1(dsn: str) -> None:
+    """The database as agentmaild's first PostgreSQL schema left it, with one agent and mail."""
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        for stmt in statements("pg_schema.sql"):
+            conn.execute(stmt.encode())
+        conn.execute(
+            "CREATE TABLE am_schema_version (id integer PRIMARY KEY CHECK (id = 1),"
+            " version integer NOT NULL)"
+        )
+        conn.execute("INSERT INTO am_schema_version VALUES (1, 1)")
+        conn.execute(
+            "INSERT INTO am_agents (name, capability, state, channel, created_at, updated_at)"
+            " VALUES ('bob', 'builder', 'idle', 'spawn', 'x', 'x')"
+        )
+        conn.execute(
+            "INSERT INTO messages (id, from_agent, to_agent, subject, body, created_at)"
+            " VALUES ('msg-old', 'lead', 'queue:work', 's', 'b', %s)",
+            (iso_now(T0),),
+        )
+
+
+def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases) -> None:
+    dsn = pg_databases.create(migrated=False)
+    _version_1(dsn)
+    assert PG_SCHEMA_VERSION == 2
+    store = PostgresMailStore(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (2,)
+    bob = store.get_agent("bob")
+    assert bob is not None and bob.shutdown_requested_at is None
+    # The old mail to a queue becomes claimable once bob joins it.
+    store.join_queue("work", "bob")
+    batch = store.claim("bob", max_messages=5, max_chars=10_000, lease_s=30, now=T0)
+    assert batch is not None and batch.message_ids == ("msg-old",)
+    assert store.queues()[0].held == (("bob", batch.delivery_id, 1),)
+    store.add_token(ApiToken(id="t1", agent="bob", scopes=("read",), hash="h", created_at=T0))
+    assert [t.id for t in store.list_tokens()] == ["t1"]
+    store.close()
+    PostgresMailStore(dsn).close()  # a second open finds nothing to do
+    pg_databases.drop(dsn)
+
+
+def test_an_upgraded_store_takes_a_send_with_the_loop_guard(pg_databases: PgDatabases) -> None:
+    dsn = pg_databases.create(migrated=False)
+    _version_1(dsn)
+    store = PostgresMailStore(dsn)
+    store.add_agent(Agent(name="carol", capability="builder"))
+    m = Message(id=new_id("msg"), from_agent="bob", to_agent="carol", subject="s", body="b",
+                created_at=iso_now(T0))  # fmt: skip
+    first = store.insert(InsertRequest(messages=(m,), now=T0, collapse=("d", 60.0)))
+    repeat = replace(m, id=new_id("msg"))
+    second = store.insert(InsertRequest(messages=(repeat,), now=T0 + 1, collapse=("d", 60.0)))
+    assert (first.collapsed, second.collapsed) == (False, True)
+    assert [x.id for x in second.messages] == [m.id]
+    assert store.rule_counters()["collapsed"] == 1
+    store.close()
+    pg_databases.drop(dsn)
