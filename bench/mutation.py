@@ -2,6 +2,7 @@
 
     python bench/mutation.py            # a fresh run over SCOPE, then the report (`make mutate`)
     python bench/mutation.py --report   # the report only, from the results in ./mutants
+    python bench/mutation.py --survivors  # re-run only the last run's survivors (tests added)
 
 Run from the repository root with mutmut installed (``pip install -e '.[mutate]'``). The files
 are set in ``[tool.mutmut]`` of pyproject.toml (``only_mutate``, and the fast in-process tests that
@@ -29,6 +30,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 OUT = BENCH_DIR / "mutation.md"
 TOOK = ROOT / "mutants" / "run-time.txt"
+RERUN = ROOT / "mutants" / "rerun.txt"
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
@@ -93,7 +95,34 @@ def run_mutmut() -> str:
         f"load average {os.getloadavg()[0]:.1f} at the end"
     )
     TOOK.write_text(took + "\n", "utf-8")
+    RERUN.unlink(missing_ok=True)
     return took
+
+
+def rerun_survivors() -> None:
+    """Runs the last run's survivors again (after tests were added); keeps every other verdict.
+
+    Added tests (with the source unchanged) can only kill more mutants, so a killed verdict stays
+    true. mutmut resets every verdict when the test selection in pyproject.toml changes, so the
+    verdicts are copied first and those of the mutants not re-run are put back.
+    """
+    names = {n for s in collect() for n in s.survivors}
+    metas = {p: json.loads(p.read_text("utf-8")) for p in (ROOT / "mutants").rglob("*.meta")}
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "mutmut", "run", *sorted(names)], cwd=ROOT, check=False)
+    seconds = time.monotonic() - started
+    for path, old in metas.items():
+        new = json.loads(path.read_text("utf-8"))
+        for key, code in old["exit_code_by_key"].items():
+            if key not in names:
+                new["exit_code_by_key"][key] = code
+        path.write_text(json.dumps(new, indent=4), "utf-8")
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    RERUN.write_text(
+        f"{now}: only the {len(names)} survivors of the fresh run were run again "
+        f"({seconds:.0f} s wall), after tests were added; every other verdict is the fresh run's\n",
+        "utf-8",
+    )
 
 
 def collect() -> list[ModuleScore]:
@@ -154,8 +183,12 @@ def _meta_lines(took: str | None) -> list[str]:
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return [f"- date: {now}", f"- commit: {commit or 'unknown'} (plus the working tree)",
-            f"- time of the last fresh mutmut run (`make mutate`, 2 cores): {took or '(unknown)'}"]
+    lines = [f"- date: {now}", f"- commit: {commit or 'unknown'} (plus the working tree)",
+             f"- time of the last fresh mutmut run (`make mutate`, 2 cores): {took or '(unknown)'}"]
+    if RERUN.exists():  # `--survivors` since that fresh run
+        note = RERUN.read_text("utf-8").strip()
+        lines.append(f"- re-run since (`python bench/mutation.py --survivors`): {note}")
+    return lines
 
 
 def _survivor_lines(scores: list[ModuleScore]) -> list[str]:
@@ -198,8 +231,13 @@ supervisor is covered by the real-daemon tests instead.
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--report", action="store_true", help="report the last run only")
+    parser.add_argument(
+        "--survivors", action="store_true", help="re-run only the last run's survivors"
+    )
     args = parser.parse_args()
-    took = None if args.report else run_mutmut()
+    if args.survivors:
+        rerun_survivors()
+    took = None if args.report or args.survivors else run_mutmut()
     if took is None and TOOK.exists():
         took = TOOK.read_text("utf-8").strip()
     scores = collect()

@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 
 _FALSY = "equivalent: None and False (or '' and None) behave the same wherever this is read"
 _KEYS = "equivalent: sqlite3.Row looks keys up case-insensitively"
+_SQL_CASE = "equivalent: SQLite reads keywords and table and column names case-insensitively"
 _NOW = "equivalent: None means the current wall time, which is what ``now`` holds here"
 
 RULES: tuple[tuple[str, str, str], ...] = (
@@ -63,12 +64,21 @@ RULES: tuple[tuple[str, str, str], ...] = (
      "equivalent for the product: its one caller (daemon/serve.py) passes kill_grace_s from "
      "the config"),
     # stores
-    ("x__*", '["', _KEYS),
-    ("SqliteDeliveries.*", '["', _KEYS),
+    # Only a key's case changed (the whole key in capitals): not any mutant on a line with a key.
+    *((f, f'["{k}"]', _KEYS) for f in ("x__*", "SqliteDeliveries.*")
+      for k in ("ID", "TO_AGENT", "AGENT", "STATE", "FAILURES")),
+    *(("x__queue_batch__*", f'→ `conn.execute("{sql}', _SQL_CASE)
+      for sql in ("update messages set", "UPDATE MESSAGES SET DELIVERY_ID")),
     ("x__claim__*", "iso_now(None)", _NOW + " in the daemon; only tests pass a fixed one"),
     ("SqliteDeliveries.reap_expired__*", "iso_now(None)",
      _NOW + " in the daemon; only tests pass a fixed one"),
     ("MemoryDeliveries._dead_letter__*", "unread=None", _FALSY),
+    ("MemoryDeliveries._queue_batch__*", "d.updated_at = None",
+     "equivalent: the memory store reads a delivery's updated_at only for dead letters, and "
+     "release() stamps it in the same step that makes a delivery dead"),
+    ("MemoryDeliveries._queue_batch__*", 'd.state = "acked"` → `d.state = ',
+     "equivalent: the memory store never reads 'acked'; its readers test for 'pending', "
+     "'claimed' or 'dead', so any other value closes the delivery alike"),
     ("MemoryDeliveries._reclaim_pending__*", "",
      "equivalent: the memory store lists no deliveries, and a pending delivery with no unread "
      "mail is invisible to every reader (claim takes only unread members, pending_agents "
