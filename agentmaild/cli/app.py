@@ -268,6 +268,7 @@ from agentmaild.cli import read as cli_read  # noqa: E402
 from agentmaild.cli import service as cli_service  # noqa: E402
 from agentmaild.cli import store as cli_store  # noqa: E402
 from agentmaild.cli import tokens as cli_tokens  # noqa: E402
+from agentmaild.cli import trust as cli_trust  # noqa: E402
 
 cli_ask.register(app)
 cli_read.register(app)
@@ -280,6 +281,7 @@ cli_service.register(app)
 cli_store.register(app)
 cli_hooks.register(app)
 cli_tokens.register(app)
+cli_trust.register(app)
 
 
 def _show_help(exc: typer.TyperException) -> None:
