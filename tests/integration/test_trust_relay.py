@@ -119,6 +119,11 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
     old = _signed(domains, created_at=time.time() - 600)
     r = domains.post(old)
     assert r.status_code == 403 and "the window is 300s" in r.json()["error"]["message"]
+    stranger = _signed(domains, domain="zz")
+    r = domains.post(stranger)
+    assert r.status_code == 403 and "not a peer of this domain" in r.json()["error"]["message"]
+    r = domains.post({"envelope": {"from_agent": "bob"}, "signature": "x"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid"
     assert domains.b_mail() == []
     first = domains.post(good)
     assert first.status_code == 200, first.text
