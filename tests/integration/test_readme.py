@@ -41,7 +41,7 @@ README = REPO / "README.md"
 VENV_BIN = REPO / ".venv" / "bin"
 DEMO = "agentmail-demo"  # the README's throw-away repository, under ~
 FENCE = re.compile(r"^```(\S*)[ \t]*$")
-RUN_TIMEOUT_S = 120
+RUN_TIMEOUT_S = 180  # the whole README; generous: CI machines are shared and loaded
 
 
 @dataclass(frozen=True)
