@@ -23,6 +23,7 @@ from agentmaild.payloads import validate_payload
 from agentmaild.rules.loopguard import guard_fields
 from agentmaild.rules.queues import check_queue, is_queue
 from agentmaild.store.base import InsertRequest, MailStore, held_error
+from agentmaild.trust.peers import is_peer_address, split_peer_address
 from agentmaild.vocab import DAEMON_SENDER as DAEMON_SENDER
 from agentmaild.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
 from agentmaild.vocab import MESSAGE_TYPES
@@ -86,6 +87,9 @@ class Mailer:
         ov = self._overstory
         if is_queue(to):
             return [check_queue(self.store, to, self.limits.refuse_unknown_recipients)], False
+        if is_peer_address(to):  # mail `agentmaild relay` forwards to another trust domain
+            split_peer_address(to)
+            return [to], False
         if not to.startswith("@"):
             check_name(to, "recipient", loose=ov is not None)
             return [to], False
@@ -148,9 +152,13 @@ class Mailer:
         thread_id: str | None = None,
         payload: str | None = None,
         idempotency_key: str | None = None,
+        peer_sender: bool = False,
     ) -> Sent:
         ov = self._overstory
-        check_name(sender, "sender", loose=ov is not None)
+        if peer_sender:  # only a verified envelope (agentmaild.trust.receive) sends as a peer
+            split_peer_address(sender)
+        else:
+            check_name(sender, "sender", loose=ov is not None)
         canonical = self._validate(subject, body, type, priority, payload)
         if thread_id is not None:
             check_message_id(thread_id)
@@ -171,7 +179,8 @@ class Mailer:
         # One recipient is checked inside the insert's transaction (group members were
         # filtered by state in expand()); the operator needs no registration.
         implicit = IMPLICIT_RECIPIENTS if ov is None else ov.implicit
-        checked = () if is_group or to in implicit or is_queue(to) else (to,)
+        remote = is_queue(to) or is_peer_address(to)
+        checked = () if is_group or to in implicit or remote else (to,)
         theirs = ov.state_of(to) if ov is not None and checked else None
         now = time.time()
         stamp = iso_now(now)

@@ -265,9 +265,11 @@ from agentmaild.cli import deliveries as cli_deliveries  # noqa: E402
 from agentmaild.cli import hooks as cli_hooks  # noqa: E402
 from agentmaild.cli import logs as cli_logs  # noqa: E402
 from agentmaild.cli import read as cli_read  # noqa: E402
+from agentmaild.cli import relay as cli_relay  # noqa: E402
 from agentmaild.cli import service as cli_service  # noqa: E402
 from agentmaild.cli import store as cli_store  # noqa: E402
 from agentmaild.cli import tokens as cli_tokens  # noqa: E402
+from agentmaild.cli import trust as cli_trust  # noqa: E402
 
 cli_ask.register(app)
 cli_read.register(app)
@@ -280,6 +282,8 @@ cli_service.register(app)
 cli_store.register(app)
 cli_hooks.register(app)
 cli_tokens.register(app)
+cli_trust.register(app)
+cli_relay.register(app)
 
 
 def _show_help(exc: typer.TyperException) -> None:

@@ -214,10 +214,14 @@ class HttpConfig(_Section):
     require_tokens: bool = True  # false: loopback callers act without a token (loopback only)
     max_body_bytes: int = 262144  # a larger request body is refused (413) before it is read
     request_timeout_s: float = 10.0  # a request not fully received by then is refused (408)
+    relay_window_s: float = 300.0  # POST /v1/relay: a signed envelope older than this is refused
+    relay_skew_s: float = 30.0  # … and one dated further ahead than this (the peers' clocks)
 
     _bounds: ClassVar[Mapping[str, _Bound]] = {
         "max_body_bytes": _AT_LEAST_ONE,
         "request_timeout_s": _POSITIVE,
+        "relay_window_s": _POSITIVE,
+        "relay_skew_s": _POSITIVE,
     }
 
     _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {

@@ -50,10 +50,11 @@ def context_of(request: Request) -> ApiContext:
 
 
 def build_app(ctx: ApiContext, extra: Iterable[BaseRoute] = ()) -> Starlette:
-    from agentmaild.http import hook_routes, mail_routes, meta_routes
+    from agentmaild.http import hook_routes, mail_routes, meta_routes, relay_routes
 
     app = Starlette(
-        routes=[*meta_routes.routes(), *mail_routes.routes(), *hook_routes.routes(), *extra],
+        routes=[*meta_routes.routes(), *mail_routes.routes(), *hook_routes.routes(),
+                *relay_routes.routes(), *extra],
         exception_handlers={
             AgentmaildError: errors.on_agentmaild_error,
             HTTPException: errors.on_http_exception,

@@ -115,6 +115,8 @@ def document() -> dict[str, Any]:
     hook = {"type": "object", "properties": {"agent": {"type": "string"},
                                              "input": {"type": "string"},
                                              "quiet": {"type": "boolean"}}}  # fmt: skip
+    relay = {"type": "object", "required": ["envelope", "signature", "key_id", "body",
+                                            "message_id"]}  # fmt: skip
     reply = {k: v for k, v in _SEND.items() if k != "required"}
     reply["required"] = ["body"]
     reply["properties"] = {k: v for k, v in _SEND["properties"].items()  # type: ignore[attr-defined]
@@ -154,5 +156,7 @@ def document() -> dict[str, Any]:
                                               params=(("event", "path", True),))},
             "/v1/threads/{id}": {"get": _op("A thread, oldest first", _list_of("Message"),
                                             params=(_ID,))},
+            "/v1/relay": {"post": _op("Mail from a peer domain: a signed envelope (no token)",
+                                      {"type": "object"}, body=relay, auth=False)},
         },
     }  # fmt: skip

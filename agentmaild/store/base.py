@@ -22,6 +22,7 @@ from agentmaild.store.guard import RULE_COUNTERS as RULE_COUNTERS
 from agentmaild.store.guard import ThreadGuard as ThreadGuard
 from agentmaild.store.guard import held_error as held_error
 from agentmaild.tokens import ApiToken
+from agentmaild.trust.peers import Peer, PeerOrigin
 
 # Agent fields `update_agent` may change (name and created_at are fixed).
 AGENT_MUTABLE_FIELDS = frozenset(
@@ -356,6 +357,42 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def revoke_token(self, token_id: str, *, now: float) -> bool:
         """Mark a token revoked at ``now``; False when there is none in force with that id."""
+
+    # -- trust domains (schema 5; agentmaild.trust) -------------------------------------------
+    @abc.abstractmethod
+    def add_peer(self, peer: Peer) -> None:
+        """Pin a peer domain's key; ``StoreError`` when the name is taken."""
+
+    @abc.abstractmethod
+    def find_peer(self, name: str) -> Peer | None: ...
+
+    @abc.abstractmethod
+    def list_peers(self) -> list[Peer]:
+        """Every peer, by name."""
+
+    @abc.abstractmethod
+    def remove_peer(self, name: str) -> bool:
+        """Forget a peer; False when there was none."""
+
+    @abc.abstractmethod
+    def claim_nonce(self, nonce: str, *, peer: str, expires_at: float, now: float) -> bool:
+        """Remember ``nonce`` until ``expires_at`` (dropping those expired by ``now``); False
+        when it is already remembered: a replay."""
+
+    @abc.abstractmethod
+    def record_peer_origin(self, origin: PeerOrigin) -> None:
+        """Note where a message delivered from a peer came from (a repeat is ignored)."""
+
+    @abc.abstractmethod
+    def peer_origin(self, message_id: str) -> PeerOrigin | None: ...
+
+    @abc.abstractmethod
+    def mark_relayed(self, message_id: str, *, peer: str, at: float) -> None:
+        """Note that mail to ``peer:NAME/agent`` was accepted by the peer (idempotent)."""
+
+    @abc.abstractmethod
+    def relay_pending(self, limit: int = 100) -> list[Message]:
+        """Mail addressed to ``peer:…`` not yet relayed, oldest first."""
 
     # -- delivery history -------------------------------------------------------------------
     @abc.abstractmethod

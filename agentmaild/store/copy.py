@@ -50,6 +50,11 @@ TABLES: dict[str, tuple[str, ...]] = {
     "am_counters": ("name", "value"),
     "am_escalated": ("message_id", "at"),
     "am_queue_members": ("queue", "agent"),
+    # Schema 5 (PostgreSQL schema 3): the trust domains.
+    "am_peers": ("name", "public_key", "key_id", "url", "created_at"),
+    "am_nonces": ("nonce", "peer", "expires_at"),
+    "am_peer_messages": ("message_id", "peer", "key_id", "origin_id"),
+    "am_relayed": ("message_id", "peer", "relayed_at"),
 }  # fmt: skip
 # Stored as JSON text by SQLite, as jsonb by PostgreSQL.
 JSON_COLUMNS = frozenset(
@@ -60,7 +65,8 @@ FLOAT_COLUMNS = frozenset(
     {("am_agents", "poll_interval_s"), ("am_deliveries", "lease_until"), ("am_rate_log", "at"),
      ("am_attempts", "duration_s"), ("am_attempts", "at"), ("am_agent_procs", "started_at"),
      ("am_tokens", "created_at"), ("am_tokens", "expires_at"), ("am_tokens", "revoked_at"),
-     ("am_recent_sends", "at"), ("am_thread_log", "at"), ("am_escalated", "at")}
+     ("am_recent_sends", "at"), ("am_thread_log", "at"), ("am_escalated", "at"),
+     ("am_peers", "created_at"), ("am_nonces", "expires_at"), ("am_relayed", "relayed_at")}
 )  # fmt: skip
 _MUST_BE_EMPTY = ("messages", "am_agents", "am_deliveries", "am_attempts")
 

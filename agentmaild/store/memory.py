@@ -16,6 +16,7 @@ from agentmaild.store.memory_messages import MemoryMessages
 from agentmaild.store.memory_procs import MemoryProcs
 from agentmaild.store.memory_queues import MemoryQueues
 from agentmaild.store.memory_tokens import MemoryTokens
+from agentmaild.store.memory_trust import MemoryTrust
 
 __all__ = ["MemoryMailStore"]
 
@@ -27,6 +28,7 @@ class MemoryMailStore(
     MemoryProcs,
     MemoryHistory,
     MemoryTokens,
+    MemoryTrust,
     MemoryQueues,
     MailStore,
 ):

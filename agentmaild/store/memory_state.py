@@ -12,6 +12,7 @@ from agentmaild.ids import iso_now
 from agentmaild.models import PRIORITY_RANK, Agent, Attempt, Batch, Message
 from agentmaild.store.base import AgentProc
 from agentmaild.tokens import ApiToken
+from agentmaild.trust.peers import Peer, PeerOrigin
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -86,6 +87,12 @@ class MemoryState:
         self._counters: dict[str, int] = {}
         self._escalated: set[str] = set()  # message ids the long-unread rule has escalated
         self._queue_members: dict[str, set[str]] = {}  # queue -> its member agents
+        # The trust domains: peers by name, nonce -> (peer, expires_at), origins by message id,
+        # relayed message id -> (peer, at).
+        self._peers: dict[str, Peer] = {}
+        self._nonces: dict[str, tuple[str, float]] = {}
+        self._origins: dict[str, PeerOrigin] = {}
+        self._relayed: dict[str, tuple[str, float]] = {}
 
     def _unread(self, agent: str) -> Iterable[Message]:
         return (m for m in self._messages.values() if m.to_agent == agent and not m.read)

@@ -15,9 +15,10 @@ from agentmaild.vocab import MESSAGE_TYPES
 # 1: Overstory's table + agentmaild's columns and tables; 2: adds am_prompt_seen and the registry
 # version (am_registry and its triggers); 3: am_attempts (delivery history) and am_agent_procs
 # (agent process groups, for recovery); 4: am_tokens (HTTP API tokens), the team rules' tables
-# (loop guard, escalations, queues) and columns. Every upgrade step below is idempotent, so one
+# (loop guard, escalations, queues) and columns; 5: the trust domains (am_peers, am_nonces,
+# am_peer_messages, am_relayed). Every upgrade step below is idempotent, so one
 # function takes any older file (or Overstory's) to the current version.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.

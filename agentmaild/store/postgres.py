@@ -22,6 +22,7 @@ from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version
 from agentmaild.store.postgres_queues import PostgresQueues
 from agentmaild.store.postgres_rules import PostgresRules
 from agentmaild.store.postgres_tokens import PostgresTokens
+from agentmaild.store.postgres_trust import PostgresTrust
 from agentmaild.store.postgres_tx import Conn, connect, redacted
 
 __all__ = ["PostgresMailStore"]
@@ -33,6 +34,7 @@ class PostgresMailStore(
     PostgresDeliveries,
     PostgresHistory,
     PostgresTokens,
+    PostgresTrust,
     PostgresRules,
     PostgresQueues,
     MailStore,

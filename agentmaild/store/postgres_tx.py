@@ -26,7 +26,8 @@ Row = dict[str, Any]
 Conn = psycopg.Connection[Row]
 
 # pg_rules.sql: the queries of the schema-2 parts (tokens, team rules, queues, housekeeping).
-PQ = parse_named(read_sql("pg_queries.sql")) | parse_named(read_sql("pg_rules.sql"))
+PQ = (parse_named(read_sql("pg_queries.sql")) | parse_named(read_sql("pg_rules.sql"))
+      | parse_named(read_sql("pg_trust.sql")))  # pg_trust.sql: the trust domains (schema 3)
 
 _RETRY_DEADLINE_S = 30.0
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)

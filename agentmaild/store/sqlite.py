@@ -25,6 +25,7 @@ from agentmaild.store.sqlite_procs import SqliteProcs
 from agentmaild.store.sqlite_queues import SqliteQueues
 from agentmaild.store.sqlite_rules import SqliteRules
 from agentmaild.store.sqlite_tokens import SqliteTokens
+from agentmaild.store.sqlite_trust import SqliteTrust
 
 __all__ = [
     "SENDER_AUTOCHECKPOINT_PAGES",
@@ -77,6 +78,7 @@ class SqliteMailStore(
     SqliteProcs,
     SqliteHistory,
     SqliteTokens,
+    SqliteTrust,
     SqliteRules,
     SqliteQueues,
     MailStore,

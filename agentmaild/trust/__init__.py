@@ -1,8 +1,9 @@
-"""Trust across domains (issue 12 item 4, first part): signed mail envelopes.
+"""Trust across domains (issue 12 item 4): signed mail between stores that pin each other's keys.
 
-Owns: ``envelope`` (the canonical signed form of one message, Ed25519 signing and the checks a
-receiving store runs: signature against a pinned key, body hash, freshness window). Still to come
-(next session): the peers and nonces tables, ``keys create`` / ``peers add``, the relay endpoint
-and ``agentmaild relay --to URL``.
-May import: ``errors`` and ``cryptography`` only; nothing imports it yet.
+Owns: ``envelope`` (canonical signed form, Ed25519, the receiver's checks), ``keyfile`` (this
+domain's 0600 key file), ``peers`` (the pinned-peer record, the ``peer:NAME/agent`` address),
+``receive`` (accepting one envelope: ``POST /v1/relay``) and ``relay`` (forwarding mail to
+``peer:…`` at least once). Nonces, peers, origins and relay marks live in the store (schema 5).
+May import: ``errors``, ``ids``, ``mail``, ``store.base`` and ``cryptography``; never loaded
+by the hook's hot path (``peers`` alone is, via ``mail``: stdlib only).
 """

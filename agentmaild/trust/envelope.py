@@ -40,6 +40,9 @@ class Envelope:
     nonce: str
     domain: str  # the sending trust domain
 
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
     def canonical(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"),
                           ensure_ascii=False, allow_nan=False).encode("utf-8")  # fmt: skip

@@ -42,10 +42,10 @@ def _version_1(dsn: str) -> None:
 def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases) -> None:
     dsn = pg_databases.create(migrated=False)
     _version_1(dsn)
-    assert PG_SCHEMA_VERSION == 2
+    assert PG_SCHEMA_VERSION == 3
     store = PostgresMailStore(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (2,)
+        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (3,)
     bob = store.get_agent("bob")
     assert bob is not None and bob.shutdown_requested_at is None
     # The old mail to a queue becomes claimable once bob joins it.
@@ -55,6 +55,8 @@ def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases
     assert store.queues()[0].held == (("bob", batch.delivery_id, 1),)
     store.add_token(ApiToken(id="t1", agent="bob", scopes=("read",), hash="h", created_at=T0))
     assert [t.id for t in store.list_tokens()] == ["t1"]
+    assert store.claim_nonce("n", peer="a", expires_at=T0 + 300, now=T0)  # schema 3's tables
+    assert store.list_peers() == [] and store.relay_pending() == []
     store.close()
     PostgresMailStore(dsn).close()  # a second open finds nothing to do
     pg_databases.drop(dsn)

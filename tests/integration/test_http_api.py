@@ -140,11 +140,12 @@ def test_openapi_document_names_exactly_the_routes(api: Api) -> None:
     documented = {(path, m.upper()) for path, ops in doc["paths"].items() for m in ops}
     from starlette.routing import Route
 
-    from agentmaild.http import hook_routes, mail_routes, meta_routes
+    from agentmaild.http import hook_routes, mail_routes, meta_routes, relay_routes
 
     served = {
         (r.path, m)
-        for r in [*mail_routes.routes(), *meta_routes.routes(), *hook_routes.routes()]
+        for r in [*mail_routes.routes(), *meta_routes.routes(), *hook_routes.routes(),
+                  *relay_routes.routes()]
         if isinstance(r, Route)
         for m in (r.methods or ()) - {"HEAD"}
     }

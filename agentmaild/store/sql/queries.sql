@@ -371,3 +371,40 @@ GROUP BY m.to_agent;
 -- name: queue_held
 SELECT queue, agent, id, attempts FROM am_deliveries
 WHERE state = 'claimed' AND queue IS NOT NULL ORDER BY queue, agent, id;
+
+-- Schema 5: trust domains.
+-- name: peer_insert
+INSERT INTO am_peers (name, public_key, key_id, url, created_at)
+VALUES (:name, :public_key, :key_id, :url, :created_at);
+
+-- name: peer_get
+SELECT * FROM am_peers WHERE name = ?;
+
+-- name: peer_list
+SELECT * FROM am_peers ORDER BY name;
+
+-- name: peer_delete
+DELETE FROM am_peers WHERE name = ?;
+
+-- name: nonce_prune
+DELETE FROM am_nonces WHERE expires_at < :now;
+
+-- name: nonce_claim
+INSERT INTO am_nonces (nonce, peer, expires_at) VALUES (:nonce, :peer, :expires_at)
+ON CONFLICT (nonce) DO NOTHING;
+
+-- name: peer_origin_insert
+INSERT INTO am_peer_messages (message_id, peer, key_id, origin_id)
+VALUES (:message_id, :peer, :key_id, :origin_id) ON CONFLICT DO NOTHING;
+
+-- name: peer_origin_get
+SELECT * FROM am_peer_messages WHERE message_id = ?;
+
+-- name: relayed_insert
+INSERT INTO am_relayed (message_id, peer, relayed_at) VALUES (:message_id, :peer, :at)
+ON CONFLICT (message_id) DO NOTHING;
+
+-- name: relay_pending
+SELECT * FROM messages
+WHERE to_agent LIKE 'peer:%' AND id NOT IN (SELECT message_id FROM am_relayed)
+ORDER BY created_at, id LIMIT ?;

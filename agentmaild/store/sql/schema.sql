@@ -185,3 +185,32 @@ CREATE TABLE IF NOT EXISTS am_queue_members (
   PRIMARY KEY (queue, agent)
 );
 CREATE INDEX IF NOT EXISTS am_idx_queue_members_agent ON am_queue_members(agent);
+-- Schema 5. Trust domains (agentmaild.trust): the peers whose signed mail this store accepts,
+-- by pinned Ed25519 key; the envelope nonces seen (kept until the freshness window has passed,
+-- so a replay is refused across restarts); where each message from a peer came from (a side
+-- table, not columns on Overstory's `messages`); and which mail to `peer:NAME/agent` was relayed.
+CREATE TABLE IF NOT EXISTS am_peers (
+  name TEXT PRIMARY KEY,
+  public_key TEXT NOT NULL,     -- ed25519:<base64 of the 32 raw bytes>
+  key_id TEXT NOT NULL,
+  url TEXT,
+  created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS am_nonces (
+  nonce TEXT PRIMARY KEY,
+  peer TEXT NOT NULL,
+  expires_at REAL NOT NULL      -- unix seconds: after this an envelope carrying it is stale anyway
+);
+CREATE INDEX IF NOT EXISTS am_idx_nonces_expires ON am_nonces(expires_at);
+CREATE TABLE IF NOT EXISTS am_peer_messages (
+  message_id TEXT PRIMARY KEY,
+  peer TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  origin_id TEXT NOT NULL,      -- the sender's message id
+  UNIQUE (peer, origin_id)
+);
+CREATE TABLE IF NOT EXISTS am_relayed (
+  message_id TEXT PRIMARY KEY,
+  peer TEXT NOT NULL,
+  relayed_at REAL NOT NULL
+);

@@ -1,0 +1,31 @@
+"""``POST /v1/relay``: mail from a peer trust domain, authenticated by its envelope's signature
+(no token): see ``agentmaild.trust.receive`` for the checks. Answers the ids delivered here."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from agentmaild.http.app import context_of
+from agentmaild.http.body import read_json
+from agentmaild.trust.receive import REQUEST_FIELDS, accept
+
+
+def routes() -> list[BaseRoute]:
+    return [Route("/v1/relay", relay, methods=["POST"])]
+
+
+async def relay(request: Request) -> JSONResponse:
+    ctx = context_of(request)
+    http = ctx.http
+    data = await read_json(request, max_bytes=http.max_body_bytes,
+                           timeout_s=http.request_timeout_s, allowed=REQUEST_FIELDS)  # fmt: skip
+    sent, peer = await ctx.run(accept, ctx.mailer(), data, now=time.time(),
+                               window_s=http.relay_window_s, skew_s=http.relay_skew_s)  # fmt: skip
+    if not sent.duplicate:
+        ctx.wake(sorted({m.to_agent for m in sent.messages}))
+    return JSONResponse({"ok": True, "peer": peer, "ids": [m.id for m in sent.messages],
+                         "duplicate": sent.duplicate})  # fmt: skip

@@ -1,0 +1,75 @@
+"""Accepting one signed envelope from a peer domain (``POST /v1/relay``), and the wire form.
+
+The request is ``{"envelope": {...}, "signature", "key_id", "body", "message_id"}``. Checks, in
+order, each a clear ``Untrusted``: the domain is a pinned peer, the key id is its pinned key, the
+signature, the body hash, the freshness window, then the nonce (remembered until the window has
+passed, in the store). The message is delivered from ``peer:DOMAIN/agent`` with idempotency key
+``relay:<sender's message id>``, so a retried relay returns the first delivery, never a second.
+Type and priority are not signed: relayed mail arrives as a normal-priority ``status`` message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from agentmaild.errors import Untrusted, ValidationError
+from agentmaild.ids import check_message_id, check_name
+from agentmaild.mail import Mailer, Sent
+from agentmaild.trust import envelope
+from agentmaild.trust.envelope import Envelope
+from agentmaild.trust.peers import PeerOrigin, peer_address
+
+ENVELOPE_FIELDS = frozenset(f.name for f in fields(Envelope))
+REQUEST_FIELDS = frozenset({"envelope", "signature", "key_id", "body", "message_id"})
+
+
+def wire(env: Envelope, signature: str, key_id: str, body: str, message_id: str) -> dict[str, Any]:
+    return {"envelope": env.to_dict(), "signature": signature, "key_id": key_id, "body": body,
+            "message_id": message_id}  # fmt: skip
+
+
+def parse(data: dict[str, Any]) -> tuple[Envelope, str, str, str, str]:
+    raw = data.get("envelope")
+    if not isinstance(raw, dict) or set(raw) != ENVELOPE_FIELDS:
+        raise ValidationError(
+            f"envelope: an object with exactly {', '.join(sorted(ENVELOPE_FIELDS))}"
+        )
+    texts = [data.get(k) for k in ("signature", "key_id", "body", "message_id")]
+    if not all(isinstance(t, str) for t in texts):
+        raise ValidationError("signature, key_id, body and message_id: strings")
+    strings = all(isinstance(raw[k], str) for k in ENVELOPE_FIELDS - {"payload", "created_at"})
+    stamp = raw["created_at"]
+    number = isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and stamp == stamp
+    if not (strings and number and (raw["payload"] is None or isinstance(raw["payload"], str))):
+        raise ValidationError("envelope: fields of the wrong type")
+    env = Envelope(**raw)
+    sig, key_id, body, mid = (str(t) for t in texts)
+    return env, sig, key_id, body, check_message_id(mid)
+
+
+def accept(
+    mailer: Mailer, data: dict[str, Any], *, now: float, window_s: float, skew_s: float
+) -> tuple[Sent, str]:
+    """Verify and deliver one relayed message; returns what was sent and the peer's name."""
+    env, sig, key_id, body, origin_id = parse(data)
+    store = mailer.store
+    peer = store.find_peer(env.domain) if isinstance(env.domain, str) else None
+    if peer is None:
+        raise Untrusted(f"envelope from {env.domain[:80]!r}: not a peer of this domain")
+    if key_id != peer.key_id:
+        raise Untrusted(f"envelope from {peer.name!r}: signed with key {key_id[:40]!r}, "
+                        f"the pinned key is {peer.key_id}")  # fmt: skip
+    envelope.verify(env, sig, pinned=peer.public_key, body=body, now=now,
+                    window_s=window_s, skew_s=skew_s)  # fmt: skip
+    check_name(env.to_agent, "recipient")
+    sender = peer_address(peer.name, check_name(env.from_agent, "sender"))
+    until = env.created_at + window_s + skew_s
+    if not store.claim_nonce(env.nonce, peer=peer.name, expires_at=until, now=now):
+        raise Untrusted(f"envelope from {peer.name!r}: nonce already seen (a replay)")
+    sent = mailer.send(sender=sender, to=env.to_agent, subject=env.subject, body=body,
+                       idempotency_key=f"relay:{origin_id}", peer_sender=True)  # fmt: skip
+    for m in sent.messages:
+        store.record_peer_origin(PeerOrigin(message_id=m.id, peer=peer.name, key_id=peer.key_id,
+                                            origin_id=origin_id))  # fmt: skip
+    return sent, peer.name
