@@ -15,9 +15,10 @@ from agentmaild.vocab import MESSAGE_TYPES
 # 1: Overstory's table + agentmaild's columns and tables; 2: adds am_prompt_seen and the registry
 # version (am_registry and its triggers); 3: am_attempts (delivery history) and am_agent_procs
 # (agent process groups, for recovery); 4: am_tokens (HTTP API tokens), the team rules' tables
-# (loop guard, escalations, queues) and columns. Every upgrade step below is idempotent, so one
-# function takes any older file (or Overstory's) to the current version.
-SCHEMA_VERSION = 4
+# (loop guard, escalations, queues) and columns; 5: am_agents.host (agents per host). Every
+# upgrade step below is idempotent, so one function takes any older file (or Overstory's) to the
+# current version.
+SCHEMA_VERSION = 5
 
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.
@@ -33,7 +34,7 @@ EXTRA_INDEXES = (
 )
 # Schema 4: columns added to agentmaild's own tables (nullable; the team rules' state).
 AM_COLUMNS = {
-    "am_agents": {"shutdown_requested_at": "TEXT"},
+    "am_agents": {"shutdown_requested_at": "TEXT", "host": "TEXT"},  # host: schema 5
     "am_deliveries": {"queue": "TEXT"},
 }
 OVERSTORY_COLUMNS = (

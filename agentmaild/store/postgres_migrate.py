@@ -12,8 +12,9 @@ from agentmaild.store.queries import read_sql
 # 1: the tables of the SQLite schema 3 (messages with agentmaild's columns, am_*); 2: those of
 # the SQLite schema 4 (am_tokens, the team rules' tables, am_agents.shutdown_requested_at,
 # am_deliveries.queue). A database at 1 is brought to 2 in the same one locked transaction.
-PG_SCHEMA_VERSION = 2
-_STEPS: dict[int, str] = {1: "pg_schema.sql", 2: "pg_schema_2.sql"}
+# 3: agents per host (am_agents.host) and the host daemons' heartbeats (am_hosts).
+PG_SCHEMA_VERSION = 3
+_STEPS: dict[int, str] = {1: "pg_schema.sql", 2: "pg_schema_2.sql", 3: "pg_schema_3.sql"}
 
 # Any constant both processes agree on: the advisory lock "agentmaild schema migration".
 _MIGRATION_LOCK = 0x616D_6D69_6772  # "ammigr"
