@@ -1,5 +1,6 @@
 """The host daemons of a PostgreSQL store: each beats a row of ``am_hosts`` (pid, host, last beat),
-and ``status`` reads every host's row; a host whose beat is older than 3 leases is shown as down.
+and ``status`` reads every host's row; a host whose beat is older than 3 leases is shown as down
+(a crashed daemon's); a daemon that stops cleanly removes its row.
 
 The beat runs on a connection of its own (a blocking psycopg call in a worker thread), so a slow
 store never holds up delivery; a failed beat is logged and tried again at the next interval.
@@ -39,13 +40,25 @@ class PgHeartbeat:
                 _BEAT, (self._host, os.getpid(), self._started, time.time(), self._lease_s)
             )
 
+    def _forget(self) -> None:
+        with psycopg.connect(self._dsn, autocommit=True, connect_timeout=5) as conn:
+            conn.execute("DELETE FROM am_hosts WHERE host = %s AND pid = %s",
+                         (self._host, os.getpid()))
+
     async def run(self) -> None:
-        while True:
-            try:
-                await anyio.to_thread.run_sync(self._beat, abandon_on_cancel=True)
-            except psycopg.Error as exc:
-                log.warning("daemon.heartbeat_failed", host=self._host, error=str(exc))
-            await anyio.sleep(self.interval_s)  # a timer, not a wait for work
+        try:
+            while True:
+                try:
+                    await anyio.to_thread.run_sync(self._beat, abandon_on_cancel=True)
+                except psycopg.Error as exc:
+                    log.warning("daemon.heartbeat_failed", host=self._host, error=str(exc))
+                await anyio.sleep(self.interval_s)  # a timer, not a wait for work
+        finally:  # a clean stop leaves no row behind; a crash leaves one that goes "down"
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                try:
+                    await anyio.to_thread.run_sync(self._forget)
+                except psycopg.Error as exc:
+                    log.warning("daemon.heartbeat_forget_failed", host=self._host, error=str(exc))
 
 
 def read_hosts(dsn: str, now: float | None = None) -> list[dict[str, Any]]:
