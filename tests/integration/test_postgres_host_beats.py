@@ -10,6 +10,7 @@ import psycopg
 
 from agentmaild.daemon.pg_hosts import PgHeartbeat, read_hosts
 from agentmaild.store.postgres import PostgresMailStore
+from tests.support.waiting import wait_for
 
 
 def test_a_heartbeat_is_up_then_down_and_gone_after_a_clean_stop(pg_dsn: str) -> None:
@@ -19,9 +20,7 @@ def test_a_heartbeat_is_up_then_down_and_gone_after_a_clean_stop(pg_dsn: str) ->
     async def main() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(beat.run)
-            with anyio.fail_after(30):
-                while not read_hosts(pg_dsn):
-                    await anyio.sleep(0.05)
+            await anyio.to_thread.run_sync(wait_for, lambda: read_hosts(pg_dsn), 30, "a beat")
             (row,) = read_hosts(pg_dsn)
             assert (row["host"], row["pid"], row["state"]) == ("host-a", os.getpid(), "up")
             assert read_hosts(pg_dsn, now=row["beat_at"] + 8.9)[0]["state"] == "up"

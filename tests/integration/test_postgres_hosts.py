@@ -69,8 +69,8 @@ def test_two_host_daemons_deliver_each_to_its_own_agents(tmp_path: Path, pg_dsn:
         senders = [subprocess.Popen([sys.executable, "-c", script, str(s), str(PER_SENDER),
                                      *AGENTS], env=env) for s in range(SENDERS)]
         for kill in range(KILLS):  # host-a dies mid-run and comes back
-            wait_for(lambda: (tmp_path / "a1.txt").exists()
-                     and (tmp_path / "a1.txt").read_text().count("HOST") > kill, 60,
+            wait_for(lambda k=kill: (tmp_path / "a1.txt").exists()
+                     and (tmp_path / "a1.txt").read_text().count("HOST") > k, 60,
                      "host-a to deliver")
             daemons["host-a"].send_signal(signal.SIGKILL)
             daemons["host-a"].wait(30)
