@@ -93,3 +93,18 @@ def check_name(name: str, what: str = "agent name", *, loose: bool = False) -> s
             "use 1-64 of a-z 0-9 . _ - starting with a letter or digit"
         )
     return name
+
+
+HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+
+def check_host(host: str) -> str:
+    """A host name as ``serve --host`` and ``agents add --host`` take it (a hostname's letters)."""
+    from agentmaild.errors import ValidationError
+
+    if not HOST_RE.fullmatch(host):
+        raise ValidationError(
+            f"invalid host {host[:80]!r}: use 1-253 of A-Z a-z 0-9 . _ - starting with a letter "
+            "or digit"
+        )
+    return host

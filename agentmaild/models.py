@@ -227,6 +227,7 @@ class Agent:
     turn_state: str | None = None
     turn_state_at: str | None = None
     shutdown_requested_at: str | None = None  # the member status shutdown_requested, when set
+    host: str | None = None  # the host whose daemon delivers to it; None: any host
     created_at: str = ""
     updated_at: str = ""
 
@@ -254,6 +255,7 @@ class Agent:
             "turn_state": self.turn_state,
             "turn_state_at": self.turn_state_at,
             "shutdown_requested_at": self.shutdown_requested_at,
+            "host": self.host,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import socket
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,8 +12,9 @@ import typer
 from agentmaild.cli import common as cli
 from agentmaild.cli.common import DbOpt, JsonOpt, command, one_line, open_store, out
 from agentmaild.errors import NotFound, UsageError, ValidationError
-from agentmaild.ids import check_name
+from agentmaild.ids import check_host, check_name
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
+from agentmaild.location import is_dsn
 from agentmaild.models import Agent, ChannelKind
 from agentmaild.rules import members, queues
 
@@ -24,7 +26,18 @@ VENDOR_CHANNELS = ("spawn",)  # where the codex/gemini/opencode presets work tod
 def _agent_line(a: Agent) -> str:
     where = a.tmux_target or (shlex.join(a.command) if a.command else "")
     turn = f" turn={a.turn_state}" if a.turn_state else ""
-    return f"{a.name:<20} {a.capability:<12} {a.state:<10} {a.channel:<6} {where}{turn}"
+    host = f" host={a.host}" if a.host else ""
+    return f"{a.name:<20} {a.capability:<12} {a.state:<10} {a.channel:<6} {where}{turn}{host}"
+
+
+def _host(given: str | None, db: str | None) -> str | None:
+    """The agent's host: ``--host``, else this machine's on a PostgreSQL store (shared by hosts),
+    else none (a store file has one daemon, which delivers to every agent)."""
+    if given is not None:
+        return check_host(given)
+    if is_dsn(cli.db_target(db)):
+        return socket.gethostname()
+    return None
 
 
 def _parse_settings(pairs: list[str]) -> dict[str, Any]:
@@ -131,6 +144,14 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         poll_interval: PollOpt = None,
         setting: SettingOpt = None,
         queue: QueueOpt = None,
+        host: Annotated[
+            str | None,
+            typer.Option(
+                "--host",
+                help="The host whose daemon delivers to it (default on a PostgreSQL store: this "
+                "machine's hostname; on a store file: any host).",
+            ),
+        ] = None,
         db: DbOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -156,6 +177,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             preset=preset,
             poll_interval_s=poll_interval,
             settings=_parse_settings(setting or []),
+            host=_host(host, db),
         )
         wanted = queues.names_to_join(queue or [], kind)
         with open_store(db) as store:

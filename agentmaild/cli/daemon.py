@@ -67,6 +67,13 @@ def serve(
         str | None,
         typer.Option("--http", metavar="HOST:PORT", help="Serve the HTTP API (http.listen)."),
     ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            help="Deliver to this host's agents only ([daemon] host; default: the hostname).",
+        ),
+    ] = None,
 ) -> None:
     """Run the delivery daemon for the store (one per store) until SIGTERM/SIGINT."""
     import dataclasses
@@ -77,6 +84,11 @@ def serve(
     cfg = load_config(Path(config).expanduser() if config else None)
     if http is not None:
         cfg = dataclasses.replace(cfg, http=dataclasses.replace(cfg.http, listen=http))
+    if host is not None:
+        from agentmaild.ids import check_host
+
+        daemon_cfg = dataclasses.replace(cfg.daemon, host=check_host(host))
+        cfg = dataclasses.replace(cfg, daemon=daemon_cfg)
     use_config_db = not db and not os.environ.get("AGENTMAIL_DB") and cfg.store.db is not None
     target = str(cfg.store.db) if use_config_db else db_target(db)
     raise typer.Exit(run_daemon(target if is_dsn(target) else Path(target), cfg))
@@ -140,8 +152,21 @@ def _status(db: Path) -> dict[str, Any]:
         from agentmaild.store.postgres_tx import redacted
 
         result["store"], result["warnings"] = redacted(store_target(db)), []
+        result["hosts"] = _hosts(store_target(db))
     result["operator_unread"] = _operator_unread(db)
     return result
+
+
+def _hosts(dsn: str) -> list[dict[str, Any]] | None:
+    """Every host's daemon of a PostgreSQL store (None when the store cannot be read)."""
+    import psycopg
+
+    from agentmaild.daemon.pg_hosts import read_hosts
+
+    try:
+        return read_hosts(dsn)
+    except psycopg.Error:
+        return None
 
 
 # -- operator mail: reports (NDRs, daemon notices) to mail sent without --from ------------------

@@ -98,6 +98,10 @@ def print_status(status: dict[str, Any]) -> None:
             f"daemon: running (pid {d['pid']}, up {_duration(d['uptime_s'])}, "
             f"version {d['version']}{', stopping' if d.get('stopping') else ''})"
         )
+    for h in status.get("hosts") or ():
+        typer.echo(
+            f"host {h['host']}: {h['state']} (pid {h['pid']}, last beat {h['age_s']:g}s ago)"
+        )
     t = status["totals"]
     typer.echo(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
     print_operator(status.get("operator_unread"))

@@ -132,7 +132,11 @@ class DaemonConfig(_Section):
     busy_warn_after_s: float = 600.0
     quick_check: bool = True  # PRAGMA quick_check before serving; false skips it (huge stores)
     socket: Path | None = None  # None: beside the store (or under $XDG_RUNTIME_DIR)
+    host: str = ""  # the host this daemon delivers for ("": this machine's hostname)
 
+    _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {
+        "host": lambda v: _host_problem(str(v)),
+    }
     _bounds: ClassVar[Mapping[str, _Bound]] = {
         "poll_interval_s": _POSITIVE,
         "lease_s": _POSITIVE,
@@ -227,6 +231,21 @@ class HttpConfig(_Section):
     _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {
         "listen": lambda v: _host_port_problem(str(v)),
     }
+
+
+def _host_problem(host: str) -> str | None:
+    from agentmaild.ids import HOST_RE
+
+    if not host or HOST_RE.fullmatch(host):
+        return None
+    return f"expected a host name (A-Z a-z 0-9 . _ -), got {host!r}"
+
+
+def daemon_host(config: DaemonConfig) -> str:
+    """The host a daemon delivers for: ``[daemon] host``, else this machine's hostname."""
+    import socket
+
+    return config.host or socket.gethostname()
 
 
 def _host_port_problem(listen: str) -> str | None:

@@ -23,7 +23,11 @@ _OWNED_CHANNELS = frozenset({ChannelKind.SPAWN, ChannelKind.STDIN})
 
 
 async def recover(
-    store: AsyncMailStore, db: Path | None = None, *, kill_grace_s: float = 5.0
+    store: AsyncMailStore,
+    db: Path | None = None,
+    *,
+    kill_grace_s: float = 5.0,
+    host: str | None = None,
 ) -> dict[str, Any]:
     """Before any loop runs: stop the agent processes a dead daemon left running (those it
     journalled and, with ``db``, those marked as started for this store), re-queue every claim
@@ -33,8 +37,9 @@ async def recover(
     rows = await store.run_sync(store.sync.list_procs)
     for row in await stop_orphans(rows, db, kill_grace_s):
         await store.run_sync(store.sync.forget_proc, row.pid, row.start_time)
-    # We hold the lock, so every claim belongs to a dead daemon, however long its lease.
-    reaped = await store.reap_expired(now=time.time(), everything=True)
+    # We hold the lock of our host, so every claim of its agents belongs to a dead daemon, however
+    # long its lease (another host's claims are its live daemon's).
+    reaped = await store.reap_expired(now=time.time(), everything=True, host=host)
     agents = {a.name: a for a in await store.list_agents()}
     reset = [
         a.name for a in agents.values() if a.turn_state == "busy" and a.channel in _OWNED_CHANNELS

@@ -167,6 +167,7 @@ class Daemon:
         self._supervisor_done = anyio.Event()
         self._watched: tuple[Path, FileIdentity] | None = None
         self.store_lost: str | None = None  # "replaced" | "deleted" once the watch saw it
+        self.host: str | None = None  # on a store shared by hosts: the one this daemon serves
         self.subreaper = False  # escaped agent descendants come back to us (Linux)
         self.http_address: str | None = None  # "HOST:PORT" once the HTTP face is bound
         self.waiters = ReplyWaiters()  # `ask`s holding an await_reply request
@@ -197,7 +198,9 @@ class Daemon:
         await server.listen()  # before recovery: a second daemon must fail before it re-queues
         log.info("daemon.subreaper", enabled=self.subreaper)
         try:
-            await recover(self.store, self.db, kill_grace_s=self.config.spawn.kill_grace_s)
+            await recover(
+                self.store, self.db, kill_grace_s=self.config.spawn.kill_grace_s, host=self.host
+            )
             if self.journal is not None:
                 await self.journal.load()
             async with anyio.create_task_group() as tg:

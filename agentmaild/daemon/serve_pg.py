@@ -1,7 +1,8 @@
 """serve() for a PostgreSQL store: the store's daemon lock → store → the same ``Daemon``.
 
-What differs from a store file: the one-daemon lock is a PostgreSQL advisory lock (it holds
-across machines), the poll gate asks the server (``PgPollGate``), sends wake the loops through
+What differs from a store file: the one-daemon lock is a PostgreSQL advisory lock per host (it
+holds across machines; each host's daemon delivers to that host's agents and beats its
+``am_hosts`` row), the poll gate asks the server (``PgPollGate``), sends wake the loops through
 LISTEN/NOTIFY (``PgListener``; polling stays the fallback), and the daemon's local files —
 control socket, agent logs — live in the store's anchor directory on this machine
 (``store.anchor``). There is no file to check, watch or checkpoint.
@@ -15,7 +16,9 @@ import anyio
 import structlog
 
 from agentmaild.config import Config
+from agentmaild.config.sections import daemon_host
 from agentmaild.daemon.journal import StoreProcJournal
+from agentmaild.daemon.pg_hosts import PgHeartbeat
 from agentmaild.daemon.pg_listen import PgListener
 from agentmaild.daemon.pg_lock import hold_pg_lock
 from agentmaild.procs.escapes import become_subreaper
@@ -29,7 +32,7 @@ def serve_pg(dsn: str, config: Config) -> int:
     anchor = anchor_for(dsn)
     make_store_dir(anchor.parent)
     check_private_dir(anchor.parent)
-    with hold_pg_lock(dsn):
+    with hold_pg_lock(dsn, daemon_host(config.daemon)):
         options: dict[str, Any] = {}
         try:
             import uvloop  # noqa: F401  (only probing that it is installed)
@@ -58,7 +61,10 @@ async def _main(dsn: str, config: Config) -> int:
     try:
         daemon = Daemon(anchor_for(dsn), config, astore, gate, StoreProcJournal(astore))
         daemon.subreaper = subreaper
+        daemon.host = daemon_host(config.daemon)
         daemon.background.append(PgListener(dsn, daemon.supervisor.wake).run)
+        beat = PgHeartbeat(dsn, daemon.host, config.daemon.lease_s)
+        daemon.background.append(beat.run)
         return await daemon.run()
     finally:
         await gate.aclose()

@@ -19,6 +19,7 @@ import structlog
 
 from agentmaild.channels.base import Channel
 from agentmaild.config import Config
+from agentmaild.config.sections import daemon_host
 from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.roster import COUNTERS, Entry, Roster, in_flight_of
 from agentmaild.delivery.types import Clock, LoopSettings
@@ -77,6 +78,7 @@ class Supervisor(Roster):
         self._poke = anyio.Event()
         self._sweep_due = True
         self._stopping = False
+        self._host = daemon_host(config.daemon)  # agents of another host are its daemon's
 
     # -- running ----------------------------------------------------------------------------
     async def run(
@@ -153,7 +155,11 @@ class Supervisor(Roster):
             # Read before the registry: a change landing in between shows up as a new version.
             self._registry_version = await self._gate.registry_version()
         agents = await self._store.list_agents()
-        wanted = {a.name: a for a in agents if a.channel != ChannelKind.PULL}
+        wanted = {
+            a.name: a
+            for a in agents
+            if a.channel != ChannelKind.PULL and a.host in (None, self._host)
+        }
         for name, entry in list(self._entries.items()):
             agent = wanted.get(name)
             if agent is None:

@@ -142,11 +142,16 @@ class Hook:
             from agentmaild.hooks.remote import run_remote
 
             return run_remote(self)
-        from agentmaild.location import resolve_db_str
+        from agentmaild.location import is_dsn, resolve_db_str
         from agentmaild.overstory.flavor import overstory_mode
 
         start = os.environ.get("CLAUDE_PROJECT_DIR") or None
         self.db_path = resolve_db_str(self.db_flag, start=start)
+        if is_dsn(self.db_path):  # psycopg loads only on this branch
+            check_name(self.agent)
+            from agentmaild.hooks.run_pg import run_pg
+
+            return run_pg(self, self.db_path)
         check_name(self.agent, loose=overstory_mode(self.db_path))
         if not os.path.exists(self.db_path):
             return 0  # no store yet: nobody can have mail or a registration

@@ -87,8 +87,12 @@ class AsyncMailStore:
     async def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
         return await self.run_sync(self.sync.extend_lease, delivery_id, lease_s=lease_s, now=now)
 
-    async def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
-        return await self.run_sync(self.sync.reap_expired, now=now, everything=everything)
+    async def reap_expired(
+        self, *, now: float, everything: bool = False, host: str | None = None
+    ) -> list[tuple[str, str]]:
+        return await self.run_sync(
+            self.sync.reap_expired, now=now, everything=everything, host=host
+        )
 
     async def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
         return await self.run_sync(self.sync.dead_letters, agent)

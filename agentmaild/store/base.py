@@ -288,8 +288,11 @@ class MailStore(abc.ABC):
     def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool: ...
 
     @abc.abstractmethod
-    def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
-        """Re-queue claims whose lease ended (all claims with ``everything``, as at daemon start).
+    def reap_expired(
+        self, *, now: float, everything: bool = False, host: str | None = None
+    ) -> list[tuple[str, str]]:
+        """Re-queue claims whose lease ended (all claims with ``everything``, as at daemon start;
+        with ``host`` too, "all" means those of the agents of that host or of any host).
 
         Returns (delivery_id, agent) pairs; the delivery ids are kept for the redelivery.
         """

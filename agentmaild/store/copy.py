@@ -31,7 +31,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "am_agents": ("name", "capability", "parent", "state", "channel", "command", "cwd",
                   "tmux_target", "tmux_socket", "preset", "session_id", "poll_interval_s",
                   "settings", "turn_state", "turn_state_at", "created_at", "updated_at",
-                  "shutdown_requested_at"),
+                  "shutdown_requested_at", "host"),
     "am_deliveries": ("id", "agent", "state", "attempts", "failures", "lease_until",
                       "last_error", "created_at", "updated_at", "queue"),
     "am_idempotency": ("sender", "key", "content_hash", "message_ids", "created_at"),

@@ -159,11 +159,15 @@ class MemoryDeliveries(MemoryState):
         return True
 
     @atomic
-    def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
+    def reap_expired(
+        self, *, now: float, everything: bool = False, host: str | None = None
+    ) -> list[tuple[str, str]]:
         reaped = []
         for d in self._deliveries.values():
             expired = d.lease_until is not None and d.lease_until <= now
-            if d.state == "claimed" and (expired or everything):
+            agent = self._agents.get(d.agent)
+            ours = host is None or (agent is not None and agent.host in (None, host))
+            if d.state == "claimed" and (expired or (everything and ours)):
                 d.state, d.lease_until, d.updated_at = "pending", None, iso_now(now)
                 reaped.append((d.id, d.agent))
         return sorted(reaped)

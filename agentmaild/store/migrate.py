@@ -16,8 +16,8 @@ from agentmaild.vocab import MESSAGE_TYPES
 # version (am_registry and its triggers); 3: am_attempts (delivery history) and am_agent_procs
 # (agent process groups, for recovery); 4: am_tokens (HTTP API tokens), the team rules' tables
 # (loop guard, escalations, queues) and columns; 5: the trust domains (am_peers, am_nonces,
-# am_peer_messages, am_relayed). Every upgrade step below is idempotent, so one
-# function takes any older file (or Overstory's) to the current version.
+# am_peer_messages, am_relayed) and am_agents.host (agents per host). Every upgrade step below is
+# idempotent, so one function takes any older file (or Overstory's) to the current version.
 SCHEMA_VERSION = 5
 
 
@@ -34,7 +34,7 @@ EXTRA_INDEXES = (
 )
 # Schema 4: columns added to agentmaild's own tables (nullable; the team rules' state).
 AM_COLUMNS = {
-    "am_agents": {"shutdown_requested_at": "TEXT"},
+    "am_agents": {"shutdown_requested_at": "TEXT", "host": "TEXT"},  # host: schema 5
     "am_deliveries": {"queue": "TEXT"},
 }
 OVERSTORY_COLUMNS = (

@@ -124,8 +124,10 @@ class PostgresDeliveries(PostgresTransactions):
             lambda conn: conn.execute(PQ["delivery_extend_lease"], params).rowcount == 1
         )
 
-    def reap_expired(self, *, now: float, everything: bool = False) -> list[tuple[str, str]]:
-        params = {"stamp": iso_now(now), "now": now, "everything": everything}
+    def reap_expired(
+        self, *, now: float, everything: bool = False, host: str | None = None
+    ) -> list[tuple[str, str]]:
+        params = {"stamp": iso_now(now), "now": now, "everything": everything, "host": host}
 
         def run(conn: Conn) -> list[tuple[str, str]]:
             rows = conn.execute(PQ["deliveries_expired"], params).fetchall()

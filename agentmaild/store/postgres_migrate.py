@@ -12,9 +12,16 @@ from agentmaild.store.queries import read_sql
 # 1: the tables of the SQLite schema 3 (messages with agentmaild's columns, am_*); 2: those of
 # the SQLite schema 4 (am_tokens, the team rules' tables, am_agents.shutdown_requested_at,
 # am_deliveries.queue); 3: those of the SQLite schema 5 (the trust domains: am_peers, am_nonces,
-# am_peer_messages, am_relayed). An older database is brought up in the same locked transaction.
-PG_SCHEMA_VERSION = 3
-_STEPS: dict[int, str] = {1: "pg_schema.sql", 2: "pg_schema_2.sql", 3: "pg_schema_3.sql"}
+# am_peer_messages, am_relayed); 4: agents per host (am_agents.host, also SQLite schema 5) and
+# the host daemons' heartbeats (am_hosts). An older database is brought up in the same locked
+# transaction.
+PG_SCHEMA_VERSION = 4
+_STEPS: dict[int, str] = {
+    1: "pg_schema.sql",
+    2: "pg_schema_2.sql",
+    3: "pg_schema_3.sql",
+    4: "pg_schema_4.sql",
+}
 
 # Any constant both processes agree on: the advisory lock "agentmaild schema migration".
 _MIGRATION_LOCK = 0x616D_6D69_6772  # "ammigr"

@@ -67,6 +67,7 @@ def agent_from_row(row: Row) -> Agent:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         shutdown_requested_at=row.get("shutdown_requested_at"),
+        host=row.get("host"),
     )
 
 

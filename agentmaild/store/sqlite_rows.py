@@ -65,6 +65,7 @@ def agent_from_row(row: sqlite3.Row) -> Agent:
         turn_state=row["turn_state"],
         turn_state_at=row["turn_state_at"],
         shutdown_requested_at=row["shutdown_requested_at"],
+        host=row["host"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )

@@ -181,6 +181,8 @@ _TABLES = (
     # PostgreSQL schema 2: tokens, the team rules' tables, work queues.
     "am_tokens", "am_recent_sends", "am_thread_log", "am_thread_holds", "am_counters",
     "am_escalated", "am_queue_members",
+    # PostgreSQL schema 3: the host daemons' heartbeats.
+    "am_hosts",
 )
 _EMPTY_SQL = (
     "".join(f"DELETE FROM {t};" for t in _TABLES if t not in ("am_registry", "am_schema_version"))

@@ -103,10 +103,11 @@ SELECT * FROM am_agents ORDER BY name;
 -- name: agent_insert
 INSERT INTO am_agents (name, capability, parent, state, channel, command, cwd, tmux_target,
                        tmux_socket, preset, session_id, poll_interval_s, settings,
-                       turn_state, turn_state_at, created_at, updated_at)
+                       turn_state, turn_state_at, created_at, updated_at, host)
 VALUES (%(name)s, %(capability)s, %(parent)s, %(state)s, %(channel)s, %(command)s, %(cwd)s,
         %(tmux_target)s, %(tmux_socket)s, %(preset)s, %(session_id)s, %(poll_interval_s)s,
-        %(settings)s, %(turn_state)s, %(turn_state_at)s, %(created_at)s, %(updated_at)s);
+        %(settings)s, %(turn_state)s, %(turn_state_at)s, %(created_at)s, %(updated_at)s,
+        %(host)s);
 
 -- name: agent_set_state
 UPDATE am_agents SET state = %(state)s, updated_at = %(stamp)s WHERE name = %(name)s
@@ -210,7 +211,9 @@ RETURNING state, failures;
 
 -- name: deliveries_expired
 UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = %(stamp)s
-WHERE state = 'claimed' AND (lease_until <= %(now)s OR %(everything)s)
+WHERE state = 'claimed' AND (lease_until <= %(now)s OR (%(everything)s AND (
+  %(host)s::text IS NULL OR EXISTS (SELECT 1 FROM am_agents a WHERE a.name = am_deliveries.agent
+                                      AND (a.host IS NULL OR a.host = %(host)s)))))
 RETURNING id, agent;
 
 -- name: deliveries_orphaned_delete

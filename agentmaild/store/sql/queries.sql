@@ -80,10 +80,10 @@ SELECT * FROM am_agents ORDER BY name;
 -- name: agent_insert
 INSERT INTO am_agents (name, capability, parent, state, channel, command, cwd, tmux_target,
                        tmux_socket, preset, session_id, poll_interval_s, settings,
-                       turn_state, turn_state_at, created_at, updated_at)
+                       turn_state, turn_state_at, created_at, updated_at, host)
 VALUES (:name, :capability, :parent, :state, :channel, :command, :cwd, :tmux_target,
         :tmux_socket, :preset, :session_id, :poll_interval_s, :settings,
-        :turn_state, :turn_state_at, :created_at, :updated_at);
+        :turn_state, :turn_state_at, :created_at, :updated_at, :host);
 
 -- name: agent_set_state
 UPDATE am_agents SET state = ?, updated_at = ? WHERE name = ?;
@@ -157,7 +157,9 @@ RETURNING state, failures;
 
 -- name: deliveries_expired
 UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = :stamp
-WHERE state = 'claimed' AND (lease_until <= :now OR :everything)
+WHERE state = 'claimed' AND (lease_until <= :now OR (:everything AND (:host IS NULL OR EXISTS
+  (SELECT 1 FROM am_agents a WHERE a.name = am_deliveries.agent
+     AND (a.host IS NULL OR a.host = :host)))))
 RETURNING id, agent;
 
 -- name: deliveries_orphaned_delete

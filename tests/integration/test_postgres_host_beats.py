@@ -1,0 +1,34 @@
+"""A host daemon's heartbeat row (``am_hosts``): beaten while it runs, shown up; shown down once
+older than 3 leases (a crashed daemon's); removed when the daemon stops cleanly. Real server."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import psycopg
+
+from agentmaild.daemon.pg_hosts import PgHeartbeat, read_hosts
+from agentmaild.store.postgres import PostgresMailStore
+from tests.support.waiting import wait_for
+
+
+def test_a_heartbeat_is_up_then_down_and_gone_after_a_clean_stop(pg_dsn: str) -> None:
+    PostgresMailStore(pg_dsn).close()  # the schema
+    beat = PgHeartbeat(pg_dsn, "host-a", lease_s=3.0)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(beat.run)
+            await anyio.to_thread.run_sync(wait_for, lambda: read_hosts(pg_dsn), 30, "a beat")
+            (row,) = read_hosts(pg_dsn)
+            assert (row["host"], row["pid"], row["state"]) == ("host-a", os.getpid(), "up")
+            assert read_hosts(pg_dsn, now=row["beat_at"] + 8.9)[0]["state"] == "up"
+            assert read_hosts(pg_dsn, now=row["beat_at"] + 9.1)[0]["state"] == "down"
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert read_hosts(pg_dsn) == []  # stopped cleanly: no row left to look down
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # a crashed host's row stays
+        conn.execute("INSERT INTO am_hosts VALUES ('host-b', 1, 0, 0, 300)")
+    assert [(h["host"], h["state"]) for h in read_hosts(pg_dsn)] == [("host-b", "down")]
