@@ -6,6 +6,8 @@ a daemon stopped by SIGTERM leaves no vendor process behind. One CLI set-up per 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import FAST, daemon_factory
 from tests.support.loopback_api import LoopbackApi
 from tests.support.vendor_env import VENDORS, pids_with_env, vendor_binary
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_until
 
 pytestmark = [pytest.mark.vendors, pytest.mark.timeout(240)]
 
@@ -151,6 +153,27 @@ async def test_batches_in_one_session_and_an_api_error_retried(world: World) -> 
     assert "second body MARKER-2" in world.api.conversation_requests("MARKER-E")[-1].all_text()
     agent = world.store.get_agent("alice")
     assert agent is not None and agent.session_id == stored.session_id
+
+
+async def test_killed_agent_restarts_and_loads_its_session(world: World) -> None:
+    world.register("dave")
+    world.mail("dave", "before MARKER-K1")
+    batch1, text1 = world.claim("dave")
+    async with world.channel("dave") as channel:
+        with anyio.fail_after(BOUND):
+            await channel.deliver(batch1, text1)
+        assert world.store.ack_delivery(batch1.delivery_id, now=time.time()) == 1
+        pid = channel.describe()["pid"]
+        assert isinstance(pid, int)
+        os.killpg(pid, signal.SIGKILL)  # the agent dies between batches
+        await wait_until(lambda: not channel.describe()["running"])
+        world.mail("dave", "after MARKER-K2")
+        batch2, text2 = world.claim("dave")
+        with anyio.fail_after(BOUND):
+            await channel.deliver(batch2, text2)
+        assert channel.describe()["starts"] == 2
+    history = world.api.conversation_requests("MARKER-K2")[-1].all_text()
+    assert "before MARKER-K1" in history  # session/load resumed the first session
 
 
 def test_daemon_delivers_then_sigterm_leaves_no_vendor_process(world: World) -> None:
