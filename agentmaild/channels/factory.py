@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentmaild.channels.acp import AcpChannel, is_acp
 from agentmaild.channels.base import Channel
 from agentmaild.channels.claude import ClaudeSpawnChannel
 from agentmaild.channels.spawn import SpawnChannel
@@ -41,6 +42,8 @@ def make_channel(
         return SpawnChannel(agent, config, store_path, procs=procs)
     if kind == ChannelKind.TMUX:
         return TmuxChannel(agent, config, store_path)
+    if kind == ChannelKind.STDIN and is_acp(agent):
+        return AcpChannel(agent, config, store_path, procs=procs)
     if kind == ChannelKind.STDIN:
         return StdinChannel(agent, config, store_path, procs=procs)
     raise AgentUnavailable(f"unknown channel {kind!r}")

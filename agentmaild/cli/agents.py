@@ -21,6 +21,25 @@ from agentmaild.rules import members, queues
 CHANNELS = tuple(c.value for c in ChannelKind)
 PRESETS = ("claude", "codex", "gemini", "opencode")  # channels.vendors.PRESETS + claude
 VENDOR_CHANNELS = ("spawn",)  # where the codex/gemini/opencode presets work today
+# --channel acp is stored as channel stdin + settings.protocol "acp" (no schema CHECK change);
+# with --preset gemini|opencode and no --command it runs the vendor's ACP mode.
+ACP = "acp"
+ACP_COMMANDS = {"gemini": ("gemini", "--acp", "--skip-trust"), "opencode": ("opencode", "acp")}
+
+
+def _acp(
+    channel: str, argv: tuple[str, ...] | None, preset: str | None, settings: dict[str, Any]
+) -> tuple[str, tuple[str, ...] | None, dict[str, Any]]:
+    """``--channel acp`` made storable: (channel, argv, settings)."""
+    if channel != ACP:
+        return channel, argv, settings
+    if preset is not None and preset not in ACP_COMMANDS:
+        raise ValidationError(f"--channel acp: --preset one of {', '.join(ACP_COMMANDS)}")
+    if argv is None and preset is not None:
+        argv = ACP_COMMANDS[preset]
+    if not argv:
+        raise UsageError("channel acp needs --command (e.g. 'gemini --acp') or --preset")
+    return "stdin", argv, {**settings, "protocol": ACP}
 
 
 def _agent_line(a: Agent) -> str:
@@ -90,7 +109,7 @@ def _cwd(cwd: str | None) -> str | None:
     return str(path)
 
 
-ChannelOpt = Annotated[str | None, typer.Option("--channel", help="pull spawn stdin tmux.")]
+ChannelOpt = Annotated[str | None, typer.Option("--channel", help="pull spawn stdin acp tmux.")]
 CommandOpt = Annotated[
     str | None,
     typer.Option(
@@ -163,7 +182,9 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
         if parent is not None:
             check_name(parent, "parent", loose=loose)
         argv = _command_argv(command_)
-        kind = channel or "pull"
+        kind, argv, settings = _acp(channel or "pull", argv, preset, _parse_settings(setting or []))
+        if channel == ACP:
+            preset = None  # the preset chose the ACP command; the spawn presets do not apply
         _check_channel(kind, argv, preset, tmux_target)
         agent = Agent(
             name=name,
@@ -176,7 +197,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             tmux_socket=tmux_socket,
             preset=preset,
             poll_interval_s=poll_interval,
-            settings=_parse_settings(setting or []),
+            settings=settings,
             host=_host(host, db),
         )
         wanted = queues.names_to_join(queue or [], kind)
@@ -236,6 +257,11 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             current = store.get_agent(name)
             if current is not None and setting:
                 changes["settings"] = {**current.settings, **_parse_settings(setting)}
+            if current is not None and channel == ACP:
+                base = changes.get("settings", current.settings)
+                cmd = changes.get("command", current.command)
+                _, argv, changes["settings"] = _acp(ACP, cmd and tuple(cmd), preset, base)
+                changes.update(channel="stdin", command=argv, preset=None)
             if current is not None:
                 merged = {**current.to_dict(), **changes}
                 cmd = merged["command"]
