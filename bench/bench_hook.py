@@ -63,7 +63,10 @@ def _seed(db: Path) -> None:
 
     store = SqliteMailStore(db)
     try:
-        mailer = Mailer(store)
+        from agentmaild.config import LimitsConfig
+
+        # the same seed every round: the loop guard must not collapse it
+        mailer = Mailer(store, LimitsConfig(duplicate_window_s=0))
         for i in range(UNREAD):
             mailer.send(sender="y", to=AGENT, subject=f"step {i} done",
                         body=f"Step {i} finished; please review the diff and reply. " * 3)

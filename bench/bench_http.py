@@ -55,7 +55,10 @@ def _seed(db: Path, n: int = UNREAD) -> list[str]:
 
     store = SqliteMailStore(db)
     try:
-        mailer = Mailer(store)
+        from agentmaild.config import LimitsConfig
+
+        # the same seed every round: the loop guard must not collapse it
+        mailer = Mailer(store, LimitsConfig(duplicate_window_s=0))
         return [mailer.send(sender="y", to=AGENT, subject=f"step {i} done",
                             body=f"Step {i} finished; please review the diff. " * 3).ids[0]
                 for i in range(n)]  # fmt: skip
