@@ -13,6 +13,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from agentmaild.errors import ValidationError
 
@@ -21,6 +22,12 @@ SCOPES = ("read", "send", "ack")
 OPERATOR_AGENT = "operator"  # = vocab.OPERATOR: its tokens act for every agent
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class _Row(Protocol):
+    """A row of either store (``sqlite3.Row``, psycopg's dict rows): columns by name."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +45,31 @@ class ApiToken:
     @property
     def operator(self) -> bool:
         return self.agent == OPERATOR_AGENT
+
+    def to_row(self) -> dict[str, object]:
+        """The ``am_tokens`` columns, as both stores write them (scopes comma-separated)."""
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "scopes": ",".join(self.scopes),
+            "hash": self.hash,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "revoked_at": self.revoked_at,
+        }
+
+    @classmethod
+    def from_row(cls, row: _Row) -> ApiToken:
+        """A token from an ``am_tokens`` row of either store."""
+        return cls(
+            id=str(row["id"]),
+            agent=str(row["agent"]),
+            scopes=tuple(s for s in str(row["scopes"]).split(",") if s),
+            hash=str(row["hash"]),
+            created_at=float(row["created_at"]),
+            expires_at=row["expires_at"],
+            revoked_at=row["revoked_at"],
+        )
 
     def usable(self, now: float) -> str | None:
         """Why the token no longer works (``revoked``, ``expired``), or None."""

@@ -2,46 +2,24 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_tx import SqliteTransactions
 from agentmaild.tokens import ApiToken
-
-
-def _token(row: sqlite3.Row) -> ApiToken:
-    return ApiToken(
-        id=str(row["id"]),
-        agent=str(row["agent"]),
-        scopes=tuple(s for s in str(row["scopes"]).split(",") if s),
-        hash=str(row["hash"]),
-        created_at=float(row["created_at"]),
-        expires_at=row["expires_at"],
-        revoked_at=row["revoked_at"],
-    )
 
 
 class SqliteTokens(SqliteTransactions):
     """The ``MailStore`` token operations on SQLite."""
 
     def add_token(self, token: ApiToken) -> None:
-        params = {
-            "id": token.id,
-            "agent": token.agent,
-            "scopes": ",".join(token.scopes),
-            "hash": token.hash,
-            "created_at": token.created_at,
-            "expires_at": token.expires_at,
-            "revoked_at": token.revoked_at,
-        }
+        params = token.to_row()
         self._write(lambda conn: conn.execute(Q["token_insert"], params))
 
     def find_token(self, digest: str) -> ApiToken | None:
         rows = self._read(Q["token_by_hash"], (digest,))
-        return _token(rows[0]) if rows else None
+        return ApiToken.from_row(rows[0]) if rows else None
 
     def list_tokens(self) -> list[ApiToken]:
-        return [_token(r) for r in self._read(Q["token_list"])]
+        return [ApiToken.from_row(r) for r in self._read(Q["token_list"])]
 
     def revoke_token(self, token_id: str, *, now: float) -> bool:
         params = {"id": token_id, "now": now}
