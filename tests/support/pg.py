@@ -175,28 +175,22 @@ def with_dbname(dsn: str, dbname: str) -> str:
     return f"postgresql://{auth}{host}:{port}/{dbname}" + (f"?{query}" if query else "")
 
 
-_TABLES = (
-    "messages", "am_agents", "am_deliveries", "am_idempotency", "am_rate_log", "am_nudges",
-    "am_prompt_seen", "am_attempts", "am_agent_procs", "am_registry", "am_schema_version",
-    # PostgreSQL schema 2: tokens, the team rules' tables, work queues.
-    "am_tokens", "am_recent_sends", "am_thread_log", "am_thread_holds", "am_counters",
-    "am_escalated", "am_queue_members",
-    # PostgreSQL schema 3: the host daemons' heartbeats.
-    "am_hosts",
-)
-_EMPTY_SQL = (
-    "".join(f"DELETE FROM {t};" for t in _TABLES if t not in ("am_registry", "am_schema_version"))
-    + "UPDATE am_registry SET version = 0;"
-    + "ALTER TABLE am_attempts ALTER COLUMN id RESTART WITH 1;"
-)
+_KEPT = ("am_registry", "am_schema_version")  # one row each: reset, not emptied
+_TABLES_SQL = "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"
 
 
-def _extra_tables(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
-    """True when a test left tables of its own behind (the database is dropped, not reused)."""
-    rows = conn.execute(
-        "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-    ).fetchall()
-    return {str(r[0]) for r in rows} != set(_TABLES)
+def _tables(conn: psycopg.Connection[tuple[object, ...]]) -> set[str]:
+    return {str(r[0]) for r in conn.execute(_TABLES_SQL).fetchall()}
+
+
+def _empty_sql(tables: set[str]) -> str:
+    """Empty every table of the schema (the list read from the migrated template, so a new
+    schema step's tables are emptied too instead of making every hand-back a DROP DATABASE)."""
+    return (
+        "".join(f"DELETE FROM {t};" for t in sorted(tables) if t not in _KEPT)
+        + "UPDATE am_registry SET version = 0;"
+        + "ALTER TABLE am_attempts ALTER COLUMN id RESTART WITH 1;"
+    )
 
 
 @dataclass
@@ -206,6 +200,7 @@ class PgDatabases:
     admin_dsn: str
     prefix: str = field(default_factory=lambda: f"am_{os.getpid()}_{uuid.uuid4().hex[:6]}")
     _template: str | None = None
+    _schema_tables: set[str] = field(default_factory=set)
     _made: list[str] = field(default_factory=list)
     _free: list[str] = field(default_factory=list)
     _count: int = 0
@@ -221,7 +216,10 @@ class PgDatabases:
             with self._admin() as conn:
                 conn.execute(f'CREATE DATABASE "{name}"')
             self._made.append(name)
-            PostgresMailStore(with_dbname(self.admin_dsn, name)).close()
+            dsn = with_dbname(self.admin_dsn, name)
+            PostgresMailStore(dsn).close()
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                self._schema_tables = _tables(conn)
             self._template = name
         return self._template
 
@@ -267,9 +265,11 @@ class PgDatabases:
                     row = conn.execute(
                         "SELECT version FROM am_schema_version WHERE id = 1"
                     ).fetchone()
-                    if row is None or row[0] != PG_SCHEMA_VERSION or _extra_tables(conn):
+                    # A test that left tables of its own behind: dropped, not reused.
+                    if (row is None or row[0] != PG_SCHEMA_VERSION
+                            or _tables(conn) != self._schema_tables):
                         return False
-                    conn.execute(_EMPTY_SQL)
+                    conn.execute(_empty_sql(self._schema_tables))
         except psycopg.Error:
             return False
         return True
