@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from agentmaild.errors import Conflict, InboxFull, RateLimited
@@ -14,7 +15,7 @@ from agentmaild.models import Message
 from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
 from agentmaild.store.postgres_rows import message_from_row, message_params
 from agentmaild.store.postgres_rules import collapsed, guard_keys, remember, trips_thread_guard
-from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, lock, one
+from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, Row, lock, one
 
 # NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
 _NOTIFY_MAX_BYTES = 7900
@@ -43,16 +44,20 @@ def _insert(conn: Conn, req: InsertRequest) -> InsertResult:
     if req.idempotency is not None:
         keys.append(f"idem:{req.idempotency[0]}:{req.idempotency[1]}")
     lock(conn, *keys)
+    # The checks' reads go out now, with the locks (in pipeline mode nothing waits until the
+    # first result is read): one round trip for all of them, not one each.
+    states = {n: conn.execute(PQ["agent_state"], {"name": n}) for n in req.check_recipients}
+    full = _unread_cap_reads(conn, req)
     earlier = _earlier(conn, req)
     if earlier is not None:
         return earlier
     for name in req.check_recipients:
-        row = one(conn, PQ["agent_state"], {"name": name})
+        row = states[name].fetchone()
         state = merged_state(row["state"] if row else None, req.state_elsewhere(name))
         refusal = recipient_refusal(name, state, req.refuse_unknown)
         if refusal is not None:
             raise refusal
-    _check_unread_cap(conn, req)
+    _check_unread_cap(full, req.unread_max)
     _check_rate(conn, req)
     if trips_thread_guard(conn, req):
         _notify(conn, [req.thread_guard.escalation] if req.thread_guard else [])
@@ -96,13 +101,18 @@ def _notify(conn: Conn, messages: Sequence[Message]) -> None:
         conn.execute(PQ["notify_mail"], {"recipients": recipients})
 
 
-def _check_unread_cap(conn: Conn, req: InsertRequest) -> None:
+def _unread_cap_reads(conn: Conn, req: InsertRequest) -> dict[str, psycopg.Cursor[Row]]:
     if req.unread_max <= 0:
-        return
-    for to in {m.to_agent for m in req.messages}:
-        if one(conn, PQ["unread_count_reaches"], {"to": to, "cap": req.unread_max}) is not None:
+        return {}
+    params = [{"to": to, "cap": req.unread_max} for to in {m.to_agent for m in req.messages}]
+    return {p["to"]: conn.execute(PQ["unread_count_reaches"], p) for p in params}
+
+
+def _check_unread_cap(reads: dict[str, psycopg.Cursor[Row]], unread_max: int) -> None:
+    for to, cur in reads.items():
+        if cur.fetchone() is not None:
             raise InboxFull(
-                f"inbox of {to} is full ({req.unread_max} unread); retry once it reads its mail"
+                f"inbox of {to} is full ({unread_max} unread); retry once it reads its mail"
             )
 
 
@@ -203,7 +213,7 @@ class PostgresMessages(PostgresTransactions):
     """The ``MailStore`` message operations on PostgreSQL."""
 
     def insert(self, request: InsertRequest) -> InsertResult:
-        return self._write(lambda conn: _insert(conn, request))
+        return self._write(lambda conn: _insert(conn, request), pipeline=True)
 
     def find_idempotent(self, sender: str, key: str, digest: str) -> InsertResult | None:
         return self._read_with(lambda conn: _find_idempotent(conn, sender, key, digest))

@@ -64,12 +64,20 @@ class PostgresTransactions:
                 raise StoreError(f"cannot reach store {redacted(self.dsn)}: {exc}") from exc
         return self._conn
 
-    def _write(self, fn: Callable[[Conn], T]) -> T:
+    def _write(self, fn: Callable[[Conn], T], *, pipeline: bool = False) -> T:
+        """Run ``fn`` in one transaction, retried on a deadlock or serialization failure.
+
+        ``pipeline``: in psycopg's pipeline mode, so statements whose results ``fn`` does not
+        read (locks, inserts, NOTIFY, BEGIN and COMMIT) ride along with the next one it does:
+        a send is a few round trips instead of one per statement."""
         deadline = time.monotonic() + _RETRY_DEADLINE_S
         delay = 0.002
         while True:
             conn = self._connection()
             try:
+                if pipeline:
+                    with conn.pipeline(), conn.transaction():
+                        return fn(conn)
                 with conn.transaction():
                     return fn(conn)
             except _RETRYABLE:

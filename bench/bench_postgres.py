@@ -1,0 +1,192 @@
+"""PostgreSQL store benchmarks (issue 11), each beside a same-run bare-psycopg baseline.
+
+(1) woken send→ack over PostgreSQL: the real ``Daemon`` wired as ``serve --db postgresql://…``
+    wires it (PgPollGate, PgListener, the host lock) in a child process under anyio + uvloop,
+    with bench_daemon's instant in-process channel and phase-stamping store. This process sends
+    with ``Mailer.send`` on its own ``PostgresMailStore``; no poke: the send's NOTIFY is the only
+    wake-up. Baseline: bare psycopg INSERT + NOTIFY on one connection, the LISTENing connection
+    gets the notification and claims the row (UPDATE … FOR UPDATE SKIP LOCKED … RETURNING).
+(2) single sends: ``Mailer.send`` one at a time vs a bare psycopg INSERT of the same row per
+    transaction (autocommit), both on one connection each, against the same database.
+(3) claims: 2 daemons (host-a, host-b) x 10 agents each vs 1 daemon with all 20, every message
+    claimed and acked through the instant channel; double claims counted from the acks (a
+    message acked under two delivery ids, or a delivery acked twice).
+
+The server: ``AGENTMAIL_TEST_PG`` when set, else a private cluster (tests/support/pg.py).
+``python bench_postgres.py harness DSN HOST`` is the daemon child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench_daemon import _harness_types, _stop, _wait_loops
+from benchlib import ROOT, Figure, clean_env
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+UNDER_LOAD = "measured on a shared 2-core machine under load (other jobs running)"
+
+
+# -- the server -------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _server() -> Iterator[Any]:
+    from tests.support.pg import PgDatabases, start_cluster
+
+    cluster = None
+    admin = os.environ.get("AGENTMAIL_TEST_PG", "")
+    if not admin:
+        cluster = start_cluster()
+        admin = cluster.admin_dsn
+    databases = PgDatabases(admin)
+    try:
+        yield databases
+    finally:
+        databases.drop_all()
+        if cluster is not None:
+            cluster.stop()
+
+
+# -- the daemon child -------------------------------------------------------------------------
+def _harness_main(dsn: str, host: str) -> None:
+    import anyio
+
+    from agentmaild.config import load_config
+    from agentmaild.daemon.journal import StoreProcJournal
+    from agentmaild.daemon.pg_hosts import PgHeartbeat
+    from agentmaild.daemon.pg_listen import PgListener
+    from agentmaild.daemon.pg_lock import hold_pg_lock
+    from agentmaild.daemon.serve import Daemon
+    from agentmaild.log import configure_logging
+    from agentmaild.store.aio_pg import PgPollGate
+    from agentmaild.store.anchor import anchor_for
+    from agentmaild.store.files import make_store_dir
+    from agentmaild.store.postgres import PostgresMailStore
+
+    instant, timed = _harness_types()
+
+    class BenchDaemon(Daemon):
+        def _make_channel(self, agent: Any, config: Any) -> Any:
+            return instant()
+
+    config = load_config()
+    config = dataclasses.replace(config, daemon=dataclasses.replace(config.daemon, host=host))
+    configure_logging(config.log.level, config.log.format, config.log.file)
+    anchor = anchor_for(dsn)
+    make_store_dir(anchor.parent)
+
+    async def main() -> int:
+        store = timed(PostgresMailStore(dsn))
+        gate = await PgPollGate.open(dsn)
+        try:
+            daemon = BenchDaemon(anchor, config, store, gate, StoreProcJournal(store))
+            daemon.host = host
+            daemon.background.append(PgListener(dsn, daemon.supervisor.wake).run)
+            daemon.background.append(PgHeartbeat(dsn, host, config.daemon.lease_s).run)
+            return await daemon.run()
+        finally:
+            await gate.aclose()
+            with anyio.CancelScope(shield=True):
+                await store.aclose()
+
+    with hold_pg_lock(dsn, host):
+        sys.exit(anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True}))
+
+
+def _add_agents(dsn: str, agents: dict[str, str]) -> None:
+    from agentmaild.models import Agent
+    from agentmaild.store.postgres import PostgresMailStore
+
+    store = PostgresMailStore(dsn)
+    try:
+        for name, host in agents.items():
+            store.add_agent(Agent(name=name, capability="builder", channel="spawn",
+                                  command=("true",), host=host))
+    finally:
+        store.close()
+
+
+class PgHarness:
+    """One daemon child for ``host``; ``acks`` collects its ack lines as they arrive."""
+
+    def __init__(self, tmp: Path, dsn: str, host: str, agents: list[str]) -> None:
+        from agentmaild.control.protocol import socket_path_for
+
+        self.agents = agents
+        env = {**clean_env(str(tmp)), "XDG_STATE_HOME": str(tmp / f"state-{host}")}
+        old = os.environ.get("XDG_STATE_HOME")
+        os.environ["XDG_STATE_HOME"] = env["XDG_STATE_HOME"]
+        try:
+            from agentmaild.store.anchor import anchor_for
+
+            self.sock = socket_path_for(anchor_for(dsn))
+        finally:
+            if old is None:
+                os.environ.pop("XDG_STATE_HOME")
+            else:
+                os.environ["XDG_STATE_HOME"] = old
+        self.logpath = tmp / f"daemon-{host}.log"
+        self.log = self.logpath.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "harness", dsn, host], stdout=subprocess.PIPE,
+            stderr=self.log, text=True, env=env, cwd=str(tmp),
+        )
+        self.acks: list[dict[str, Any]] = []
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.startup_s = _wait_loops(self.sock, len(agents), self.proc)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            row = json.loads(line)
+            with self.cond:
+                self.acks.append(row)
+                self.cond.notify_all()
+
+    def acked(self) -> int:
+        return sum(len(row["t0"]) for row in self.acks)
+
+    def wait_acks(self, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while self.acked() < count:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    return False
+                self.cond.wait(left)
+        return True
+
+    def stop(self) -> None:
+        rc = _stop(self.proc)
+        self.reader.join(5)
+        self.log.close()
+        if rc not in (0, None):
+            tail = self.logpath.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"daemon harness exited {rc}:\n{tail}")
+
+
+def run(quick: bool) -> list[Figure]:
+    from pg_figures import run as run_all
+
+    return run_all(quick)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "harness":
+        _harness_main(sys.argv[2], sys.argv[3])
+    else:
+        for f in run(quick="--quick" in sys.argv):
+            print(f.name, f.ours, f.baseline, f.verdict(), *f.notes, sep="\n  ")
