@@ -104,8 +104,10 @@ def _notify(conn: Conn, messages: Sequence[Message]) -> None:
 def _unread_cap_reads(conn: Conn, req: InsertRequest) -> dict[str, psycopg.Cursor[Row]]:
     if req.unread_max <= 0:
         return {}
-    params = [{"to": to, "cap": req.unread_max} for to in {m.to_agent for m in req.messages}]
-    return {p["to"]: conn.execute(PQ["unread_count_reaches"], p) for p in params}
+    return {
+        to: conn.execute(PQ["unread_count_reaches"], {"to": to, "cap": req.unread_max})
+        for to in {m.to_agent for m in req.messages}
+    }
 
 
 def _check_unread_cap(reads: dict[str, psycopg.Cursor[Row]], unread_max: int) -> None:
