@@ -100,6 +100,16 @@ class _DeadlineH11Protocol(H11Protocol):
             self._deadline.cancel()
         super().connection_lost(exc)
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that are not HTTP/1.1, as our JSON error (it sends text)."""
+        body = _error_body("invalid", f"malformed HTTP request ({msg.rstrip('.').lower()})")
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close"),
+                   (b"content-length", str(len(body)).encode())]
+        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                      h11.Data(data=body), h11.EndOfMessage()):  # fmt: skip
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
+
     def _arm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
@@ -122,16 +132,18 @@ class _DeadlineH11Protocol(H11Protocol):
             # client could take for the reply to a request it is sending right now.
             self.transport.close()
             return
-        body = json.dumps({"ok": False, "error": {
-            "code": "request_timeout",
-            "message": f"request headers did not arrive within {self.header_timeout_s:g}s",
-        }}).encode()  # fmt: skip
+        body = _error_body("request_timeout",
+                           f"request headers did not arrive within {self.header_timeout_s:g}s")
         head = (
             "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         ).encode()
         self.transport.write(head + body)
         self.transport.close()
+
+
+def _error_body(code: str, message: str) -> bytes:
+    return json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
 
 
 class _EmbeddedServer(uvicorn.Server):
