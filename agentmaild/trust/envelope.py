@@ -118,7 +118,11 @@ def verify(
         parse_public(pinned).verify(raw, TAG + envelope.canonical())
     except (InvalidSignature, ValueError):
         raise Untrusted(f"envelope from {envelope.domain!r}: bad signature") from None
-    if body_hash(body) != envelope.body_sha256:
+    try:
+        digest = body_hash(body)
+    except UnicodeEncodeError:  # JSON's \ud800 escapes decode to lone surrogates
+        raise Untrusted(f"envelope from {envelope.domain!r}: the body is not UTF-8 text") from None
+    if digest != envelope.body_sha256:
         raise Untrusted(f"envelope from {envelope.domain!r}: the body does not match its hash")
     age = now - envelope.created_at
     if age > window_s:

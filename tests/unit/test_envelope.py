@@ -70,6 +70,8 @@ def test_tampered_body_wrong_key_old_future_and_untagged_are_refused() -> None:
     env, sig, pub = _signed()
     with pytest.raises(Untrusted, match="body does not match"):
         verify(env, sig, pinned=pub, body=BODY + ".", now=NOW)
+    with pytest.raises(Untrusted, match="the body is not UTF-8 text"):
+        verify(env, sig, pinned=pub, body="\ud800", now=NOW)
     with pytest.raises(Untrusted, match="bad signature"):
         verify(env, sig, pinned=public_text(new_private_key()), body=BODY, now=NOW)
     with pytest.raises(Untrusted, match="301s old, the window is 300s"):
