@@ -115,8 +115,9 @@ def document() -> dict[str, Any]:
     hook = {"type": "object", "properties": {"agent": {"type": "string"},
                                              "input": {"type": "string"},
                                              "quiet": {"type": "boolean"}}}  # fmt: skip
-    relay = {"type": "object", "required": ["envelope", "signature", "key_id", "body",
-                                            "message_id"]}  # fmt: skip
+    relay = {"type": "object", "required": ["version", "envelope", "signature", "key_id", "body",
+                                            "message_id"],
+             "properties": {"version": {"const": 2}}}  # fmt: skip
     reply = {k: v for k, v in _SEND.items() if k != "required"}
     reply["required"] = ["body"]
     reply["properties"] = {k: v for k, v in _SEND["properties"].items()  # type: ignore[attr-defined]

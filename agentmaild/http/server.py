@@ -3,7 +3,8 @@
 The socket is bound here (so ``task_group.start`` returns once the port is ours, and a bad or busy
 address is one ``ConfigError`` at start); uvicorn's own signal handling is off (the daemon owns
 signals); a connection that has not sent its request headers within ``http.request_timeout_s`` is
-answered 408 and closed (``_DeadlineH11Protocol``), the body's own deadline is ``body.read_json``'s.
+answered 408 and closed (``_DeadlineH11Protocol``), the body's own deadline is ``body.read_json``'s,
+and a body still arriving that long after an answer that did not read it closes the connection.
 """
 
 from __future__ import annotations
@@ -99,6 +100,16 @@ class _DeadlineH11Protocol(H11Protocol):
             self._deadline.cancel()
         super().connection_lost(exc)
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that are not HTTP/1.1, as our JSON error (it sends text)."""
+        body = _error_body("invalid", f"malformed HTTP request ({msg.rstrip('.').lower()})")
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close"),
+                   (b"content-length", str(len(body)).encode())]
+        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                      h11.Data(data=body), h11.EndOfMessage()):  # fmt: skip
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
+
     def _arm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
@@ -106,24 +117,33 @@ class _DeadlineH11Protocol(H11Protocol):
         self._deadline = self.loop.call_later(self.header_timeout_s, self._expired)
 
     def _expired(self) -> None:
-        waiting = self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE
-        if self.transport.is_closing() or not waiting:
+        if self.transport.is_closing():
             return
+        theirs, ours = self.conn.their_state, self.conn.our_state
+        if theirs is h11.SEND_BODY and ours is h11.DONE:
+            # Answered without its body being read (a refusal, a GET) and the body still comes:
+            # uvicorn would wait for its end as long as bytes keep arriving.
+            self.transport.close()
+            return
+        if not (theirs is h11.IDLE and ours is h11.IDLE):
+            return  # being answered: the body's own deadline is read_json's; re-armed after
         if not self._started:
             # An idle keep-alive connection, not a slow request: close it without an answer a
             # client could take for the reply to a request it is sending right now.
             self.transport.close()
             return
-        body = json.dumps({"ok": False, "error": {
-            "code": "request_timeout",
-            "message": f"request headers did not arrive within {self.header_timeout_s:g}s",
-        }}).encode()  # fmt: skip
+        body = _error_body("request_timeout",
+                           f"request headers did not arrive within {self.header_timeout_s:g}s")
         head = (
             "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         ).encode()
         self.transport.write(head + body)
         self.transport.close()
+
+
+def _error_body(code: str, message: str) -> bytes:
+    return json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
 
 
 class _EmbeddedServer(uvicorn.Server):

@@ -1,8 +1,10 @@
 """The signed envelope of a message sent from one trust domain to another.
 
 The signature covers the canonical JSON (sorted keys, no spaces, UTF-8) of from, to, subject, the
-body's SHA-256, payload, created_at, nonce and domain, prefixed with a domain-separation tag, so a
-signature made for anything else (another protocol, another version) never verifies here. A
+body's SHA-256, payload, created_at, nonce and domain, prefixed with a domain-separation tag naming
+the envelope version, so a signature made for anything else (another protocol, another version)
+never verifies here. Version 2 carries the message's payload (version 1 signed it as null and
+dropped it; a receiver refuses version 1 by its ``version`` field, see ``receive``). A
 receiver checks, in order: the key id names the peer's pinned key, the signature, the body hash,
 and that ``created_at`` lies within the window (default 5 minutes old, 30 s ahead for skew).
 Nonces are the caller's to remember until the window passes (the store does that, see the package
@@ -23,7 +25,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from agentmaild.errors import Untrusted, ValidationError
 
-TAG = b"agentmaild/envelope/v1\x00"
+VERSION = 2
+TAG = b"agentmaild/envelope/v%d\x00" % VERSION
 KEY_PREFIX = "ed25519:"
 WINDOW_S = 300.0
 SKEW_S = 30.0
@@ -115,7 +118,11 @@ def verify(
         parse_public(pinned).verify(raw, TAG + envelope.canonical())
     except (InvalidSignature, ValueError):
         raise Untrusted(f"envelope from {envelope.domain!r}: bad signature") from None
-    if body_hash(body) != envelope.body_sha256:
+    try:
+        digest = body_hash(body)
+    except UnicodeEncodeError:  # JSON's \ud800 escapes decode to lone surrogates
+        raise Untrusted(f"envelope from {envelope.domain!r}: the body is not UTF-8 text") from None
+    if digest != envelope.body_sha256:
         raise Untrusted(f"envelope from {envelope.domain!r}: the body does not match its hash")
     age = now - envelope.created_at
     if age > window_s:

@@ -1,11 +1,14 @@
 """Accepting one signed envelope from a peer domain (``POST /v1/relay``), and the wire form.
 
-The request is ``{"envelope": {...}, "signature", "key_id", "body", "message_id"}``. Checks, in
-order, each a clear ``Untrusted``: the domain is a pinned peer, the key id is its pinned key, the
-signature, the body hash, the freshness window, then the nonce (remembered until the window has
-passed, in the store). The message is delivered from ``peer:DOMAIN/agent`` with idempotency key
-``relay:<sender's message id>``, so a retried relay returns the first delivery, never a second.
-Type and priority are not signed: relayed mail arrives as a normal-priority ``status`` message.
+The request is ``{"version": 2, "envelope": {...}, "signature", "key_id", "body", "message_id"}``;
+any other version (version 1 had no such field) is one clear ``ValidationError`` naming the version
+this domain takes. Then, in order, each a clear ``Untrusted``: the domain is a pinned peer, the
+key id is its pinned key, the signature, the body hash, the freshness window, then the nonce
+(remembered until the window has passed, in the store). The message is delivered from
+``peer:DOMAIN/agent`` with idempotency key ``relay:<sender's message id>``, so a retried relay
+returns the first delivery, never a second.
+The signed payload travels with it; type and priority are not signed: relayed mail arrives as a
+normal-priority ``status`` message.
 """
 
 from __future__ import annotations
@@ -21,15 +24,29 @@ from agentmaild.trust.envelope import Envelope
 from agentmaild.trust.peers import PeerOrigin, peer_address
 
 ENVELOPE_FIELDS = frozenset(f.name for f in fields(Envelope))
-REQUEST_FIELDS = frozenset({"envelope", "signature", "key_id", "body", "message_id"})
+REQUEST_FIELDS = frozenset({"version", "envelope", "signature", "key_id", "body", "message_id"})
 
 
 def wire(env: Envelope, signature: str, key_id: str, body: str, message_id: str) -> dict[str, Any]:
-    return {"envelope": env.to_dict(), "signature": signature, "key_id": key_id, "body": body,
-            "message_id": message_id}  # fmt: skip
+    return {"version": envelope.VERSION, "envelope": env.to_dict(), "signature": signature,
+            "key_id": key_id, "body": body, "message_id": message_id}  # fmt: skip
+
+
+def check_version(data: dict[str, Any]) -> None:
+    version = data.get("version", 1)  # version 1 envelopes had no version field
+    if version == envelope.VERSION and not isinstance(version, bool):
+        return
+    if version == 1 and not isinstance(version, bool):
+        raise ValidationError(
+            f"envelope version 1 is refused (it signed no payload): this domain takes version "
+            f"{envelope.VERSION}; upgrade agentmaild on the sending domain"
+        )
+    raise ValidationError(f"envelope version {str(version)[:20]!r} is not supported: this domain "
+                          f"takes version {envelope.VERSION}")  # fmt: skip
 
 
 def parse(data: dict[str, Any]) -> tuple[Envelope, str, str, str, str]:
+    check_version(data)
     raw = data.get("envelope")
     if not isinstance(raw, dict) or set(raw) != ENVELOPE_FIELDS:
         raise ValidationError(
@@ -68,7 +85,8 @@ def accept(
     if not store.claim_nonce(env.nonce, peer=peer.name, expires_at=until, now=now):
         raise Untrusted(f"envelope from {peer.name!r}: nonce already seen (a replay)")
     sent = mailer.send(sender=sender, to=env.to_agent, subject=env.subject, body=body,
-                       idempotency_key=f"relay:{origin_id}", peer_sender=True)  # fmt: skip
+                       payload=env.payload, idempotency_key=f"relay:{origin_id}",
+                       peer_sender=True)  # fmt: skip
     for m in sent.messages:
         store.record_peer_origin(PeerOrigin(message_id=m.id, peer=peer.name, key_id=peer.key_id,
                                             origin_id=origin_id))  # fmt: skip

@@ -52,7 +52,7 @@ def _post(url: str, data: dict[str, object]) -> None:
 def relay_one(key: DomainKey, url: str, m: Message) -> None:
     _, agent = split_peer_address(m.to_agent)
     env = envelope.seal(from_agent=m.from_agent, to_agent=agent, subject=m.subject, body=m.body,
-                        payload=None, created_at=time.time(), domain=key.domain)  # fmt: skip
+                        payload=m.payload, created_at=time.time(), domain=key.domain)  # fmt: skip
     _post(url, wire(env, envelope.sign(key.key, env), key.key_id, m.body, m.id))
 
 

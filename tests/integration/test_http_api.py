@@ -4,6 +4,7 @@ errors as JSON, the OpenAPI document, and a send waking the delivery loop."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -132,6 +133,18 @@ def test_bad_requests_are_one_json_error_each(api: Api, store: SqliteMailStore) 
         assert api.get("/v1/health").status_code == 200  # the daemon is unaffected
     assert [m.id for m in store.inbox("alice")] == [mid]  # and the store too
     assert store.get_message(mid).read is False  # type: ignore[union-attr]
+    host, port = api.url.removeprefix("http://").rsplit(":", 1)
+    for garbage in (b"\x16\x03\x01\x00\xa5\x01\x00\x00\r\n\r\n",  # a TLS hello
+                    b"GET /v1/health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n"):  # fmt: skip
+        with socket.create_connection((host, int(port)), timeout=15) as s:
+            s.sendall(garbage)
+            answer = b""
+            while chunk := s.recv(65536):  # the server closes after its answer
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"application/json" in head, answer[:300]
+        error = json.loads(body)["error"]
+        assert error["code"] == "invalid" and error["message"].startswith("malformed HTTP")
 
 
 def test_openapi_document_names_exactly_the_routes(api: Api) -> None:

@@ -159,3 +159,51 @@ def test_slow_clients_get_408_and_others_are_served_meanwhile(
     assert api.get("/v1/health").status_code == 200
     assert d.alive()
     api.close()
+
+
+def _closed_while_trickling(s: socket.socket, limit_s: float) -> tuple[bytes, float]:
+    """Send one body byte every 0.2 s until the server closes the connection (or ``limit_s``
+    passes): everything it answered, and how long the trickle lasted."""
+    start = time.monotonic()
+    answer = b""
+    s.settimeout(0.2)
+    while time.monotonic() - start < limit_s:
+        try:
+            s.sendall(b"x")
+            chunk = s.recv(65536)
+        except TimeoutError:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            break
+        if not chunk:
+            break
+        answer += chunk
+    return answer, time.monotonic() - start
+
+
+def test_a_body_trickling_after_the_answer_is_cut_off_at_the_time_limit(
+    store: SqliteMailStore, daemons: Callable[..., DaemonProc]
+) -> None:
+    """Answered without its body being read (a refusal, a GET) while the client keeps sending the
+    body a byte at a time: the connection is closed at ``http.request_timeout_s``, not kept open
+    for as long as the bytes keep coming; other clients and the delivery loops go on meanwhile."""
+    d = _setup(store, daemons, timeout_s="1")
+    url = base_url(d)
+    api = Api(d, mint(d, "operator"))
+    heads = [
+        b"POST /v1/ack HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: 1000000\r\n\r\n{",  # no token: 401 before the body is read
+        b"GET /v1/health HTTP/1.1\r\nHost: x\r\ncontent-length: 1000000\r\n\r\n",
+    ]
+    for i, head in enumerate(heads):
+        s = _raw(url)
+        s.sendall(head)
+        sent = api.post("/v1/messages", {"to": "alice", "subject": f"meanwhile {i}"})
+        assert sent.status_code == 201, sent.text
+        answer, lasted = _closed_while_trickling(s, limit_s=20)
+        s.close()
+        assert answer.startswith((b"HTTP/1.1 401", b"HTTP/1.1 200")), answer[:200]
+        assert lasted < 20, f"still open after {lasted:.0f}s of trickling: {head[:30]!r}"
+    assert api.get("/v1/health").status_code == 200 and d.alive()
+    assert sorted(m.subject for m in store.inbox("alice")) == ["meanwhile 0", "meanwhile 1"]
+    api.close()

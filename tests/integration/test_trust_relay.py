@@ -98,6 +98,34 @@ def test_relayed_mail_arrives_from_the_verified_peer_once(domains: Domains) -> N
     assert json.loads(again.stdout)["relayed"] == [] and len(domains.b_mail()) == 3
 
 
+def test_the_verified_sender_and_the_payload_show_everywhere(domains: Domains) -> None:
+    """The signed payload arrives with the message, and every reading path names the sender as
+    ``peer:a/bob``: the CLI's read, inbox, list, thread and check, and the HTTP API."""
+    done = domains.a.cli("send", "--from", "bob", "--to", "peer:b/alice", "--subject", "pay",
+                         "--body", "with payload", "--payload", '{"pr": 12}')  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert domains.relay("--once").returncode == 0
+    [row] = domains.b_mail()
+    mid = str(row["id"])
+    assert row["from"] == "peer:a/bob"
+    b = domains.b
+    read = json.loads(b.cli("read", mid, "--json").stdout)
+    assert read["message"]["payload"] == {"pr": 12}
+    for args in (("inbox", "--agent", "alice"), ("list", "--to", "alice"), ("read", mid),
+                 ("thread", mid), ("read", mid, "--json"), ("thread", mid, "--json")):  # fmt: skip
+        shown = b.cli(*args)
+        assert shown.returncode == 0 and "peer:a/bob" in shown.stdout, (args, shown.stdout)
+    checked = b.cli("check", "--agent", "alice", "--inject")
+    assert checked.returncode == 0 and "peer:a/bob" in checked.stdout, checked.stdout
+    token = json.loads(b.cli("tokens", "create", "alice", "--json").stdout)["token"]
+    with httpx.Client(base_url=domains.b_url, timeout=20,
+                      headers={"authorization": f"Bearer {token}"}) as api:  # fmt: skip
+        [probe] = api.get("/v1/inbox").json()["messages"]
+        fetched = api.get(f"/v1/messages/{mid}").json()["message"]
+    assert probe["from"] == fetched["from"] == "peer:a/bob"
+    assert fetched["payload"] == {"pr": 12}
+
+
 def _signed(d: Domains, **changes: object) -> dict[str, object]:
     env = envelope.seal(from_agent="bob", to_agent="alice", subject="hi", body="hello",
                         payload=None, created_at=time.time(), domain="a")  # fmt: skip
@@ -122,8 +150,13 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
     stranger = _signed(domains, domain="zz")
     r = domains.post(stranger)
     assert r.status_code == 403 and "not a peer of this domain" in r.json()["error"]["message"]
-    r = domains.post({"envelope": {"from_agent": "bob"}, "signature": "x"})
+    r = domains.post({"version": 2, "envelope": {"from_agent": "bob"}, "signature": "x"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid"
+    v1 = {k: v for k, v in _signed(domains).items() if k != "version"}  # the v1 wire form
+    r = domains.post(v1)
+    assert r.status_code == 400 and r.json()["error"]["message"].startswith(
+        "envelope version 1 is refused"
+    )
     assert domains.b_mail() == []
     first = domains.post(good)
     assert first.status_code == 200, first.text

@@ -2,8 +2,11 @@
 
 Every answer is JSON with a status from the API's own list (never 500); an error answer is
 ``{"ok": false, "error": {"code", "message"}}`` and leaves every row of the store as it was; a send
-that succeeds stored exactly the ids it reports. Afterwards the daemon still answers, stops
-cleanly, and the store passes ``integrity_check`` and the orphan check.
+that succeeds stored exactly the ids it reports. ``POST /v1/relay`` gets envelopes signed with the
+key of the pinned peer ``a`` (fuzzed fields, then sometimes tampered) besides garbage: a refused
+one may leave only its claimed nonce behind (claimed before delivery: fail closed). Afterwards
+the daemon still answers, stops cleanly, and the store passes ``integrity_check`` and the orphan
+check.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.tokens import SCOPES, mint
+from agentmaild.trust import envelope
+from agentmaild.trust.peers import Peer
+from agentmaild.trust.receive import wire
 from tests.reliability.conftest import DaemonProc, assert_sound
 from tests.reliability.test_fuzz import FUZZ, JSONISH, NASTY_TEXT, snapshot
 from tests.support.http_api import base_url, http_env
@@ -30,15 +36,17 @@ from tests.support.http_api import base_url, http_env
 STATUSES = {200, 201, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 429}
 PATHS = ["/v1/inbox", "/v1/inbox/take", "/v1/messages", "/v1/ack", "/v1/health",
          "/v1/openapi.json", "/v1/messages/{id}", "/v1/messages/{id}/reply", "/v1/threads/{id}",
-         "/v1/hooks/{id}", "/", "/v2/inbox", "/v1/../etc/passwd"]  # fmt: skip
+         "/v1/hooks/{id}", "/v1/relay", "/", "/v2/inbox", "/v1/../etc/passwd"]  # fmt: skip
 ROUTES = [("GET", "/v1/inbox"), ("POST", "/v1/inbox/take"), ("GET", "/v1/messages"),
           ("POST", "/v1/messages"), ("POST", "/v1/ack"), ("GET", "/v1/messages/{id}"),
           ("POST", "/v1/messages/{id}/reply"), ("GET", "/v1/threads/{id}"),
-          ("POST", "/v1/hooks/{id}"), ("GET", "/v1/health")]  # fmt: skip
+          ("POST", "/v1/hooks/{id}"), ("GET", "/v1/health"), ("POST", "/v1/relay"),
+          ("POST", "/v1/relay")]  # fmt: skip
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
 # Mostly a real route with a real method (the handlers are what is fuzzed), sometimes anything.
 TARGETS = st.one_of(
     st.sampled_from(ROUTES), st.sampled_from(ROUTES), st.sampled_from(ROUTES),
+    st.just(("POST", "/v1/relay")),
     st.tuples(st.sampled_from(METHODS), st.sampled_from(PATHS)),
 )
 SEND_KEYS = ["to", "subject", "body", "type", "priority", "thread_id", "payload", "payload_json",
@@ -65,6 +73,9 @@ def _store(db: Path) -> dict[str, str]:
             secret, record = mint(agent, scopes, now=time.time(), expires_in_s=None)
             store.add_token(record)
             tokens[label] = secret
+        public = envelope.public_text(PEER_KEY)
+        store.add_peer(Peer(name="a", public_key=public, key_id=envelope.key_id(public), url=None,
+                            created_at=time.time()))  # fmt: skip
     finally:
         store.close()
     return tokens
@@ -84,7 +95,56 @@ PLAUSIBLE = st.fixed_dictionaries(
               "ids": st.lists(st.sampled_from(["msg-x", "../x"]), max_size=2),
               "agent": st.sampled_from(["sink", "other", "../x"]), "inject": st.booleans()},
 )  # fmt: skip
+PEER_KEY = envelope.new_private_key()
+PEER_KEY_ID = envelope.key_id(envelope.public_text(PEER_KEY))
+TAMPER = st.sampled_from([None, None, None, "body", "surrogate", "v1", "version", "drop", "extra",
+                          "key_id", "subject", "stale", "message_id"])  # fmt: skip
+
+
+def _signed_relay(body: str = "b") -> bytes:
+    """One envelope from the peer ``a`` to ``sink`` for the body "b", signed now, sent with
+    ``body``."""
+    env = envelope.seal(from_agent="bob", to_agent="sink", subject="relayed", body="b",
+                        payload='{"pr": 1}', created_at=time.time(), domain="a")  # fmt: skip
+    data = wire(env, envelope.sign(PEER_KEY, env), PEER_KEY_ID, body, "msg-abc1234567")
+    return json.dumps(data).encode()
+
+
+@st.composite
+def _relayed(draw: st.DrawFn) -> bytes:
+    """A ``POST /v1/relay`` body signed by the peer ``a``, its fields fuzzed, maybe tampered."""
+    body = draw(NASTY_TEXT)
+    payload = draw(st.none() | JSONISH.map(json.dumps) | NASTY_TEXT)
+    env = envelope.seal(
+        from_agent=draw(st.sampled_from(["bob", "x" * 65]) | NASTY_TEXT),
+        to_agent=draw(st.sampled_from(["sink", "sink", "other", "ghost", "@all"]) | NASTY_TEXT),
+        subject=draw(NASTY_TEXT), body=body, payload=payload, created_at=time.time(),
+        domain=draw(st.sampled_from(["a", "a", "a", "zz", ""])),
+    )  # fmt: skip
+    fresh = f"msg-{draw(st.integers(10**11, 10**12 - 1))}"  # the relay's idempotency key
+    mid = draw(st.sampled_from([fresh, fresh, "msg-abc1234567", "../x", ""]))
+    data: dict[str, Any] = wire(env, envelope.sign(PEER_KEY, env), PEER_KEY_ID, body, mid)
+    tamper = draw(TAMPER)
+    if tamper in ("body", "key_id", "message_id", "version"):
+        data[tamper] = draw(JSONISH)
+    elif tamper == "surrogate":
+        data["body"] = "\ud800"  # JSON's escape decodes to a lone surrogate
+    elif tamper == "v1":
+        del data["version"]
+    elif tamper == "drop":
+        del data[draw(st.sampled_from(sorted(data)))]
+    elif tamper == "extra":
+        data["envelope"]["extra"] = 1
+    elif tamper == "subject":
+        data["envelope"]["subject"] = draw(JSONISH)
+    elif tamper == "stale":
+        data["envelope"]["created_at"] = time.time() - 3600
+    return json.dumps(data).encode()
+
+
 BODIES = st.one_of(
+    _relayed(),
+    _relayed(),
     PLAUSIBLE.map(lambda d: json.dumps(d).encode()),
     PLAUSIBLE.map(lambda d: json.dumps(d).encode()),
     st.binary(max_size=200),
@@ -104,6 +164,7 @@ def test_http_api_survives_garbage(db: Path, daemons: Callable[..., DaemonProc])
     d = daemons(http_env({"AGENTMAILD_HTTP_MAX_BODY_BYTES": "4096"}))
     client = httpx.Client(base_url=base_url(d), timeout=30)
     seen: dict[int, int] = {}
+    relayed: dict[str, int] = {}  # successful sends and relays
     ids = _ids(db)
     auth = st.sampled_from([*tokens, *tokens, "operator", "sink", None, "garbage", "basic"])
     json_type = st.sampled_from(["application/json"]) | CONTENT_TYPES
@@ -125,6 +186,10 @@ def test_http_api_survives_garbage(db: Path, daemons: Callable[..., DaemonProc])
     @example(target=("POST", "/v1/hooks/{id}"), seg="stop", real_id=ids[0], use_real=False,
              query={}, who="operator", ctype="application/json",
              body=b'{"agent": "sink", "input": "{\\"stop_hook_active\\": true}"}')  # fmt: skip
+    @example(target=("POST", "/v1/relay"), seg="", real_id=ids[0], use_real=False, query={},
+             who=None, ctype="application/json", body=_signed_relay())  # fmt: skip
+    @example(target=("POST", "/v1/relay"), seg="", real_id=ids[0], use_real=False, query={},
+             who=None, ctype="application/json", body=_signed_relay("\ud800"))  # fmt: skip
     def one(target: tuple[str, str], seg: str, real_id: str, use_real: bool,
             query: dict[str, str], who: str | None, ctype: str, body: bytes) -> None:  # fmt: skip
         method, path = target
@@ -140,16 +205,23 @@ def test_http_api_survives_garbage(db: Path, daemons: Callable[..., DaemonProc])
         r = client.request(method, url, params=query, headers=headers, content=body)
         seen[r.status_code] = seen.get(r.status_code, 0) + 1
         assert r.status_code in STATUSES, (method, url, r.status_code, r.text[:300])
-        if method == "HEAD":
-            return
+        if method == "HEAD" or not r.headers.get("content-type", "").startswith(
+            "application/json"
+        ):
+            assert method == "HEAD" or not url.startswith("/v1/"), (url, r.text[:300])
+            return  # the dashboard's pages at / are HTML
         data: Any = r.json()
         if r.status_code >= 400:
             assert data["ok"] is False and data["error"]["code"] and data["error"]["message"]
             assert data["error"]["code"] != "internal"
-            assert snapshot(db) == before, ("a refused request changed the store", data)
-        elif method == "POST" and url == "/v1/messages":
+            after = snapshot(db)
+            if url == "/v1/relay":  # a nonce claimed before the delivery failed stays claimed
+                before.pop("am_nonces"), after.pop("am_nonces")
+            assert after == before, ("a refused request changed the store", data)
+        elif method == "POST" and url in ("/v1/messages", "/v1/relay"):
             added = set(_ids(db)) - {row[0] for row in before["messages"]}
             assert added == set(data["ids"]) or data["duplicate"], data
+            relayed[url] = relayed.get(url, 0) + 1
         assert d.alive(), d.tail()
 
     try:
@@ -158,6 +230,7 @@ def test_http_api_survives_garbage(db: Path, daemons: Callable[..., DaemonProc])
         print(f"HTTP fuzz: answers by status {dict(sorted(seen.items()))}")
         client.close()
     assert {200, 201, 400, 401, 403, 404} <= set(seen), seen  # the handlers were reached
+    assert relayed.get("/v1/relay"), relayed  # a signed envelope got through
     assert httpx.get(base_url(d) + "/v1/health", timeout=10).status_code == 200
     assert d.stop() == 0
     assert_sound(db)

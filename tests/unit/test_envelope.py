@@ -21,6 +21,7 @@ from agentmaild.trust.envelope import (
     sign,
     verify,
 )
+from agentmaild.trust.receive import REQUEST_FIELDS, parse, wire
 
 NOW = 1_800_000_000.0
 BODY = "please review PR 12 — ünïcode too"
@@ -69,6 +70,8 @@ def test_tampered_body_wrong_key_old_future_and_untagged_are_refused() -> None:
     env, sig, pub = _signed()
     with pytest.raises(Untrusted, match="body does not match"):
         verify(env, sig, pinned=pub, body=BODY + ".", now=NOW)
+    with pytest.raises(Untrusted, match="the body is not UTF-8 text"):
+        verify(env, sig, pinned=pub, body="\ud800", now=NOW)
     with pytest.raises(Untrusted, match="bad signature"):
         verify(env, sig, pinned=public_text(new_private_key()), body=BODY, now=NOW)
     with pytest.raises(Untrusted, match="301s old, the window is 300s"):
@@ -82,7 +85,25 @@ def test_tampered_body_wrong_key_old_future_and_untagged_are_refused() -> None:
     untagged = base64.b64encode(key.sign(env.canonical())).decode()
     with pytest.raises(Untrusted, match="bad signature"):  # domain separation: the tag counts
         verify(env, untagged, pinned=public_text(key), body=BODY, now=NOW)
-    assert TAG.endswith(b"\x00")
+    assert TAG == b"agentmaild/envelope/v2\x00"
+    v1 = base64.b64encode(key.sign(b"agentmaild/envelope/v1\x00" + env.canonical())).decode()
+    with pytest.raises(Untrusted, match="bad signature"):  # a v1 signature is no v2 signature
+        verify(env, v1, pinned=public_text(key), body=BODY, now=NOW)
+
+
+def test_the_wire_form_is_version_2_and_version_1_is_refused_by_name() -> None:
+    env, sig, pub = _signed()
+    data = wire(env, sig, key_id(pub), BODY, "msg-abc1234567")
+    assert data["version"] == 2 and set(data) == REQUEST_FIELDS
+    assert parse(data) == (env, sig, key_id(pub), BODY, "msg-abc1234567")
+    v1 = {k: v for k, v in data.items() if k != "version"}  # version 1 had no version field
+    for old in (v1, {**data, "version": 1}):
+        with pytest.raises(ValidationError, match=r"envelope version 1 is refused .* takes "
+                                                  r"version 2; upgrade agentmaild"):  # fmt: skip
+            parse(old)
+    for odd in (3, "2", True, None, [2]):
+        with pytest.raises(ValidationError, match="is not supported: this domain takes version 2"):
+            parse({**data, "version": odd})
 
 
 def test_keys_round_trip_and_bad_public_keys_are_named() -> None:
