@@ -18,6 +18,11 @@ from agentmaild.errors import ControlError, DaemonNotAnswering, DaemonNotRunning
 
 POKE_CONNECT_TIMEOUT_S = 0.05
 POKE_TIMEOUT_S = 0.25
+# The daemon's wake socket: a datagram socket beside the control socket (``<path>.wake``). A wake
+# datagram is ``amw1*`` (every agent) or ``amw1`` + ``\n<name>`` per agent; nothing answers it.
+WAKE_SUFFIX = ".wake"
+WAKE_MAGIC = b"amw1"
+WAKE_MAX_BYTES = 16384
 
 
 def request(
@@ -58,13 +63,45 @@ def request(
 def poke(path: Path | str, agents: list[str] | None = None) -> bool:
     """Best-effort ``wake`` (all agents when ``agents`` is None); True if the daemon took it.
 
-    Never raises nor logs, not even for a socket that is not ours: mail is already committed and
-    the daemon polls anyway.
+    One datagram to the daemon's wake socket when it has one (no reply awaited: ~0.1 ms); else
+    a ``wake`` request on the control socket. Never raises nor logs, not even for a socket that is
+    not ours: mail is already committed and the daemon polls anyway.
     """
+    if send_wake(path, agents):
+        return True
     args: dict[str, Any] = {} if agents is None else {"agents": list(agents)}
     try:
         request(path, "wake", args, POKE_TIMEOUT_S, connect_timeout=POKE_CONNECT_TIMEOUT_S)
     except Exception:  # best effort by contract; the daemon's poll interval covers a lost poke
+        return False
+    return True
+
+
+def encode_wake(agents: list[str] | None) -> bytes:
+    if agents is None:
+        return WAKE_MAGIC + b"*"
+    return WAKE_MAGIC + b"".join(b"\n" + name.encode("utf-8", "replace") for name in agents)
+
+
+def send_wake(path: Path | str, agents: list[str] | None = None) -> bool:
+    """One wake datagram to ``<path>.wake``, non-blocking; False when it could not be sent.
+
+    False (the caller falls back to a ``wake`` request) when the socket is missing, not ours,
+    refused (no daemon bound it), or the datagram would be too large. A full queue (EAGAIN) is
+    True: the daemon is behind, and a drain that finds its queue full re-checks every agent.
+    """
+    data = encode_wake(agents)
+    if len(data) > WAKE_MAX_BYTES:
+        return False
+    target = os.fspath(path) + WAKE_SUFFIX
+    try:
+        check_socket_file(target)  # a socket file of our uid, or nothing is sent
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)
+            sock.sendto(data, target)
+    except BlockingIOError:
+        return True  # see above: the daemon will notice the overflow
+    except Exception:  # missing, refused, EAGAIN, too long a path: the request poke instead
         return False
     return True
 

@@ -34,6 +34,7 @@ from agentmaild.config import Config, load_config
 from agentmaild.control.handler import ControlHandler
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.control.server import ControlServer
+from agentmaild.control.wake import WakeReceiver
 from agentmaild.daemon.checkpoints import Checkpointer, empty_wal
 from agentmaild.daemon.journal import StoreProcJournal
 from agentmaild.daemon.lock import hold_lock
@@ -196,6 +197,8 @@ class Daemon:
     async def run(self) -> int:
         server = ControlServer(self.socket, ControlHandler(self).handle)
         await server.listen()  # before recovery: a second daemon must fail before it re-queues
+        wake = WakeReceiver(self.socket, self.woken, self.recheck)  # senders' datagrams
+        wake.bind()
         log.info("daemon.subreaper", enabled=self.subreaper)
         try:
             await recover(
@@ -209,6 +212,7 @@ class Daemon:
                 # command is answered only once every registered agent has its loop.
                 await tg.start(self._run_supervisor)
                 await tg.start(server.serve)
+                tg.start_soon(wake.run)
                 if self.config.http.listen:  # the HTTP face (agentmaild.http), off by default
                     from agentmaild.http.server import serve_daemon_http
 
@@ -236,9 +240,20 @@ class Daemon:
                 await (self._abandon() if self.store_lost else self._drain())
                 tg.cancel_scope.cancel()
         finally:
+            wake.close()
             await server.aclose()
         log.info("daemon.stopped", forced=self.forced, store_lost=self.store_lost)
         return STORE_LOST_EXIT if self.store_lost else 1 if self.forced else 0
+
+    def woken(self, agents: list[str] | None) -> None:
+        """New mail for ``agents`` (None: anyone): what the control socket's ``wake`` does."""
+        self.waiters.notify(agents)
+        self.supervisor.wake(agents)
+
+    def recheck(self) -> None:
+        """Wake-ups may have been lost: every waiter and loop looks at the store again."""
+        self.waiters.notify(None)
+        self.supervisor.recheck()
 
     async def _watch_store(self) -> None:
         """One ``stat`` a tick: a store replaced (``mv backup.db mail.db``) or deleted under us

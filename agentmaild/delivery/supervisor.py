@@ -258,6 +258,11 @@ class Supervisor(Roster):
                 self._poke.set()  # maybe an agent registered a moment ago
         return woken
 
+    def recheck(self) -> None:
+        """Wake-ups may have been lost (a full wake queue): the next tick runs now and wakes every
+        loop with claimable mail (one ``pending_agents`` query when the store changed)."""
+        self._poke.set()
+
     def retry(self, agents: Iterable[str]) -> list[str]:
         """Dead letters of ``agents`` were re-queued: their loops drop any backoff, step now."""
         retried = []

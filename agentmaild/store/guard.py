@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from agentmaild.errors import LoopHeld
 from agentmaild.models import Message
 
+# The loop guard forgets expired sends once per this many sends, not on every one (issue 15).
+PRUNE_EVERY = 64
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadGuard:

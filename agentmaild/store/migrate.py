@@ -16,9 +16,10 @@ from agentmaild.vocab import MESSAGE_TYPES
 # version (am_registry and its triggers); 3: am_attempts (delivery history) and am_agent_procs
 # (agent process groups, for recovery); 4: am_tokens (HTTP API tokens), the team rules' tables
 # (loop guard, escalations, queues) and columns; 5: the trust domains (am_peers, am_nonces,
-# am_peer_messages, am_relayed) and am_agents.host (agents per host). Every upgrade step below is
+# am_peer_messages, am_relayed) and am_agents.host (agents per host); 6: drops the loop guard's
+# index on am_recent_sends(at) (it prunes in rowid order now). Every upgrade step below is
 # idempotent, so one function takes any older file (or Overstory's) to the current version.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.
@@ -87,6 +88,7 @@ def _upgrade(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE messages ADD COLUMN {name} {decl}")
     for stmt in EXTRA_INDEXES:
         conn.execute(stmt)
+    conn.execute("DROP INDEX IF EXISTS am_idx_recent_sends_at")  # schema 6
     for table, columns in AM_COLUMNS.items():
         have = _columns(conn, table)
         for name, decl in columns.items():

@@ -6,6 +6,7 @@ one thread, advisory locks (``guard_keys``, taken by the insert) serialise them 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from psycopg.types.json import Jsonb
@@ -13,6 +14,7 @@ from psycopg.types.json import Jsonb
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
+from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.postgres_rows import message_from_row, message_params
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, one
 from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
@@ -79,11 +81,16 @@ def trips_thread_guard(conn: Conn, req: InsertRequest) -> bool:
 
 
 def remember(conn: Conn, req: InsertRequest) -> None:
-    """Note this send's digest, so a repeat inside the window collapses into it."""
+    """Note this send's digest, so a repeat inside the window collapses into it.
+
+    One insert per send; about one send in ``PRUNE_EVERY`` (drawn at random: senders share no
+    counter) also deletes the rows that left the window, which the lookup ignores meanwhile.
+    """
     if req.collapse is None:
         return
     digest, window_s = req.collapse
-    conn.execute(PQ["recent_sends_trim"], {"before": req.now - window_s})
+    if os.urandom(1)[0] % PRUNE_EVERY == 0:
+        conn.execute(PQ["recent_sends_trim"], {"before": req.now - window_s})
     ids = Jsonb([m.id for m in req.messages])
     conn.execute(PQ["recent_send_put"], {"digest": digest, "ids": ids, "at": req.now})
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
+from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_rows import message_from_row, message_params
 from agentmaild.store.sqlite_tx import SqliteTransactions
@@ -62,13 +63,19 @@ def trips_thread_guard(conn: sqlite3.Connection, req: InsertRequest) -> bool:
 
 
 def remember(conn: sqlite3.Connection, req: InsertRequest) -> None:
-    """Note this send's digest, so a repeat inside the window collapses into it."""
+    """Note this send's digest, so a repeat inside the window collapses into it.
+
+    One insert per send; every ``PRUNE_EVERY``-th row (by rowid, whichever process wrote it)
+    also deletes the rows that left the window. Expired rows left until then are harmless: the
+    lookup (``collapsed``) only matches rows inside the window.
+    """
     if req.collapse is None:
         return
     digest, window_s = req.collapse
-    conn.execute(Q["recent_sends_trim"], (req.now - window_s,))
     ids = json.dumps([m.id for m in req.messages])
-    conn.execute(Q["recent_send_put"], (digest, ids, req.now))
+    row = conn.execute(Q["recent_send_put"], (digest, ids, req.now)).lastrowid
+    if row is not None and row % PRUNE_EVERY == 0:
+        conn.execute(Q["recent_sends_prune"], (req.now - window_s,))
 
 
 def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:

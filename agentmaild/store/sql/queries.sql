@@ -273,8 +273,12 @@ SELECT message_ids FROM am_recent_sends WHERE digest = ? AND at > ?;
 -- name: recent_send_put
 INSERT OR REPLACE INTO am_recent_sends (digest, message_ids, at) VALUES (?, ?, ?);
 
--- name: recent_sends_trim
-DELETE FROM am_recent_sends WHERE at <= ?;
+-- name: recent_sends_prune
+-- Rows go in rowid order (REPLACE re-inserts at the end), so the expired ones are a prefix up to
+-- the first row still inside the window (the send just remembered, at the latest): one
+-- rowid-ordered scan of what is deleted anyway.
+DELETE FROM am_recent_sends WHERE rowid <
+  (SELECT rowid FROM am_recent_sends WHERE at > ? ORDER BY rowid LIMIT 1);
 
 -- name: thread_hold_get
 SELECT messages FROM am_thread_holds WHERE thread_id = ? AND pair = ?;
