@@ -8,7 +8,9 @@ team page again, each holding its live stream open and re-rendering on every upd
 they show ``about:blank`` (no stream: the producer sleeps). The two kinds alternate in short
 rounds (A B B A …) so that the load of a shared machine falls on both alike. Messages go one at
 a time (send + poke, 5 ms apart), round robin over 5 agents, 2,000 of each kind; the figure is
-the p99 of send→ack latency. Target: with browsers at most 1.10 times the p99 without.
+the p99 of send→ack latency. Target: with browsers at most 1.10 times the p99 without. The
+daemon's CPU time (utime + stime from /proc) is summed over each kind's flows: the CPU the
+views cost per delivery (informative).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_daemon import SENDER, Harness, _pct
+from bench_daemon import SENDER, Harness, _cpu_s, _pct
 from benchlib import Figure
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -126,20 +128,37 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def _alternate(h: Harness, views: Browsers | Streams, n: int, rounds: int
-               ) -> tuple[list[float], list[float]]:  # fmt: skip
-    """(latencies with the views live, without), in A B B A … rounds of ``n`` messages."""
-    live_runs: list[float] = []
-    idle_runs: list[float] = []
+class Alternated:
+    """Latencies and the daemon's CPU seconds with the views live and without."""
+
+    def __init__(self) -> None:
+        self.live: list[float] = []
+        self.idle: list[float] = []
+        self.live_cpu = 0.0
+        self.idle_cpu = 0.0
+
+    def cpu_ms(self, live: bool) -> float:
+        """The daemon's CPU per delivery (ms) while the views were live (or not)."""
+        cpu, runs = (self.live_cpu, self.live) if live else (self.idle_cpu, self.idle)
+        return 1000 * cpu / max(len(runs), 1)
+
+
+def _alternate(h: Harness, views: Browsers | Streams, n: int, rounds: int) -> Alternated:
+    """The views live, and not, in A B B A … rounds of ``n`` messages."""
+    out = Alternated()
     for i in range(rounds):
         for live in ((False, True) if i % 2 == 0 else (True, False)):
             if live:
                 views.attach()
-                live_runs += _flow(h, n)
+                cpu = _cpu_s(h.proc.pid)
+                out.live += _flow(h, n)
+                out.live_cpu += _cpu_s(h.proc.pid) - cpu
                 views.detach()
             else:
-                idle_runs += _flow(h, n)
-    return live_runs, idle_runs
+                cpu = _cpu_s(h.proc.pid)
+                out.idle += _flow(h, n)
+                out.idle_cpu += _cpu_s(h.proc.pid) - cpu
+    return out
 
 
 def bench_dashboard(tmp: Path, quick: bool) -> list[Figure]:
@@ -154,15 +173,17 @@ def bench_dashboard(tmp: Path, quick: bool) -> list[Figure]:
         url = f"http://{_http_address(h)}"
         _flow(h, 50)  # warm-up, dropped
         streams = Streams(url, tmp)
-        with_streams, without_streams = _alternate(h, streams, n, rounds)
+        curl = _alternate(h, streams, n, rounds)
         browsers = Browsers(url)
-        with_browsers, without = _alternate(h, browsers, n, rounds)
+        chromium = _alternate(h, browsers, n, rounds)
     finally:
         for views in (streams, browsers):
             if views is not None:
                 views.close()
         h.stop()
     updates = browsers.applied
+    with_browsers, without = chromium.live, chromium.idle
+    with_streams, without_streams = curl.live, curl.idle
     ours, base = _pct(with_browsers, 0.99), _pct(without, 0.99)
     notes = [
         f"{len(with_browsers)} deliveries with 3 live views, {len(without)} without, "
@@ -181,6 +202,11 @@ def bench_dashboard(tmp: Path, quick: bool) -> list[Figure]:
         Figure(name="delivery p99 with 3 live streams (no browser)", ours=s_ours * 1000,
                unit="ms", baseline=s_base * 1000, baseline_label="no stream",
                target=("<=", 1.10), notes=stream_notes),
+        Figure(name="daemon CPU per delivery with views open vs without (ms)",
+               ours=chromium.cpu_ms(True), unit="ms", baseline=chromium.cpu_ms(False),
+               baseline_label="no browser",
+               notes=[f"the daemon's utime + stime over the same flows as the Chromium row; with "
+                      f"3 curl streams {curl.cpu_ms(True):.3f} vs {curl.cpu_ms(False):.3f} ms"]),
     ]  # fmt: skip
 
 

@@ -217,14 +217,6 @@ async def serve_daemon_http(
         http=daemon.config.http,
         wake=daemon.supervisor.wake,
     )
-    from agentmaild.store.sqlite import SqliteMailStore
-
-    if not isinstance(daemon.store.sync, SqliteMailStore):  # the dashboard reads SQLite only
-        from agentmaild.web.unavailable import routes as unavailable
-
-        server = HttpServer(ctx, daemon.shutdown_event, extra=unavailable(), tasks=[])
-        await server.serve(task_status=task_status)
-        return
     from agentmaild.web import Dashboard
 
     board = Dashboard(daemon, daemon.shutdown_event)

@@ -2,11 +2,12 @@
 
 Owns: ``dashboard`` (what the routes share, and the one SSE producer), ``views`` (routes: pages,
 ``/events``, the three guarded writes), ``reader`` + ``queries.sql`` (bounded reads on the
-dashboard's own read-only connection), ``search`` (FTS5 over the newest mail, built at query
-time), ``hub`` (fan-out with bounded per-browser queues), ``guard`` (sessions, Host check,
-same-origin + CSRF), ``templating`` (Jinja2, autoescaped; the SVG sparkline), ``templates/`` and
-``static/`` (htmx 2.0.11 vendored, ``live.js``, CSS: no CDN, no build step), ``unavailable``
-(what the dashboard's paths answer on a PostgreSQL store: a 501 naming what to use instead).
+dashboard's own read-only SQLite connection; the producer's one call per tick), ``pg_reader`` +
+``pg_queries.sql`` (the same on a PostgreSQL store, with full-text search), ``search`` (FTS5
+over the newest mail, built at query time), ``hub`` (fan-out with bounded per-browser queues),
+``guard`` (sessions, Host check, same-origin + CSRF), ``templating`` (Jinja2, autoescaped; the
+SVG sparkline), ``templates/`` and ``static/`` (htmx 2.0.11 vendored, ``live.js``, CSS: no
+CDN, no build step).
 May import: ``store`` (read-only opens, queries), ``control.handler`` (the writes go through
 the same commands as ``agentmaild retry/pause/resume``), ``tokens``, ``errors``, ``ids``.
 Only ``http.server`` imports it.

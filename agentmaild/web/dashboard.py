@@ -1,18 +1,21 @@
 """``Dashboard``: what the pages share (reader, hub, guard, templates) and the one SSE producer.
 
 The producer wakes every ``TICK_S`` while at least one browser is subscribed (and sleeps on the
-hub otherwise). Each tick costs one ``PRAGMA data_version`` and one in-memory supervisor
-snapshot; the bounded queries run only when the store changed. A fragment is rendered once per
-tick and topic and published only when its HTML changed, to every subscriber of that topic.
+hub otherwise) and coalesces: the team table at most every ``TEAM_EVERY_S``, the timeline and
+the dead letters at most every ``SLOW_EVERY_S``. Each tick makes one call on the reader's own
+thread (``Reader.tick``: the store's change mark, then only the due parts that changed) and
+reads the supervisor's in-memory snapshot. A fragment is rendered once per topic, in slices of
+about ``SLICE_S`` that give the event loop (and the delivery loops on it) back in between, and
+published only when its HTML changed, to every subscriber of that topic.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import structlog
 
 from agentmaild.control.handler import ControlHandler
@@ -30,9 +33,23 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 # Snapshot fields that move with the clock alone (the page shows ages from stored times instead).
 _CLOCK_FIELDS = frozenset({"busy_for_s", "backoff_s", "backoff_until", "stuck"})
-TICK_S = 0.25  # the team table: a change shows within a tick (the tests hold it to 1 s)
-TIMELINE_EVERY_S = 1.0  # the timeline (the costliest fragment) at most this often
+TICK_S = 0.25  # how often the producer looks while a browser watches
+TEAM_EVERY_S = 0.5  # the team table at most twice a second (the tests hold a change to 1 s)
+SLOW_EVERY_S = 1.0  # the timeline and the dead letters at most once a second
 IDLE_RENDER_S = 1.0  # unchanged data: re-render the team's ages this often
+SLICE_S = 0.0005  # rendering yields to the event loop after this much time
+
+
+def make_reader(daemon: DaemonPort) -> Reader:
+    """The reader for the daemon's store: SQLite's file, or a PostgreSQL connection of its own."""
+    dsn = getattr(daemon.store.sync, "dsn", None)
+    if dsn:
+        from agentmaild.web.pg_reader import PgReader
+
+        return PgReader(str(dsn))
+    from agentmaild.web.reader import SqliteReader
+
+    return SqliteReader(daemon.db)
 
 
 class Dashboard:
@@ -40,18 +57,19 @@ class Dashboard:
 
     def __init__(self, daemon: DaemonPort, stopping: anyio.Event) -> None:
         self.daemon = daemon
-        self.reader = Reader(daemon.db)
+        self.reader = make_reader(daemon)
         self.hub = Hub()
         self.env = make_env()
         self.guard = Guard(daemon.config.http.require_tokens, self._find_token)
         self.control = ControlHandler(daemon)
         self._stopping = stopping
-        self._version: int | None = None
+        self._seen: dict[str, object] = {}  # part → the change mark it was last read at
+        self._due_at: dict[str, float] = {}  # part → when it may be looked at again
         self._team_db: list[dict[str, Any]] = []
         self._rendered: set[str] = set()
-        self._team_key: tuple[int | None, str] | None = None
+        self._team_key: tuple[object, str] | None = None
         self._team_at = 0.0
-        self._timeline_at = 0.0
+        self.clock = time.monotonic  # the tests drive the coalescing with their own clock
 
     async def _find_token(self, digest: str) -> ApiToken | None:
         store = self.daemon.store
@@ -64,6 +82,17 @@ class Dashboard:
 
     def render(self, template: str, **context: Any) -> str:
         return self.env.get_template(template).render(**context)
+
+    async def render_sliced(self, template: str, **context: Any) -> str:
+        """``render``, giving the event loop back every ``SLICE_S`` of work."""
+        parts: list[str] = []
+        start = time.perf_counter()
+        for piece in self.env.get_template(template).generate(**context):
+            parts.append(piece)
+            if time.perf_counter() - start >= SLICE_S:
+                await anyio.lowlevel.checkpoint()
+                start = time.perf_counter()
+        return "".join(parts)
 
     # -- what the pages show --------------------------------------------------------------
     def team(self, db_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -82,12 +111,12 @@ class Dashboard:
                 await self.hub.wait_wanted()
                 try:
                     await self.publish_once()
-                except sqlite3.Error as exc:  # the daemon's own store watch handles a lost file
+                except self.reader.errors as exc:  # the daemon's own store watch handles it
                     log.warning("dashboard.read_failed", error=str(exc)[:200])
                     await self.reader.call(self.reader.close)  # reopened on the next tick
-                    self._version = None
-                # The store has no change feed for a reader: data_version is polled, but only
-                # while a browser watches, and the loop ends with the daemon.
+                    self._seen.clear()
+                # The store has no change feed for a reader: its change mark is polled, but
+                # only while a browser watches, and the loop ends with the daemon.
                 with anyio.move_on_after(TICK_S):
                     await self._stopping.wait()
         finally:
@@ -95,45 +124,55 @@ class Dashboard:
             with anyio.CancelScope(shield=True):
                 await self.reader.call(self.reader.close)
 
+    def _due(self, topics: set[str], fresh: set[str], now: float) -> dict[str, object]:
+        """Each watched part whose pause is over (a new subscriber's at once) → its last mark."""
+        due: dict[str, object] = {}
+        for part in sorted(topics):
+            if part in fresh:
+                self._seen.pop(part, None)
+            if part in fresh or now >= self._due_at.get(part, 0.0):
+                due[part] = self._seen.get(part)
+        return due
+
     async def publish_once(self) -> None:
         topics = self.hub.topics()
-        version = await self.reader.call(self.reader.data_version)
-        changed = version != self._version
-        if changed:
-            self._team_db = await self.reader.call(self.reader.team)
-            self._version = version
         fresh = topics - self._rendered  # a new subscriber's topic is rendered at once
         self._rendered = topics
         for gone in [t for t in self.hub.latest if t not in topics]:
             del self.hub.latest[gone]  # keep only what someone watches
-        if "team" in topics:
-            self._publish_team("team" in fresh)
-        if "dead" in topics and (changed or "dead" in fresh):
-            dead = await self.reader.call(self.reader.dead)
-            self._offer("dead", self.render("_dead.html", dead=dead))
-        now = time.monotonic()
-        timeline_due = changed and now - self._timeline_at >= TIMELINE_EVERY_S
-        for topic in sorted(t for t in topics if t.startswith("timeline:")):
-            if timeline_due or topic in fresh:
-                agent = topic.partition(":")[2] or None
-                data = await self.reader.call(self.reader.timeline, agent)
-                self._offer(topic, self.render("_timeline.html", **data, agent=agent))
-                self._timeline_at = now
-        if changed and not timeline_due and any(t.startswith("timeline:") for t in topics):
-            self._version = None  # not shown yet: look again next tick
+        now = self.clock()
+        due = self._due(topics, fresh, now)
+        if not due:
+            return
+        mark, parts = await self.reader.call(self.reader.tick, due)
+        for part in due:
+            self._seen[part] = mark
+        if "team" in parts:
+            self._team_db = parts.pop("team")
+        if "team" in due:
+            self._due_at["team"] = now + TEAM_EVERY_S
+            await self._publish_team(mark, "team" in fresh)
+        for part, data in sorted(parts.items()):
+            self._due_at[part] = now + SLOW_EVERY_S
+            if part == "dead":
+                html = await self.render_sliced("_dead.html", dead=data)
+            else:
+                agent = part.partition(":")[2] or None
+                html = await self.render_sliced("_timeline.html", **data, agent=agent)
+            self._offer(part, html)
 
-    def _publish_team(self, fresh: bool) -> None:
+    async def _publish_team(self, mark: object, fresh: bool) -> None:
         """Render when the store or a loop changed, or once a second for the ages shown."""
         loops = self.daemon.supervisor.snapshot()
         moving = {n: {k: v for k, v in r.items() if k not in _CLOCK_FIELDS}
                   for n, r in loops.items()}  # fmt: skip
-        key = (self._version, repr(moving))
-        now = time.monotonic()
+        key = (mark, repr(moving))
+        now = self.clock()
         if not fresh and key == self._team_key and now - self._team_at < IDLE_RENDER_S:
             return
         self._team_key, self._team_at = key, now
         team = [{**row, "loop": loops.get(row["name"])} for row in self._team_db]
-        self._offer("team", self.render("_team.html", team=team))
+        self._offer("team", await self.render_sliced("_team.html", team=team))
 
     def _offer(self, topic: str, html: str) -> None:
         if self.hub.latest.get(topic) != html:

@@ -2,10 +2,10 @@
 -- window, or one agent through an index); none writes. Named as in store/sql/queries.sql.
 
 -- name: agents
-SELECT name, channel, state, turn_state, turn_state_at FROM am_agents ORDER BY name LIMIT 500;
+SELECT name, channel, state, host, turn_state, turn_state_at FROM am_agents ORDER BY name LIMIT 500;
 
 -- name: unread
-SELECT to_agent, count(*) FROM messages INDEXED BY am_idx_unread WHERE read = 0 GROUP BY to_agent;
+SELECT to_agent, count(*) AS n FROM messages INDEXED BY am_idx_unread WHERE read = 0 GROUP BY to_agent;
 
 -- name: agent_deliveries
 SELECT id, state, attempts, failures, last_error, updated_at, lease_until FROM am_deliveries
@@ -28,8 +28,8 @@ SELECT id, delivery_id, agent, message_ids, attempt, outcome, error, duration_s,
 FROM am_attempts WHERE agent = ? ORDER BY at DESC, id DESC LIMIT ?;
 
 -- name: spark
-SELECT CAST((at - ?) / 60 AS INTEGER) AS minute, count(*), avg(duration_s),
-       sum(outcome != 'acked' AND outcome != 'released')
+SELECT CAST((at - ?) / 60 AS INTEGER) AS minute, count(*) AS n, avg(duration_s) AS mean,
+       sum(outcome != 'acked' AND outcome != 'released') AS failed
 FROM am_attempts WHERE agent = ? AND at >= ? GROUP BY minute;
 
 -- name: threads
@@ -39,7 +39,7 @@ FROM (SELECT * FROM messages ORDER BY rowid DESC LIMIT ?)
 GROUP BY thread ORDER BY last DESC LIMIT ?;
 
 -- name: thread
-SELECT * FROM messages WHERE thread_id = :t OR id = :t ORDER BY created_at, id LIMIT 500;
+SELECT * FROM messages WHERE thread_id = ? OR id = ? ORDER BY created_at, id LIMIT 500;
 
 -- name: delivery
 SELECT id, agent, state, attempts, failures, last_error, created_at, updated_at

@@ -16,7 +16,6 @@ from agentmaild.errors import AgentmaildError
 from agentmaild.ids import check_name
 from agentmaild.web.guard import COOKIE, Refused, Session
 from agentmaild.web.hub import HubFull
-from agentmaild.web.search import WINDOW
 
 if TYPE_CHECKING:
     from agentmaild.web.dashboard import Dashboard
@@ -102,12 +101,13 @@ class _Views:
         results = await self.b.reader.call(self.b.reader.search, q) if q.strip() else None
         threads = await self.b.reader.call(self.b.reader.threads)
         return self._page(request, session, "mail.html", q=q, results=results, threads=threads,
-                          window=WINDOW)  # fmt: skip
+                          window=self.b.reader.search_window)  # fmt: skip
 
     async def search(self, request: Request, session: Session) -> Response:
         q = request.query_params.get("q", "")[:MAX_QUERY]
         results = await self.b.reader.call(self.b.reader.search, q) if q.strip() else None
-        return html(self.b.render("_results.html", q=q, results=results, window=WINDOW))
+        window = self.b.reader.search_window
+        return html(self.b.render("_results.html", q=q, results=results, window=window))
 
     async def thread(self, request: Request, session: Session) -> Response:
         thread_id = request.path_params["thread_id"][:MAX_QUERY]

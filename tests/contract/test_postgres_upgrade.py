@@ -42,10 +42,12 @@ def _version_1(dsn: str) -> None:
 def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases) -> None:
     dsn = pg_databases.create(migrated=False)
     _version_1(dsn)
-    assert PG_SCHEMA_VERSION == 4
+    assert PG_SCHEMA_VERSION == 5
     store = PostgresMailStore(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (4,)
+        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (5,)
+        indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
+        assert {"am_idx_messages_fts", "am_idx_messages_newest"} <= indexes  # schema 5's
     bob = store.get_agent("bob")
     assert bob is not None and bob.shutdown_requested_at is None and bob.host is None
     # The old mail to a queue becomes claimable once bob joins it.

@@ -1,0 +1,126 @@
+"""The dashboard on a PostgreSQL store over real HTTP (real server, real daemon process): the
+team page with its host column, a thread page, full-text search (on the GIN index of schema
+step 5) and the live stream, read through the dashboard's own read-only connection."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from agentmaild.control.client import request
+from agentmaild.control.protocol import socket_path_for
+from agentmaild.errors import ControlError
+from agentmaild.store.anchor import anchor_for
+from agentmaild.web.pg_reader import PQ
+from tests.support.daemon import FAST, base_env
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(120)
+BODY = "the <script>alert(1)</script> canary rollout starts at noon"
+
+
+def ok(env: dict[str, str], *args: str) -> Any:
+    argv = [sys.executable, "-m", "agentmaild", "--json", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr or done.stdout
+    return json.loads(done.stdout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(sock: Path) -> bool:
+    try:
+        return bool(request(sock, "ping", timeout=1.0)["pong"])
+    except (ControlError, OSError):
+        return False
+
+
+@pytest.fixture
+def board(tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """A daemon on ``pg_dsn`` with its HTTP face; its team spans two hosts; one thread of mail."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    port = free_port()
+    env = base_env(tmp_path, {"AGENTMAIL_DB": pg_dsn, "XDG_STATE_HOME": str(tmp_path / "state"),
+                              "AGENTMAILD_HTTP_LISTEN": f"127.0.0.1:{port}"}, FAST)  # fmt: skip
+    ok(env, "agents", "add", "alice", "--capability", "builder")
+    ok(env, "agents", "add", "far", "--capability", "builder", "--host", "elsewhere")
+    first = ok(env, "send", "--from", "bob", "--to", "far", "-s", "deploy plan", "-b", BODY)
+    mid = first["ids"][0]
+    ok(env, "send", "--from", "far", "--to", "alice", "-s", "re: deploy plan", "--thread", mid,
+       "-b", "noted, watching the dashboards")  # fmt: skip
+    token = ok(env, "tokens", "create", "operator")["token"]
+    log = (tmp_path / "daemon.log").open("ab")
+    daemon = subprocess.Popen([sys.executable, "-m", "agentmaild", "serve"], env=env,
+                              stdout=log, stderr=log, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        sock = socket_path_for(anchor_for(pg_dsn))
+        wait_for(lambda: daemon.poll() is not None or _answers(sock), 30, "the daemon's socket")
+        assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20) as client:
+            login = client.get(f"/?token={token}", follow_redirects=False)
+            assert login.status_code == 303 and login.headers["location"] == "/"
+            yield {"client": client, "mid": mid, "dsn": pg_dsn}
+    finally:
+        daemon.send_signal(2)
+        daemon.wait(timeout=30)
+        log.close()
+
+
+def test_team_page_shows_the_host_column_and_the_stream_sends_the_team(
+    board: dict[str, Any],
+) -> None:
+    client: httpx.Client = board["client"]
+    page = client.get("/")
+    assert page.status_code == 200, page.text
+    assert "<th>host</th>" in page.text  # two hosts: alice's (this machine) and far's
+    assert '<td class="host">elsewhere</td>' in page.text and 'id="agent-alice"' in page.text
+    with client.stream("GET", "/events", params={"topic": "team"}) as stream:
+        lines = stream.iter_lines()
+        assert next(line for line in lines if line.startswith("event:")) == "event: team"
+        fragment = "".join(next(lines) for _ in range(40))
+        assert 'id="agent-far"' in fragment and '<td class="host">elsewhere</td>' in fragment
+    with psycopg.connect(board["dsn"], autocommit=True) as conn:
+        readers = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+            "'agentmaild-dashboard' AND datname = current_database()"
+        ).fetchone()
+    assert readers == (1,)  # its own connection, not the store's
+    for path in ("/timeline", "/timeline?agent=far", "/dead", "/mail"):
+        assert client.get(path).status_code == 200, path
+
+
+def test_thread_page_and_full_text_search(board: dict[str, Any]) -> None:
+    client: httpx.Client = board["client"]
+    thread = client.get(f"/mail/thread/{board['mid']}")
+    assert thread.status_code == 200
+    assert "noted, watching the dashboards" in thread.text and "re: deploy plan" in thread.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in thread.text
+    assert "<script>alert" not in thread.text
+    found = client.get("/mail/search", params={"q": "canary noon"}).text
+    assert "1 match for" in found and "all mail is searched" in found
+    assert "<mark>canary</mark>" in found and "deploy plan" in found
+    assert "1 match for" in client.get("/mail/search", params={"q": '"rollout starts"'}).text
+    assert "0 matches" in client.get("/mail/search", params={"q": "canary -noon"}).text
+    assert "2 matches" in client.get("/mail/search", params={"q": "deploy"}).text
+    assert "0 matches" in client.get("/mail/search", params={"q": "' OR 1=1 --"}).text
+
+
+def test_search_uses_the_schema_5_full_text_index(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute("EXPLAIN " + PQ["search"], ("canary", 5))
+        text = "\n".join(r[0] for r in plan.fetchall())
+    assert "am_idx_messages_fts" in text
