@@ -22,7 +22,15 @@ from agentmaild.hooks import run as hooks
 
 DirOpt = Annotated[
     Path | None,
-    typer.Option("--dir", help="Project directory holding .claude/ (default: the current one)."),
+    typer.Option(
+        "--dir",
+        help="Project directory holding .claude/ (default: the current one); for the other "
+        "vendors the project's .codex/, .gemini/ or .opencode/ instead of the user-wide config.",
+    ),
+]
+VendorOpt = Annotated[
+    str,
+    typer.Option("--vendor", help="claude (default), codex, gemini or opencode."),
 ]
 ExeOpt = Annotated[
     str | None,
@@ -73,7 +81,7 @@ def _warn_if_unknown(agent: str, db: str | None, project: Path) -> None:
 
 def register(app: typer.Typer) -> None:
     hooks_app = typer.Typer(
-        help="Install or remove agentmaild's Claude Code hooks (.claude/settings.local.json).",
+        help="Install or remove agentmaild's hooks for Claude Code, Codex, Gemini CLI, OpenCode.",
         no_args_is_help=True,
     )
     app.add_typer(hooks_app, name="hooks")
@@ -85,14 +93,27 @@ def register(app: typer.Typer) -> None:
         directory: DirOpt = None,
         db: DbOpt = None,
         exe: ExeOpt = None,
+        vendor: VendorOpt = "claude",
+        codex: Annotated[
+            str | None,
+            typer.Option("--codex", help="codex executable that saves the hooks' trust."),
+        ] = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Merge agentmaild's hooks into .claude/settings.local.json, keeping the user's own.
+        """Merge agentmaild's hooks into the vendor's config, keeping the user's own.
 
-        Idempotent. The store is pinned only when --db (or the global --db) is given; otherwise
-        the hook finds it the usual way from the session's directory.
+        Claude: .claude/settings.local.json. Codex: ~/.codex/hooks.json, trusted through
+        `codex app-server` (found on PATH or --codex). Gemini CLI: ~/.gemini/settings.json.
+        OpenCode: a plugin in ~/.config/opencode/plugins/. Idempotent. The store is pinned only
+        when --db (or the global --db) is given; otherwise the hook finds it the usual way from
+        the session's directory.
         """
         store = db or STATE.db
+        if vendor != "claude":
+            from agentmaild.cli.hooks_vendor import install_vendor
+
+            install_vendor(vendor, directory, agent, store, exe or default_exe(), codex, as_json)
+            return
         project = (directory or Path.cwd()).absolute()
         result = hooks_install.install_hooks(
             project,
@@ -110,11 +131,21 @@ def register(app: typer.Typer) -> None:
 
     @hooks_app.command("uninstall")
     @command
-    def uninstall(directory: DirOpt = None, exe: ExeOpt = None, as_json: JsonOpt = False) -> None:
-        """Remove agentmaild's hooks (only ours) from .claude/settings.local.json."""
-        result = hooks_install.uninstall_hooks(
-            (directory or Path.cwd()).absolute(), exe or "agentmaild"
-        )
+    def uninstall(
+        directory: DirOpt = None,
+        exe: ExeOpt = None,
+        vendor: VendorOpt = "claude",
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Remove agentmaild's hooks (only ours) from the vendor's config."""
+        if vendor != "claude":
+            from agentmaild.cli.hooks_vendor import uninstall_vendor
+
+            result = uninstall_vendor(vendor, directory, exe or "agentmaild")
+        else:
+            result = hooks_install.uninstall_hooks(
+                (directory or Path.cwd()).absolute(), exe or "agentmaild"
+            )
         out(
             result,
             as_json,
@@ -137,8 +168,12 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--agent", help="Default: $AGENTMAIL_AGENT.")
         ] = None,
         db: DbOpt = None,
+        vendor: Annotated[
+            str | None, typer.Option("--vendor", help="Output shape: claude codex gemini opencode.")
+        ] = None,
     ) -> None:
-        """Run by Claude Code with the hook JSON on stdin: records turn state, delivers mail.
+        """Run by Claude Code (or Codex, Gemini CLI, the OpenCode plugin) with the hook JSON on
+        stdin: records turn state, delivers mail.
 
         Never fails the session: internal errors print nothing, go to <store>/logs/hooks.log and
         exit 0. Exit 2 (PreToolUse only) blocks a Bash command that polls for mail in a loop.
@@ -148,4 +183,6 @@ def register(app: typer.Typer) -> None:
             argv += ["--agent", agent]
         if db or STATE.db:
             argv += ["--db", str(db or STATE.db)]
+        if vendor:
+            argv += ["--vendor", vendor]
         raise typer.Exit(hooks.run_hook(event, argv))

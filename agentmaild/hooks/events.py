@@ -21,11 +21,11 @@ DEFAULT_DEBOUNCE_S = 30.0
 
 def session_start(hook: Hook) -> int:
     if hook.text("source") == "compact":  # fired mid-turn after an automatic compaction
-        return hook.in_write(lambda: hook.deliver(inject.plain))
+        return hook.in_write(lambda: hook.deliver(hook.context()))
 
     def work() -> None:
         hook.set_state("idle")
-        hook.deliver(inject.plain)
+        hook.deliver(hook.context())
 
     return hook.in_write(work, poke=True)
 
@@ -57,7 +57,7 @@ def stop(hook: Hook) -> int:
 def _stop_with_mail(hook: Hook) -> bool:
     """Deliver by ``decision: block``, at most STOP_BLOCK_MAX times in a row (0: never)."""
     limit = int(env_float("AGENTMAILD_HOOKS_STOP_BLOCK_MAX", 0))
-    if limit <= 0 or hook.quiet or not hook.has_unread():
+    if limit <= 0 or hook.vendor != "claude" or hook.quiet or not hook.has_unread():
         return False
     from agentmaild.hooks import state as hooks_state
 

@@ -23,7 +23,7 @@ def parse_opts(argv: Sequence[str]) -> dict[str, str]:
     it = iter(argv)
     for arg in it:
         key, sep, value = arg.partition("=")
-        if key in ("--agent", "--db"):
+        if key in ("--agent", "--db", "--vendor"):
             if not sep:
                 value = next(it, "")
             opts[key[2:]] = value

@@ -29,6 +29,8 @@ def run_remote(hook: Hook) -> int:
     answer = call(remote, "POST", f"/v1/hooks/{hook.event}", body)
     text = answer.get("stdout")
     if isinstance(text, str) and text:
+        if hook.name in ("SessionStart", "UserPromptSubmit"):  # the daemon renders plain text
+            text = hook.context()(text)
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.buffer.flush()
     code = answer.get("exit")

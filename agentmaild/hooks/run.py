@@ -105,7 +105,7 @@ def run_hook(event: str, argv: Sequence[str]) -> int:
 class Hook:
     __slots__ = (
         "agent", "conn", "data", "db_flag", "db_path", "event", "name", "out", "poke", "quiet",
-        "raw",
+        "raw", "vendor",
     )  # fmt: skip
 
     def __init__(self, event: str, argv: Sequence[str]) -> None:
@@ -114,6 +114,7 @@ class Hook:
         opts = parse_opts(argv)
         self.agent = opts.get("agent") or os.environ.get("AGENTMAIL_AGENT") or ""
         self.db_flag = opts.get("db")
+        self.vendor = opts.get("vendor") or "claude"  # the output shape (see ``context``)
         self.db_path: str | None = None
         self.quiet = bool(os.environ.get("AGENTMAIL_DELIVERY"))
         self.data: dict[str, Any] = {}
@@ -204,9 +205,25 @@ class Hook:
             if seen:
                 self._record_seen(seen)
             else:
-                self.deliver(inject.plain)
+                self.deliver(self.context())
 
         return self.in_write(work)
+
+    def context(self) -> Callable[[str], str]:
+        """How delivered mail is printed: plain text for Claude Code and the OpenCode plugin;
+        ``hookSpecificOutput.additionalContext`` JSON under the vendor's event name for Codex
+        and Gemini CLI (whose BeforeAgent is our UserPromptSubmit)."""
+        if self.vendor not in ("codex", "gemini"):
+            return inject.plain
+        name = self.name or ""
+        if self.vendor == "gemini" and name == "UserPromptSubmit":
+            name = "BeforeAgent"
+
+        def wrap(text: str) -> str:
+            out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
+            return json.dumps(out, ensure_ascii=False) + "\n"
+
+        return wrap
 
     # -- store work -------------------------------------------------------------------------
     def db(self) -> sqlite3.Connection:

@@ -34,7 +34,7 @@ def _deliver(hook: Hook, dsn: str) -> int:
         return 0
     text, ids = check_inject(dsn, hook.agent, output_limit())
     if ids:
-        hook.out.write(text.encode("utf-8"))
+        hook.out.write(hook.context()(text).encode("utf-8"))
         hook.out.flush()
     return 0
 
