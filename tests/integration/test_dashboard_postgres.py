@@ -20,7 +20,7 @@ from agentmaild.control.client import request
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.errors import ControlError
 from agentmaild.store.anchor import anchor_for
-from agentmaild.web.pg_reader import PQ
+from agentmaild.web.pg_reader import PQ, PgReader
 from tests.support.daemon import FAST, base_env
 from tests.support.waiting import wait_for
 
@@ -124,3 +124,23 @@ def test_search_uses_the_schema_5_full_text_index(pg_dsn: str) -> None:
         plan = conn.execute("EXPLAIN " + PQ["search"], ("canary", 5))
         text = "\n".join(r[0] for r in plan.fetchall())
     assert "am_idx_messages_fts" in text
+
+
+def test_the_reader_cannot_write_and_its_mark_moves_with_a_commit(pg_dsn: str) -> None:
+    reader = PgReader(pg_dsn)
+    try:
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            reader.conn().execute("DELETE FROM messages")
+        before, parts = reader.tick({"team": None, "dead": None})
+        assert parts == {"team": [], "dead": []}
+        assert reader.tick({"team": reader.mark()})[1] in ({}, {"team": []})  # the cluster's
+        # next transaction id: another database's commit moves it too, so may read again
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO am_agents (name, capability, state, channel, created_at, updated_at,"
+                " host) VALUES ('ann', 'builder', 'idle', 'pull', 'x', 'x', 'h2')"
+            )
+        after, parts = reader.tick({"team": before})
+        assert after != before and [a["host"] for a in parts["team"]] == ["h2"]
+    finally:
+        reader.close()
