@@ -181,6 +181,7 @@ def test_a_killed_relay_restarted_delivers_everything_exactly_once(domains: Doma
     wait_for(lambda: len(domains.b_mail()) >= 1, 30, "the first relayed message")
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
+    assert len(domains.b_mail()) >= 1
     # The worst moment to die: delivered by B, not yet marked by A. Make that true of every one.
     with sqlite3.connect(domains.a.db) as conn:
         conn.execute("DELETE FROM am_relayed")
@@ -189,3 +190,20 @@ def test_a_killed_relay_restarted_delivers_everything_exactly_once(domains: Doma
     assert sorted(json.loads(done.stdout)["relayed"]) == sorted(ids)
     got = domains.b_mail()
     assert sorted(str(m["subject"]) for m in got) == sorted(f"k{i}" for i in range(20))
+
+
+def test_the_relay_loop_forwards_new_mail_and_stops_on_ctrl_c(domains: Domains) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentmaild", "relay", "--to", domains.b_url, "--interval", "0.2",
+         "--db", str(domains.a.db)], env=domains.a.env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for i in range(2):  # mail sent while the loop runs is forwarded by it
+            domains.send_a(f"l{i}")
+            wait_for(lambda i=i: len(domains.b_mail()) == i + 1, 30, f"relayed message {i}")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    assert stdout.splitlines() == ["relayed 1", "relayed 1"]
