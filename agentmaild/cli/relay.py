@@ -25,13 +25,18 @@ def relay(
     the peer drops repeats by message id). Exits 1 when a --once pass left mail undelivered."""
     key = keyfile.load(keyfile.key_path(db_target(db), key_file))
     with open_store(db) as store:
-        while True:
-            report = relay_pass(store, key, to=to, peer=peer)
-            for mid, error in report.failed:
-                typer.echo(f"error: {mid}: {error}", err=True)
-            if once:
-                break
-            time.sleep(interval if not report.relayed else 0)
+        try:
+            while True:
+                report = relay_pass(store, key, to=to, peer=peer)
+                for mid, error in report.failed:
+                    typer.echo(f"error: {mid}: {error}", err=True)
+                if once:
+                    break
+                if report.relayed and not as_json:
+                    typer.echo(f"relayed {len(report.relayed)}")
+                time.sleep(interval if not report.relayed else 0)
+        except KeyboardInterrupt:
+            return  # Ctrl-C ends the loop; what was relayed is marked, the rest waits
     out({"ok": not report.failed, "relayed": report.relayed,
          "failed": [{"id": i, "error": e} for i, e in report.failed]}, as_json,
         lambda: typer.echo(f"relayed {len(report.relayed)}"))  # fmt: skip

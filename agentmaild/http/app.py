@@ -34,6 +34,7 @@ class ApiContext:
     config: Callable[[], Config]  # the daemon's config now (SIGHUP may change the limits)
     http: HttpConfig  # fixed at start: the address, token rule and request limits
     wake: Callable[[Iterable[str] | None], object]  # Supervisor.wake, as the CLI's poke reaches
+    db: str = ""  # the store's path or DSN: where this domain's key file is found (relay)
     started: float = field(default_factory=time.monotonic)
 
     def mailer(self) -> Mailer:

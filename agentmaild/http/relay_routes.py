@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import time
 
+import anyio
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from agentmaild.http.app import context_of
 from agentmaild.http.body import read_json
-from agentmaild.trust.receive import REQUEST_FIELDS, accept
+from agentmaild.trust.receive import REQUEST_FIELDS, accept, own_domain
 
 
 def routes() -> list[BaseRoute]:
@@ -23,7 +25,8 @@ async def relay(request: Request) -> JSONResponse:
     http = ctx.http
     data = await read_json(request, max_bytes=http.max_body_bytes,
                            timeout_s=http.request_timeout_s, allowed=REQUEST_FIELDS)  # fmt: skip
-    sent, peer = await ctx.run(accept, ctx.mailer(), data, now=time.time(),
+    here = await anyio.to_thread.run_sync(own_domain, ctx.db)
+    sent, peer = await ctx.run(accept, ctx.mailer(), data, here=here, now=time.time(),
                                window_s=http.relay_window_s, skew_s=http.relay_skew_s)  # fmt: skip
     if not sent.duplicate:
         ctx.wake(sorted({m.to_agent for m in sent.messages}))

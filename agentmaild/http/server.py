@@ -216,6 +216,7 @@ async def serve_daemon_http(
         config=lambda: daemon.config,
         http=daemon.config.http,
         wake=daemon.supervisor.wake,
+        db=str(daemon.db),
     )
     from agentmaild.web import Dashboard
 

@@ -3,7 +3,8 @@
 The request is ``{"version": 2, "envelope": {...}, "signature", "key_id", "body", "message_id"}``;
 any other version (version 1 had no such field) is one clear ``ValidationError`` naming the version
 this domain takes. Then, in order, each a clear ``Untrusted``: the domain is a pinned peer, the
-key id is its pinned key, the signature, the body hash, the freshness window, then the nonce
+key id is its pinned key, the signature, the body hash, the freshness window, that ``to`` is
+``peer:HERE/agent`` with HERE this domain's name (its key file's), then the nonce
 (remembered until the window has passed, in the store). The message is delivered from
 ``peer:DOMAIN/agent`` with idempotency key ``relay:<sender's message id>``, so a retried relay
 returns the first delivery, never a second.
@@ -16,12 +17,12 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from agentmaild.errors import Untrusted, ValidationError
+from agentmaild.errors import NotFound, Untrusted, UsageError, ValidationError
 from agentmaild.ids import check_message_id, check_name
 from agentmaild.mail import Mailer, Sent
-from agentmaild.trust import envelope
+from agentmaild.trust import envelope, keyfile
 from agentmaild.trust.envelope import Envelope
-from agentmaild.trust.peers import PeerOrigin, peer_address
+from agentmaild.trust.peers import PeerOrigin, peer_address, split_peer_address
 
 ENVELOPE_FIELDS = frozenset(f.name for f in fields(Envelope))
 REQUEST_FIELDS = frozenset({"version", "envelope", "signature", "key_id", "body", "message_id"})
@@ -65,10 +66,23 @@ def parse(data: dict[str, Any]) -> tuple[Envelope, str, str, str, str]:
     return env, sig, key_id, body, check_message_id(mid)
 
 
+def own_domain(db_target: str) -> str:
+    """This domain's name, from its key file: an envelope must be addressed to it."""
+    try:
+        if not db_target:
+            raise NotFound("no store path to find the key by")
+        return keyfile.load(keyfile.key_path(db_target, None)).domain
+    except (NotFound, UsageError) as exc:
+        raise Untrusted(f"this domain has no key, so it cannot know which mail is addressed to "
+                        f"it ({exc})") from None  # fmt: skip
+
+
 def accept(
-    mailer: Mailer, data: dict[str, Any], *, now: float, window_s: float, skew_s: float
-) -> tuple[Sent, str]:
-    """Verify and deliver one relayed message; returns what was sent and the peer's name."""
+    mailer: Mailer, data: dict[str, Any], *, here: str, now: float, window_s: float,
+    skew_s: float,
+) -> tuple[Sent, str]:  # fmt: skip
+    """Verify and deliver one relayed message addressed to the domain ``here``; returns what was
+    sent and the peer's name."""
     env, sig, key_id, body, origin_id = parse(data)
     store = mailer.store
     peer = store.find_peer(env.domain) if isinstance(env.domain, str) else None
@@ -79,12 +93,15 @@ def accept(
                         f"the pinned key is {peer.key_id}")  # fmt: skip
     envelope.verify(env, sig, pinned=peer.public_key, body=body, now=now,
                     window_s=window_s, skew_s=skew_s)  # fmt: skip
-    check_name(env.to_agent, "recipient")
+    domain, recipient = split_peer_address(env.to_agent)
+    if domain != here:
+        raise Untrusted(f"envelope from {peer.name!r}: addressed to domain {domain!r}, this is "
+                        f"{here!r} (mail for another domain, replayed here?)")  # fmt: skip
     sender = peer_address(peer.name, check_name(env.from_agent, "sender"))
     until = env.created_at + window_s + skew_s
     if not store.claim_nonce(env.nonce, peer=peer.name, expires_at=until, now=now):
         raise Untrusted(f"envelope from {peer.name!r}: nonce already seen (a replay)")
-    sent = mailer.send(sender=sender, to=env.to_agent, subject=env.subject, body=body,
+    sent = mailer.send(sender=sender, to=recipient, subject=env.subject, body=body,
                        payload=env.payload, idempotency_key=f"relay:{origin_id}",
                        peer_sender=True)  # fmt: skip
     for m in sent.messages:

@@ -50,9 +50,11 @@ def _post(url: str, data: dict[str, object]) -> None:
 
 
 def relay_one(key: DomainKey, url: str, m: Message) -> None:
-    _, agent = split_peer_address(m.to_agent)
-    env = envelope.seal(from_agent=m.from_agent, to_agent=agent, subject=m.subject, body=m.body,
-                        payload=m.payload, created_at=time.time(), domain=key.domain)  # fmt: skip
+    """Sign ``m`` for ``peer:NAME/agent`` (the whole address: the peer checks it is NAME) and
+    post it to ``url``."""
+    env = envelope.seal(from_agent=m.from_agent, to_agent=m.to_agent, subject=m.subject,
+                        body=m.body, payload=m.payload, created_at=time.time(),
+                        domain=key.domain)  # fmt: skip
     _post(url, wire(env, envelope.sign(key.key, env), key.key_id, m.body, m.id))
 
 

@@ -127,7 +127,7 @@ def test_the_verified_sender_and_the_payload_show_everywhere(domains: Domains) -
 
 
 def _signed(d: Domains, **changes: object) -> dict[str, object]:
-    env = envelope.seal(from_agent="bob", to_agent="alice", subject="hi", body="hello",
+    env = envelope.seal(from_agent="bob", to_agent="peer:b/alice", subject="hi", body="hello",
                         payload=None, created_at=time.time(), domain="a")  # fmt: skip
     env = replace(env, **changes)  # type: ignore[arg-type]
     return wire(env, envelope.sign(d.a_key.key, env), d.a_key.key_id, "hello", "msg-abc1234567")
@@ -139,7 +139,7 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
     r = domains.post(tampered)
     assert r.status_code == 403 and "does not match its hash" in r.json()["error"]["message"]
     other = envelope.new_private_key()
-    env = envelope.seal(from_agent="bob", to_agent="alice", subject="hi", body="hello",
+    env = envelope.seal(from_agent="bob", to_agent="peer:b/alice", subject="hi", body="hello",
                         payload=None, created_at=time.time(), domain="a")  # fmt: skip
     wrong = wire(env, envelope.sign(other, env), domains.a_key.key_id, "hello", "msg-abc1234568")
     r = domains.post(wrong)
@@ -147,6 +147,10 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
     old = _signed(domains, created_at=time.time() - 600)
     r = domains.post(old)
     assert r.status_code == 403 and "the window is 300s" in r.json()["error"]["message"]
+    elsewhere = _signed(domains, to_agent="peer:c/alice")  # signed by A for a domain C
+    r = domains.post(elsewhere)
+    assert r.status_code == 403 and "addressed to domain 'c', this is 'b'" in r.json()["error"][
+        "message"]  # fmt: skip
     stranger = _signed(domains, domain="zz")
     r = domains.post(stranger)
     assert r.status_code == 403 and "not a peer of this domain" in r.json()["error"]["message"]
@@ -181,6 +185,7 @@ def test_a_killed_relay_restarted_delivers_everything_exactly_once(domains: Doma
     wait_for(lambda: len(domains.b_mail()) >= 1, 30, "the first relayed message")
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
+    assert len(domains.b_mail()) >= 1
     # The worst moment to die: delivered by B, not yet marked by A. Make that true of every one.
     with sqlite3.connect(domains.a.db) as conn:
         conn.execute("DELETE FROM am_relayed")
@@ -189,3 +194,20 @@ def test_a_killed_relay_restarted_delivers_everything_exactly_once(domains: Doma
     assert sorted(json.loads(done.stdout)["relayed"]) == sorted(ids)
     got = domains.b_mail()
     assert sorted(str(m["subject"]) for m in got) == sorted(f"k{i}" for i in range(20))
+
+
+def test_the_relay_loop_forwards_new_mail_and_stops_on_ctrl_c(domains: Domains) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentmaild", "relay", "--to", domains.b_url, "--interval", "0.2",
+         "--db", str(domains.a.db)], env=domains.a.env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for i in range(2):  # mail sent while the loop runs is forwarded by it
+            domains.send_a(f"l{i}")
+            wait_for(lambda i=i: len(domains.b_mail()) == i + 1, 30, f"relayed message {i}")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    assert stdout.splitlines() == ["relayed 1", "relayed 1"]

@@ -26,7 +26,7 @@ from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.tokens import SCOPES, mint
-from agentmaild.trust import envelope
+from agentmaild.trust import envelope, keyfile
 from agentmaild.trust.peers import Peer
 from agentmaild.trust.receive import wire
 from tests.reliability.conftest import DaemonProc, assert_sound
@@ -73,6 +73,7 @@ def _store(db: Path) -> dict[str, str]:
             secret, record = mint(agent, scopes, now=time.time(), expires_in_s=None)
             store.add_token(record)
             tokens[label] = secret
+        keyfile.create(str(db.parent / keyfile.FILE_NAME), "here")  # the envelopes' "to"
         public = envelope.public_text(PEER_KEY)
         store.add_peer(Peer(name="a", public_key=public, key_id=envelope.key_id(public), url=None,
                             created_at=time.time()))  # fmt: skip
@@ -104,7 +105,7 @@ TAMPER = st.sampled_from([None, None, None, "body", "surrogate", "v1", "version"
 def _signed_relay(body: str = "b") -> bytes:
     """One envelope from the peer ``a`` to ``sink`` for the body "b", signed now, sent with
     ``body``."""
-    env = envelope.seal(from_agent="bob", to_agent="sink", subject="relayed", body="b",
+    env = envelope.seal(from_agent="bob", to_agent="peer:here/sink", subject="relayed", body="b",
                         payload='{"pr": 1}', created_at=time.time(), domain="a")  # fmt: skip
     data = wire(env, envelope.sign(PEER_KEY, env), PEER_KEY_ID, body, "msg-abc1234567")
     return json.dumps(data).encode()
@@ -117,7 +118,9 @@ def _relayed(draw: st.DrawFn) -> bytes:
     payload = draw(st.none() | JSONISH.map(json.dumps) | NASTY_TEXT)
     env = envelope.seal(
         from_agent=draw(st.sampled_from(["bob", "x" * 65]) | NASTY_TEXT),
-        to_agent=draw(st.sampled_from(["sink", "sink", "other", "ghost", "@all"]) | NASTY_TEXT),
+        to_agent=draw(st.sampled_from(["peer:here/sink", "peer:here/sink", "peer:here/other",
+                                       "peer:here/ghost", "peer:x/sink", "peer:here/@all", "sink"])
+                      | NASTY_TEXT),
         subject=draw(NASTY_TEXT), body=body, payload=payload, created_at=time.time(),
         domain=draw(st.sampled_from(["a", "a", "a", "zz", ""])),
     )  # fmt: skip

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from agentmaild.errors import Untrusted, ValidationError
+from agentmaild.trust import keyfile
 from agentmaild.trust.envelope import (
     TAG,
     Envelope,
@@ -21,7 +23,7 @@ from agentmaild.trust.envelope import (
     sign,
     verify,
 )
-from agentmaild.trust.receive import REQUEST_FIELDS, parse, wire
+from agentmaild.trust.receive import REQUEST_FIELDS, own_domain, parse, wire
 
 NOW = 1_800_000_000.0
 BODY = "please review PR 12 — ünïcode too"
@@ -114,3 +116,12 @@ def test_keys_round_trip_and_bad_public_keys_are_named() -> None:
     for bad in ("ssh-ed25519 AAAA", "ed25519:!!!", "ed25519:" + "A" * 10):
         with pytest.raises(ValidationError, match=r"^public key: "):
             parse_public(bad)
+
+
+def test_the_receiving_domain_is_named_by_its_key_file(tmp_path: Path) -> None:
+    db = str(tmp_path / "mail.db")
+    for target in ("", db):
+        with pytest.raises(Untrusted, match="this domain has no key"):
+            own_domain(target)
+    keyfile.create(str(tmp_path / keyfile.FILE_NAME), "b")
+    assert own_domain(db) == "b"
