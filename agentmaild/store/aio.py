@@ -59,6 +59,15 @@ class AsyncMailStore:
             now=now,
         )
 
+    def more_after(self, batch: Batch) -> bool:
+        """Whether more may be claimable once ``batch`` settles: False only when its claim saw
+        nothing else (SQLite's ``drained``); any other store always says True."""
+        drained: set[str] | None = getattr(self.sync, "drained", None)
+        if drained is None or batch.delivery_id not in drained:
+            return True
+        drained.discard(batch.delivery_id)
+        return False
+
     async def ack_delivery(
         self, delivery_id: str, *, now: float, record: Attempt | None = None
     ) -> int:
