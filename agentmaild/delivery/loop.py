@@ -76,6 +76,7 @@ class DeliveryLoop(LoopFigures):
         self._aborted = False
         self._confirmed = False
         self._lease_until = 0.0  # the lease the batch in flight holds (extended during its turn)
+        self._more = True  # the last batch's claim may have left mail behind (more_after)
         # Set whenever no delivery is in flight; drain() waits on it.
         self.quiet = anyio.Event()
         self.quiet.set()
@@ -147,6 +148,7 @@ class DeliveryLoop(LoopFigures):
         return await self._attempt(batch)
 
     async def _attempt(self, batch: Batch) -> StepResult:
+        self._more = self._store.more_after(batch)
         body_limit = max(1000, self.settings.batch_max_chars - _RENDER_OVERHEAD_CHARS)
         with anyio.CancelScope(shield=True):  # the claimed batch must reach the try below
             kept, gone = await split_read_elsewhere(self._store, batch)
@@ -262,6 +264,8 @@ class DeliveryLoop(LoopFigures):
             result = await self.step()
             if self._stopping:
                 break
+            if result is StepResult.DELIVERED and not self._more:
+                self.state = "idle"  # what the empty claim it saves would have said
             timeout = self._wait_after(result)
             if timeout == 0:
                 await anyio.lowlevel.checkpoint()
@@ -270,6 +274,8 @@ class DeliveryLoop(LoopFigures):
         self.state = "stopped"
 
     def _wait_after(self, result: StepResult) -> float | None:
+        if result is StepResult.DELIVERED and not self._more:
+            result = StepResult.IDLE  # the claim left nothing behind: an empty claim would say so
         if result in _AGAIN:
             return 0
         if result in _BACKING_OFF:

@@ -1,9 +1,10 @@
 """The daemon's async view of the store: one worker thread per transaction, plus the poll gate.
 
-``AsyncMailStore`` runs every call of a synchronous ``MailStore`` in a worker thread behind a
-``CapacityLimiter(1)``: the store's single connection is never used by two threads at once, and
-each call is one thread hop and one transaction. The hop is not abandoned on cancellation (anyio's
-default), so a claim that committed always returns to its caller, who can then release it.
+``AsyncMailStore`` runs every call of a synchronous ``MailStore`` in a worker thread, one at a
+time (``hops.Hops``): the store's single connection is never used by two threads at once, and each
+call is one transaction; calls queued while a hop runs share the next hop. A caller cancelled
+meanwhile still gets its result, so a claim that committed always returns to its caller, who can
+then release it.
 
 ``PollGate`` answers "which agents have deliverable mail?" for the supervisor's poll tick on a
 separate read-only aiosqlite connection. An idle tick costs one ``PRAGMA data_version`` (which only
@@ -26,6 +27,7 @@ import anyio.to_thread
 from agentmaild.errors import StoreError
 from agentmaild.models import Agent, AgentCounts, Attempt, Batch, DeadLetter
 from agentmaild.store.base import MailStore, Released
+from agentmaild.store.hops import Hops
 from agentmaild.store.queries import Q
 
 T = TypeVar("T")
@@ -36,12 +38,13 @@ class AsyncMailStore:
 
     def __init__(self, store: MailStore) -> None:
         self.sync = store
-        self._limiter = anyio.CapacityLimiter(1)
+        self.hops = Hops()  # one call at a time, as a CapacityLimiter(1) would
 
     async def run_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn`` in the store's worker thread (for callers such as ``Mailer``)."""
+        """Run ``fn`` in the store's worker thread (for callers such as ``Mailer``); calls made
+        while a hop runs share the next one (``store.hops``)."""
         call = partial(fn, *args, **kwargs) if kwargs else partial(fn, *args)
-        return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+        return await self.hops.run(call)
 
     async def aclose(self) -> None:
         await self.run_sync(self.sync.close)
@@ -58,6 +61,15 @@ class AsyncMailStore:
             lease_s=lease_s,
             now=now,
         )
+
+    def more_after(self, batch: Batch) -> bool:
+        """Whether more may be claimable once ``batch`` settles: False only when its claim saw
+        nothing else (SQLite's ``drained``); any other store always says True."""
+        drained: set[str] | None = getattr(self.sync, "drained", None)
+        if drained is None or batch.delivery_id not in drained:
+            return True
+        drained.discard(batch.delivery_id)
+        return False
 
     async def ack_delivery(
         self, delivery_id: str, *, now: float, record: Attempt | None = None

@@ -100,6 +100,7 @@ class SqliteMailStore(
         flavor: str | None = None,
     ) -> None:
         self.path = Path(path)
+        self.drained = set()
         self.overstory = _overstory_link(str(path), flavor)
         try:
             check_path(self.path, create=create and not readonly)

@@ -51,17 +51,19 @@ def _reclaim_pending(
 
 def _fresh_batch(
     conn: sqlite3.Connection, agent: str, max_messages: int, max_chars: int
-) -> list[Message]:
-    """New mail in delivery order, cut before ``max_chars`` would be passed (at least one)."""
+) -> tuple[list[Message], bool]:
+    """New mail in delivery order, cut before ``max_chars`` would be passed (at least one), and
+    whether more of it is left (a full batch, or one cut short)."""
     chosen: list[Message] = []
     used = 0
-    for row in conn.execute(Q["claim_candidates"], (agent, max_messages)).fetchall():
+    rows = conn.execute(Q["claim_candidates"], (agent, max_messages)).fetchall()
+    for row in rows:
         m = message_from_row(row)
         if chosen and used + m.size > max_chars:
             break
         chosen.append(m)
         used += m.size
-    return chosen
+    return chosen, len(rows) >= max_messages or len(chosen) < len(rows)
 
 
 def _claim(
@@ -71,17 +73,20 @@ def _claim(
     max_chars: int,
     lease_s: float,
     now: float,
-) -> Batch | None:
+) -> tuple[Batch | None, bool]:
+    """The batch, and whether more may be claimable right after it (True unless known not)."""
     if conn.execute(Q["claim_active"], (agent, now)).fetchone() is not None:
-        return None
+        return None, True
     lease_until = now + lease_s
     stamp = iso_now(now)
     redelivery = _reclaim_pending(conn, agent, lease_until, stamp)
     if redelivery is not None:
-        return redelivery
-    chosen = _fresh_batch(conn, agent, max_messages, max_chars)
+        return redelivery, True
+    chosen, left = _fresh_batch(conn, agent, max_messages, max_chars)
     if not chosen:
-        return _queue_batch(conn, agent, lease_until, stamp)
+        return _queue_batch(conn, agent, lease_until, stamp), True
+    # Nothing left of its own and no queue to take work from: the loop need not claim again.
+    more = left or conn.execute(Q["queue_member_any"], (agent,)).fetchone() is not None
     delivery_id = new_id("dlv")
     conn.execute(Q["delivery_insert"], (delivery_id, agent, lease_until, stamp, stamp))
     # The id list varies in length, so this one statement is built here, not named in queries.sql.
@@ -90,7 +95,7 @@ def _claim(
         f"UPDATE messages SET delivery_id = ? WHERE id IN ({marks})",
         (delivery_id, *(m.id for m in chosen)),
     )
-    return _batch(delivery_id, agent, chosen, 1, lease_until)
+    return _batch(delivery_id, agent, chosen, 1, lease_until), more
 
 
 def _queue_batch(
@@ -154,13 +159,29 @@ def _release(
     return Released(state=row["state"], failures=row["failures"], messages=messages)
 
 
+_DRAINED_MAX = 1024
+
+
 class SqliteDeliveries(SqliteTransactions):
-    """The ``MailStore`` delivery and lease operations on SQLite."""
+    """The ``MailStore`` delivery and lease operations on SQLite.
+
+    ``drained``: ids of batches whose claim saw nothing else claimable for the agent (no more
+    direct mail, no queue); the daemon's loop then waits for a wake-up instead of claiming again.
+    """
+
+    drained: set[str]
 
     def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
     ) -> Batch | None:
-        return self._write(lambda conn: _claim(conn, agent, max_messages, max_chars, lease_s, now))
+        batch, more = self._write(
+            lambda conn: _claim(conn, agent, max_messages, max_chars, lease_s, now)
+        )
+        if batch is not None and not more:
+            if len(self.drained) >= _DRAINED_MAX:  # claims nobody asked about (pull consumers)
+                self.drained.clear()
+            self.drained.add(batch.delivery_id)  # AsyncMailStore.more_after() takes it out
+        return batch
 
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
         rows = self._write(lambda conn: _ack(conn, delivery_id, now, record))

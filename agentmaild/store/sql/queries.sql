@@ -342,6 +342,9 @@ SELECT queue, agent FROM am_queue_members ORDER BY queue, agent;
 SELECT 1 FROM am_agents
 WHERE name = ? AND state NOT IN ('completed', 'zombie') AND shutdown_requested_at IS NULL;
 
+-- name: queue_member_any
+SELECT 1 FROM am_queue_members WHERE agent = ? LIMIT 1;
+
 -- name: claim_pending_queue_delivery
 SELECT id FROM am_deliveries
 WHERE state = 'pending' AND queue IN (SELECT queue FROM am_queue_members WHERE agent = ?)
