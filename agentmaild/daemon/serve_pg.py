@@ -51,8 +51,9 @@ async def _main(dsn: str, config: Config, lock: PgHostLock) -> int:
     from agentmaild.store.postgres import PostgresMailStore
 
     subreaper = become_subreaper()
-    store = await anyio.to_thread.run_sync(lambda: PostgresMailStore(dsn))
-    astore = AsyncMailStore(store)
+    size = config.store.pg_pool_size
+    store = await anyio.to_thread.run_sync(lambda: PostgresMailStore(dsn, pool_size=size))
+    astore = AsyncMailStore(store, concurrency=size)
     try:
         gate = await PgPollGate.open(dsn)
     except BaseException:

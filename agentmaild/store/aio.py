@@ -34,9 +34,10 @@ T = TypeVar("T")
 class AsyncMailStore:
     """Async facade over a sync ``MailStore``; the daemon's only way to touch it."""
 
-    def __init__(self, store: MailStore) -> None:
+    def __init__(self, store: MailStore, *, concurrency: int = 1) -> None:
+        """``concurrency`` > 1 only for a store whose calls may overlap (a connection pool)."""
         self.sync = store
-        self._limiter = anyio.CapacityLimiter(1)
+        self._limiter = anyio.CapacityLimiter(concurrency)
 
     async def run_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` in the store's worker thread (for callers such as ``Mailer``)."""
