@@ -55,12 +55,14 @@ def redacted(dsn: str) -> str:
 
 
 def open_pool(dsn: str, size: int) -> ConnectionPool[Conn]:
-    """The daemon's pool: ``size`` connections like ``connect``'s, each checked before use (one
-    the server dropped — a restart — is replaced there, not failed in the middle of a call)."""
+    """The daemon's pool: ``size`` connections like ``connect``'s. A connection the server
+    dropped fails the call it was lent to (as the single connection does: a write whose commit
+    was lost in flight is not replayed blindly) and is discarded when it comes back; the pool
+    opens a new one. Not checked before each use: that would cost every claim a round trip."""
     from psycopg_pool import ConnectionPool
 
     return ConnectionPool(
-        dsn, min_size=1, max_size=size, open=True, check=ConnectionPool.check_connection,
+        dsn, min_size=1, max_size=size, open=True,
         kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "agentmaild"},
         connection_class=psycopg.Connection[Row], name="agentmaild",
     )
