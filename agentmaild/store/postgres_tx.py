@@ -141,9 +141,13 @@ def one(conn: Conn, sql: str, params: Mapping[str, Any] | None = None) -> Row | 
 
 
 def lock(conn: Conn, *keys: str) -> None:
-    """Take transaction-scoped advisory locks on ``keys``, in one order (no deadlock)."""
-    for key in sorted(set(keys)):
-        conn.execute(PQ["lock_key"], {"key": f"agentmaild:{key}"})
+    """Take transaction-scoped advisory locks on ``keys``, in one order (no deadlock), in one
+    statement."""
+    names = [f"agentmaild:{key}" for key in sorted(set(keys))]
+    if len(names) == 1:
+        conn.execute(PQ["lock_key"], {"key": names[0]})
+    elif names:
+        conn.execute(PQ["lock_keys"], {"keys": names})
 
 
 def _first_line(exc: psycopg.Error) -> str:
