@@ -87,7 +87,8 @@ def _harness_main(dsn: str, host: str) -> None:
     make_store_dir(anchor.parent)
 
     async def main() -> int:
-        store = timed(PostgresMailStore(dsn))
+        size = config.store.pg_pool_size  # as serve_pg opens it
+        store = timed(PostgresMailStore(dsn, pool_size=size), concurrency=size)
         gate = await PgPollGate.open(dsn)
         try:
             daemon = BenchDaemon(anchor, config, store, gate, StoreProcJournal(store))

@@ -9,16 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from bench_postgres import (
-    BODY,
-    SENDER,
-    UNDER_LOAD,
-    PgHarness,
-    _add_agents,
-    _ms,
-    _pct,
-    _server,
-)
+from bench_daemon import BODY, SENDER, _ms, _pct
+from bench_postgres import UNDER_LOAD, PgHarness, _add_agents, _server
 from benchlib import Figure
 
 _FLOOR_DDL = ("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, to_agent text, "

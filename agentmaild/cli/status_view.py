@@ -98,6 +98,13 @@ def print_status(status: dict[str, Any]) -> None:
             f"daemon: running (pid {d['pid']}, up {_duration(d['uptime_s'])}, "
             f"version {d['version']}{', stopping' if d.get('stopping') else ''})"
         )
+    outages = (d or {}).get("outages") or {}
+    if outages.get("count"):
+        last = outages["recent"][-1]
+        typer.echo(
+            f"store outages: {outages['count']} (open: {', '.join(outages['open']) or 'none'}; "
+            f"last: {last['what']} {last['since']} to {last['until'] or 'now'}: {last['error']})"
+        )
     for h in status.get("hosts") or ():
         typer.echo(
             f"host {h['host']}: {h['state']} (pid {h['pid']}, last beat {h['age_s']:g}s ago)"

@@ -90,6 +90,8 @@ class ControlHandler:
             "stopping": d.stopping,
             # the bound HTTP face (a port 0 in the config is the kernel's pick): `dashboard`
             "http": getattr(d, "http_address", None),
+            # a PostgreSQL store's outages the daemon lived through (daemon.pg_outages)
+            "outages": outages.snapshot() if (outages := getattr(d, "outages", None)) else None,
         }
 
     async def _cmd_ping(self, args: dict[str, Any]) -> dict[str, Any]:

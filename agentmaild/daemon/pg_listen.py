@@ -15,6 +15,8 @@ import anyio
 import psycopg
 import structlog
 
+from agentmaild.daemon.pg_outages import Outages, first_line
+
 log = structlog.get_logger(__name__)
 
 MAIL_CHANNEL = "agentmaild_mail"
@@ -28,9 +30,10 @@ Wake = Callable[[Iterable[str] | None], object]
 class PgListener:
     """``run()`` until cancelled (the daemon's task group ends it at shutdown)."""
 
-    def __init__(self, dsn: str, wake: Wake) -> None:
+    def __init__(self, dsn: str, wake: Wake, outages: Outages | None = None) -> None:
         self._dsn = dsn
         self._wake = wake
+        self._outages = outages
         self.connections = 0  # how many times a LISTEN connection was established
 
     async def run(self) -> None:
@@ -39,8 +42,9 @@ class PgListener:
             try:
                 await self._listen()
             except (psycopg.Error, OSError) as exc:
-                first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                log.warning("listener.lost", error=first_line, retry_in_s=delay)
+                log.warning("listener.lost", error=first_line(exc), retry_in_s=delay)
+                if self._outages is not None:
+                    self._outages.begin("listener", first_line(exc))
             self._wake(None)  # whatever was sent while nobody listened
             await anyio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX_S)
@@ -53,6 +57,8 @@ class PgListener:
             await conn.execute(f"LISTEN {MAIL_CHANNEL}")
             await conn.execute(f"LISTEN {REGISTRY_CHANNEL}")
             self.connections += 1
+            if self._outages is not None:
+                self._outages.end("listener")
             if self.connections > 1:
                 self._wake(None)  # reconnected: one full poll covers what was missed
             log.info("listener.listening", connections=self.connections)

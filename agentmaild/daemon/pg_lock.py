@@ -35,23 +35,66 @@ def holder_name(host: str) -> str:
     return f"agentmaild serve pid={os.getpid()} host={host}"
 
 
+class PgHostLock:
+    """``host``'s daemon lock on the store, held by the session of ``conn``.
+
+    A database restart (or a killed backend) ends that session and with it the lock: ``alive()``
+    notices, ``retake()`` reconnects and takes it again — ``ControlError`` naming the holder when
+    another daemon of this host took it in the meantime."""
+
+    def __init__(self, dsn: str, host: str) -> None:
+        self.dsn, self.host = dsn, host
+        self.conn: psycopg.Connection[tuple[object, ...]] | None = None
+
+    def take(self) -> None:
+        key = lock_key(self.host)
+        conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10,
+                               application_name=holder_name(self.host))
+        try:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
+            if not row or not row[0]:
+                held = conn.execute(_HOLDER, key).fetchone()
+                who = str(held[0]).removeprefix("agentmaild serve ") if held else "unknown"
+                raise ControlError(
+                    f"agentmaild is already running for {redacted(self.dsn)} on host "
+                    f"{self.host} ({who})"
+                )
+        except BaseException:
+            conn.close()
+            raise
+        self.close()
+        self.conn = conn
+
+    def alive(self) -> bool:
+        """One round trip on the lock's session: False once the server ended it."""
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            return False
+        try:
+            self.conn.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
+
+    def retake(self) -> None:
+        self.close()
+        self.take()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
 @contextmanager
-def hold_pg_lock(dsn: str, host: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+def hold_pg_lock(dsn: str, host: str) -> Iterator[PgHostLock]:
     """Hold ``host``'s daemon lock on the store; ``ControlError`` naming the holder if another
     daemon of that host has it (daemons of other hosts hold locks of their own)."""
-    key = lock_key(host)
+    held = PgHostLock(dsn, host)
     try:
-        conn = psycopg.connect(dsn, autocommit=True, application_name=holder_name(host))
+        held.take()
     except psycopg.Error as exc:
         raise StoreError(f"cannot open store {redacted(dsn)}: {exc}") from exc
     try:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
-        if not row or not row[0]:
-            held = conn.execute(_HOLDER, key).fetchone()
-            who = str(held[0]).removeprefix("agentmaild serve ") if held else "unknown"
-            raise ControlError(
-                f"agentmaild is already running for {redacted(dsn)} on host {host} ({who})"
-            )
-        yield conn
+        yield held
     finally:
-        conn.close()
+        held.close()

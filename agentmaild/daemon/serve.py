@@ -169,6 +169,7 @@ class Daemon:
         self._watched: tuple[Path, FileIdentity] | None = None
         self.store_lost: str | None = None  # "replaced" | "deleted" once the watch saw it
         self.host: str | None = None  # on a store shared by hosts: the one this daemon serves
+        self.outages: Any = None  # a PostgreSQL store's (daemon.pg_outages.Outages)
         self.subreaper = False  # escaped agent descendants come back to us (Linux)
         self.http_address: str | None = None  # "HOST:PORT" once the HTTP face is bound
         self.waiters = ReplyWaiters()  # `ask`s holding an await_reply request

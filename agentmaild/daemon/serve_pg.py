@@ -20,7 +20,8 @@ from agentmaild.config.sections import daemon_host
 from agentmaild.daemon.journal import StoreProcJournal
 from agentmaild.daemon.pg_hosts import PgHeartbeat
 from agentmaild.daemon.pg_listen import PgListener
-from agentmaild.daemon.pg_lock import hold_pg_lock
+from agentmaild.daemon.pg_lock import PgHostLock, hold_pg_lock
+from agentmaild.daemon.pg_outages import Outages, PgLockKeeper
 from agentmaild.procs.escapes import become_subreaper
 from agentmaild.store.anchor import anchor_for
 from agentmaild.store.files import check_private_dir, make_store_dir
@@ -32,7 +33,7 @@ def serve_pg(dsn: str, config: Config) -> int:
     anchor = anchor_for(dsn)
     make_store_dir(anchor.parent)
     check_private_dir(anchor.parent)
-    with hold_pg_lock(dsn, daemon_host(config.daemon)):
+    with hold_pg_lock(dsn, daemon_host(config.daemon)) as lock:
         options: dict[str, Any] = {}
         try:
             import uvloop  # noqa: F401  (only probing that it is installed)
@@ -40,18 +41,19 @@ def serve_pg(dsn: str, config: Config) -> int:
             options["use_uvloop"] = True
         except ImportError:
             pass
-        return anyio.run(_main, dsn, config, backend="asyncio", backend_options=options)
+        return anyio.run(_main, dsn, config, lock, backend="asyncio", backend_options=options)
 
 
-async def _main(dsn: str, config: Config) -> int:
+async def _main(dsn: str, config: Config, lock: PgHostLock) -> int:
     from agentmaild.daemon.serve import Daemon
     from agentmaild.store.aio import AsyncMailStore
     from agentmaild.store.aio_pg import PgPollGate
     from agentmaild.store.postgres import PostgresMailStore
 
     subreaper = become_subreaper()
-    store = await anyio.to_thread.run_sync(lambda: PostgresMailStore(dsn))
-    astore = AsyncMailStore(store)
+    size = config.store.pg_pool_size
+    store = await anyio.to_thread.run_sync(lambda: PostgresMailStore(dsn, pool_size=size))
+    astore = AsyncMailStore(store, concurrency=size)
     try:
         gate = await PgPollGate.open(dsn)
     except BaseException:
@@ -62,9 +64,13 @@ async def _main(dsn: str, config: Config) -> int:
         daemon = Daemon(anchor_for(dsn), config, astore, gate, StoreProcJournal(astore))
         daemon.subreaper = subreaper
         daemon.host = daemon_host(config.daemon)
-        daemon.background.append(PgListener(dsn, daemon.supervisor.wake).run)
+        outages = daemon.outages = Outages()  # `status` shows them
+        daemon.background.append(PgListener(dsn, daemon.supervisor.wake, outages).run)
         beat = PgHeartbeat(dsn, daemon.host, config.daemon.lease_s)
         daemon.background.append(beat.run)
+        # The host lock outlives a database restart: its session is checked every beat.
+        keeper = PgLockKeeper(lock, outages, beat.interval_s, daemon.request_shutdown)
+        daemon.background.append(keeper.run)
         return await daemon.run()
     finally:
         await gate.aclose()

@@ -36,14 +36,19 @@ T = TypeVar("T")
 class AsyncMailStore:
     """Async facade over a sync ``MailStore``; the daemon's only way to touch it."""
 
-    def __init__(self, store: MailStore) -> None:
+    def __init__(self, store: MailStore, *, concurrency: int = 1) -> None:
+        """``concurrency`` > 1 only for a store whose calls may overlap (a connection pool)."""
         self.sync = store
         self.hops = Hops()  # one call at a time, as a CapacityLimiter(1) would
+        # A pooled store (PostgreSQL) takes overlapping calls: a thread each, up to the pool size.
+        self._limiter = anyio.CapacityLimiter(concurrency) if concurrency > 1 else None
 
     async def run_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` in the store's worker thread (for callers such as ``Mailer``); calls made
         while a hop runs share the next one (``store.hops``)."""
         call = partial(fn, *args, **kwargs) if kwargs else partial(fn, *args)
+        if self._limiter is not None:
+            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
         return await self.hops.run(call)
 
     async def aclose(self) -> None:

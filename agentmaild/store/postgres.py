@@ -23,7 +23,7 @@ from agentmaild.store.postgres_queues import PostgresQueues
 from agentmaild.store.postgres_rules import PostgresRules
 from agentmaild.store.postgres_tokens import PostgresTokens
 from agentmaild.store.postgres_trust import PostgresTrust
-from agentmaild.store.postgres_tx import Conn, connect, redacted
+from agentmaild.store.postgres_tx import Conn, connect, open_pool, redacted
 
 __all__ = ["PostgresMailStore"]
 
@@ -43,7 +43,11 @@ class PostgresMailStore(
     that). ``readonly``: never migrates — a database without the schema is an error.
     ``overstory`` stays None: Overstory mode is SQLite-only."""
 
-    def __init__(self, dsn: str, *, readonly: bool = False, create: bool = True) -> None:
+    def __init__(
+        self, dsn: str, *, readonly: bool = False, create: bool = True, pool_size: int = 0
+    ) -> None:
+        """``pool_size`` > 0 (the daemon's ``[store] pg_pool_size``): operations take their
+        connections from a pool of that many, and may be called from several threads at once."""
         self.dsn = dsn
         self.path = redacted(dsn)  # what messages and `status` show for "where the store is"
         try:
@@ -52,6 +56,8 @@ class PostgresMailStore(
             raise StoreError(f"cannot open store {self.path}: {_short(exc)}") from exc
         try:
             self._prepare(readonly=readonly or not create)
+            if pool_size > 0:
+                self._pool = open_pool(dsn, pool_size)
         except BaseException:
             self._conn.close()
             raise
@@ -78,6 +84,8 @@ class PostgresMailStore(
         return self._conn
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         self._conn.close()
 
 

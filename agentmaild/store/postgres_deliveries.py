@@ -58,8 +58,10 @@ def claim_in(
 def _ack(conn: Conn, delivery_id: str, now: float, record: Attempt | None) -> int:
     params = {"id": delivery_id, "stamp": iso_now(now)}
     conn.execute(PQ["delivery_ack_read_elsewhere"], params)
-    rows = conn.execute(PQ["delivery_ack"], params).fetchall()
-    holder = one(conn, PQ["delivery_close"], params)
+    acked = conn.execute(PQ["delivery_ack"], params)
+    closed = conn.execute(PQ["delivery_close"], params)  # sent before either result is read
+    rows = acked.fetchall()
+    holder = closed.fetchone()
     if record is not None:
         insert_attempt(conn, record)
     if rows:
@@ -94,11 +96,12 @@ class PostgresDeliveries(PostgresTransactions):
             lambda conn: claim_in(
                 conn, agent, max_messages=max_messages, max_chars=max_chars,
                 lease_s=lease_s, now=now,
-            )
+            ),
+            pipeline=True,  # BEGIN, the agent's lock and the claim: one round trip, then COMMIT
         )
 
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
-        return self._write(lambda conn: _ack(conn, delivery_id, now, record))
+        return self._write(lambda conn: _ack(conn, delivery_id, now, record), pipeline=True)
 
     def release(
         self,

@@ -11,8 +11,9 @@ flight must not be replayed blindly).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -20,6 +21,9 @@ from psycopg.rows import dict_row
 
 from agentmaild.errors import AgentmaildError, StoreError
 from agentmaild.store.queries import parse_named, read_sql
+
+if TYPE_CHECKING:  # psycopg_pool loads only in the daemon (hooks and the CLI open no pool)
+    from psycopg_pool import ConnectionPool
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -50,11 +54,42 @@ def redacted(dsn: str) -> str:
     return f"postgresql://{info.get('user') or ''}@{where}/{info.get('dbname') or ''}"
 
 
+def open_pool(dsn: str, size: int) -> ConnectionPool[Conn]:
+    """The daemon's pool: ``size`` connections like ``connect``'s. A connection the server
+    dropped fails the call it was lent to (as the single connection does: a write whose commit
+    was lost in flight is not replayed blindly) and is discarded when it comes back; the pool
+    opens a new one. Not checked before each use: that would cost every claim a round trip."""
+    from psycopg_pool import ConnectionPool
+
+    return ConnectionPool(
+        dsn, min_size=1, max_size=size, open=True,
+        kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "agentmaild"},
+        connection_class=psycopg.Connection[Row], name="agentmaild",
+    )
+
+
 class PostgresTransactions:
-    """Owns the connection; ``_write`` and ``_read_with`` run one operation on it."""
+    """Owns the connection (or the pool); ``_write`` and ``_read_with`` run one operation on it.
+
+    With a pool, each operation takes a connection of its own, so operations may run in several
+    threads at once; without, one connection serves one thread at a time."""
 
     _conn: Conn
+    _pool: ConnectionPool[Conn] | None = None
     dsn: str
+
+    @contextmanager
+    def _lease(self) -> Iterator[Conn]:
+        if self._pool is None:
+            yield self._connection()
+            return
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self._pool.connection(timeout=_RETRY_DEADLINE_S) as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise StoreError(f"cannot reach store {redacted(self.dsn)}: {exc}") from exc
 
     def _connection(self) -> Conn:
         if self._conn.closed or self._conn.broken:
@@ -73,13 +108,13 @@ class PostgresTransactions:
         deadline = time.monotonic() + _RETRY_DEADLINE_S
         delay = 0.002
         while True:
-            conn = self._connection()
             try:
-                if pipeline:
-                    with conn.pipeline(), conn.transaction():
+                with self._lease() as conn:
+                    if pipeline:
+                        with conn.pipeline(), conn.transaction():
+                            return fn(conn)
+                    with conn.transaction():
                         return fn(conn)
-                with conn.transaction():
-                    return fn(conn)
             except _RETRYABLE:
                 if time.monotonic() > deadline:
                     raise StoreError("store write kept failing: deadlock or conflict") from None
@@ -91,9 +126,9 @@ class PostgresTransactions:
                 raise StoreError(f"store write failed: {_first_line(exc)}") from exc
 
     def _read_with(self, fn: Callable[[Conn], T]) -> T:
-        conn = self._connection()
         try:
-            return fn(conn)
+            with self._lease() as conn:
+                return fn(conn)
         except psycopg.Error as exc:
             raise StoreError(f"store read failed: {_first_line(exc)}") from exc
 
@@ -106,9 +141,13 @@ def one(conn: Conn, sql: str, params: Mapping[str, Any] | None = None) -> Row | 
 
 
 def lock(conn: Conn, *keys: str) -> None:
-    """Take transaction-scoped advisory locks on ``keys``, in one order (no deadlock)."""
-    for key in sorted(set(keys)):
-        conn.execute(PQ["lock_key"], {"key": f"agentmaild:{key}"})
+    """Take transaction-scoped advisory locks on ``keys``, in one order (no deadlock), in one
+    statement."""
+    names = [f"agentmaild:{key}" for key in sorted(set(keys))]
+    if len(names) == 1:
+        conn.execute(PQ["lock_key"], {"key": names[0]})
+    elif names:
+        conn.execute(PQ["lock_keys"], {"keys": names})
 
 
 def _first_line(exc: psycopg.Error) -> str:

@@ -77,6 +77,10 @@ class PgCluster:
     port: int
     owner: str | None  # the user the server runs as (None: ourselves)
     bin: Path
+    # durable: every commit reaches the WAL before it returns (synchronous_commit on), so an
+    # immediate restart loses nothing a client saw committed (outage tests); fsync stays off,
+    # which only matters if the machine itself goes down.
+    durable: bool = False
 
     @property
     def data(self) -> Path:
@@ -100,7 +104,8 @@ class PgCluster:
     def _start(self) -> None:
         options = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            f"-c synchronous_commit={'on' if self.durable else 'off'} -c full_page_writes=off "
+            "-c max_connections=200"
         )
         argv = [str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
                 "-o", options, "-w", "-t", str(_START_TIMEOUT_S), "start"]
@@ -133,8 +138,8 @@ def reap_stale_clusters(binaries: Path, owner: str | None) -> None:
             PgCluster(root=root, port=0, owner=owner, bin=binaries).stop()
 
 
-def start_cluster() -> PgCluster:
-    """initdb + start a private cluster; the caller stops it."""
+def start_cluster(*, durable: bool = False) -> PgCluster:
+    """initdb + start a private cluster; the caller stops it (``durable``: see ``PgCluster``)."""
     binaries = bindir()
     owner = "postgres" if os.geteuid() == 0 else None
     reap_stale_clusters(binaries, owner)
@@ -151,7 +156,8 @@ def start_cluster() -> PgCluster:
         shutil.rmtree(root, ignore_errors=True)
         raise NoPostgres(f"initdb failed: {done.stderr.strip()[-2000:]}")
     for _attempt in range(3):  # a free port can be taken between the probe and the bind
-        cluster = PgCluster(root=root, port=_free_port(), owner=owner, bin=binaries)
+        cluster = PgCluster(root=root, port=_free_port(), owner=owner, bin=binaries,
+                            durable=durable)
         try:
             cluster._start()
             return cluster

@@ -6,6 +6,12 @@
 -- writes SQLite serialises with BEGIN IMMEDIATE are serialised per name here instead.
 SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0));
 
+-- name: lock_keys
+-- The same for several names in one statement, taken in the order given (sorted by the caller,
+-- so two transactions never take the same two locks in opposite orders).
+SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS n
+FROM (SELECT k FROM unnest(%(keys)s::text[]) WITH ORDINALITY AS u(k, n) ORDER BY n) AS ordered;
+
 -- name: notify_mail
 -- Wake-up for the daemons LISTENing on the store: the recipients of this transaction's mail
 -- (PostgreSQL delivers it at commit, and folds identical notifications of one transaction).
