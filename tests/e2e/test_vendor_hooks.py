@@ -2,7 +2,8 @@
 
 In a throw-away HOME holding one hook (or plugin) of the user's own: install agentmaild's hooks
 (Codex's trust saved through its app-server), run a headless turn: the model request carries the
-unread mail's id and the mail is acked; a second turn does not get it again. Installing twice
+unread mail's id and the mail is acked; a second turn does not get it again (it gets the mail
+sent since). Installing twice
 changes nothing; uninstalling leaves the user's hook exactly where it was.
 """
 
@@ -118,12 +119,16 @@ def test_hooks_deliver_unread_mail_once_and_uninstall_keeps_the_users(
             assert again["newly_trusted"] == 0
             assert config_toml.read_text() == trust_before
 
-        sent = _cli(
-            admin, "--db", str(db), "send", "--from", "bob", "--to", "alice", "-s", "plan",
-            "--body", "build the parser MAILBODY-1", "--json",
-        )  # fmt: skip
-        assert sent.returncode == 0, sent.stderr
-        (msg_id,) = json.loads(sent.stdout)["ids"]
+        def send(body: str) -> str:
+            sent = _cli(
+                admin, "--db", str(db), "send", "--from", "bob", "--to", "alice", "-s", "plan",
+                "--body", body, "--json",
+            )  # fmt: skip
+            assert sent.returncode == 0, sent.stderr
+            (sent_id,) = json.loads(sent.stdout)["ids"]
+            return str(sent_id)
+
+        msg_id = send("build the parser MAILBODY-1")
 
         _turn(vendor, binary, env, project, "first turn PROMPT-1")
         request = api.wait_for("PROMPT-1", timeout=30)
@@ -131,17 +136,18 @@ def test_hooks_deliver_unread_mail_once_and_uninstall_keeps_the_users(
         assert "MAILBODY-1" in request.all_text()
         store = SqliteMailStore(db, readonly=True)
         try:
-            (msg,) = store.inbox("alice")
-            assert msg.id == msg_id and msg.read  # acked by the hook that printed it
+            assert [(m.id, m.read) for m in store.inbox("alice")] == [(msg_id, True)]  # acked
             agent = store.get_agent("alice")
             assert agent is not None and agent.turn_state == END_STATE[vendor]
             assert agent.session_id  # the vendor's session id, from the hook's input
         finally:
             store.close()
 
+        later_id = send("then the lexer MAILBODY-2")
         _turn(vendor, binary, env, project, "second turn PROMPT-2")
         second = api.wait_for("PROMPT-2", timeout=30)
         assert msg_id not in second.all_text()  # delivered once only
+        assert later_id in second.all_text()  # while later mail still arrives
 
         removed = _cli(admin, "hooks", "uninstall", "--vendor", vendor, "--json")
         assert removed.returncode == 0, removed.stderr
