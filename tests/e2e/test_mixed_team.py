@@ -96,11 +96,15 @@ def test_claude_lead_broadcasts_to_three_vendor_builders_and_gets_every_reply(
             )  # fmt: skip
             lead = store.get_agent("lead")
             assert lead is not None and lead.session_id
-            for name in BUILDERS:
-                agent = store.get_agent(name)
-                assert agent is not None and agent.session_id, name
-                (copy,) = store.inbox(name)
-                assert copy.read, name
+
+            def builders_done() -> bool:  # each turn ended: session stored, its copy acked
+                agents = [store.get_agent(name) for name in BUILDERS]
+                inboxes = [store.inbox(name) for name in BUILDERS]
+                return all(a is not None and a.session_id for a in agents) and all(
+                    len(box) == 1 and box[0].read for box in inboxes
+                )
+
+            wait_for(builders_done, BOUND, "every builder's turn done and acked")
         finally:
             store.close()
         assert time.monotonic() - started < BOUND
