@@ -55,11 +55,23 @@ def trust(codex: str, hooks_file: Path, cwd: Path, exe: str) -> int:
         return len(edits)
     finally:
         timer.cancel()
+        _end(proc)
+
+
+def _end(proc: subprocess.Popen[str]) -> None:
+    """EOF on its stdin ends the app-server (and the native binary behind npm's node wrapper,
+    which a SIGKILL of the wrapper would orphan); a kill only if it lingers."""
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
 
 
 def _ours(hook: dict[str, Any], hooks_file: Path, exe: str) -> bool:

@@ -2,7 +2,8 @@
 //
 // chat.message: runs `agentmaild hook user-prompt-submit --vendor opencode` (records the turn as
 // busy, takes the agent's unread mail within the hook's cap and acks what it printed) and appends
-// what it prints to the user's message. event session.idle: `agentmaild hook stop` (idle).
+// what it prints to the user's message (not in a subagent's session). event session.idle:
+// `agentmaild hook stop` (idle).
 // A failing or missing agentmaild never breaks the session: the message goes on unchanged.
 import { spawn } from "node:child_process";
 
@@ -33,9 +34,20 @@ function hook(event, payload, directory) {
   });
 }
 
-export const AgentmailPlugin = async ({ directory }) => ({
+// A subagent's session (the task tool) has a parent: mail put there would never reach the agent.
+async function isSubagent(client, sessionID) {
+  try {
+    const got = await client.session.get({ path: { id: sessionID } });
+    return Boolean(got && got.data && got.data.parentID);
+  } catch {
+    return false;
+  }
+}
+
+export const AgentmailPlugin = async ({ client, directory }) => ({
   "chat.message": async (input, output) => {
     if (!SETTINGS.agent || !SETTINGS.exe) return;
+    if (client && (await isSubagent(client, input.sessionID))) return;
     const parts = output.parts || [];
     const texts = parts.filter((p) => p && p.type === "text" && typeof p.text === "string");
     const prompt = texts.map((p) => p.text).join("\n");

@@ -149,6 +149,20 @@ def test_the_hook_over_http_prints_what_the_local_hook_prints(
     assert "amt_wrong" not in logged
 
 
+
+def test_a_codex_hook_over_http_gets_additional_context_json(
+    both: Both, store: SqliteMailStore
+) -> None:
+    mid = both.local("send", "--to", "alice", "--subject", "s", "--body", "for codex",
+                     "--from", "bob").stdout.strip()  # fmt: skip
+    done = both.remote("hook", "session-start", "--agent", "alice", "--vendor", "codex",
+                       stdin='{"source": "startup"}')  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "SessionStart"
+    assert mid in out["additionalContext"] and "for codex" in out["additionalContext"]
+    assert store.inbox("alice", unread_only=True) == []
+
 HEAVY = {"typer", "click", "structlog", "asyncio", "anyio", "starlette", "uvicorn", "httpx",
          "sqlite3", "dataclasses", "agentmaild.models", "agentmaild.config"}  # fmt: skip
 

@@ -58,3 +58,22 @@ def test_prompt_and_session_hooks_deliver_on_postgres(tmp_path: Path, pg_dsn: st
         assert {m.id: m.read for m in store.list_messages(to_agent="bob")}[third] is True
     finally:
         store.close()
+
+
+def test_a_vendor_hook_gets_its_json_shape_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
+    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
+    store = PostgresMailStore(pg_dsn)
+    try:
+        store.add_agent(Agent(name="bob", capability="builder"))
+        mid = send(env, pg_dsn, "for gemini")
+        done = subprocess.run(
+            [sys.executable, "-m", "agentmaild", "hook", "user-prompt-submit", "--db", pg_dsn,
+             "--agent", "bob", "--vendor", "gemini"],
+            input=b'{"prompt": "go on"}', capture_output=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)["hookSpecificOutput"]
+        assert out["hookEventName"] == "BeforeAgent"
+        assert mid in out["additionalContext"] and "body of for gemini" in out["additionalContext"]
+    finally:
+        store.close()
