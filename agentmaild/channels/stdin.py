@@ -22,9 +22,7 @@ always ends in ``aclose()`` (close stdin, wait ``kill_grace_s``, then TERM/KILL 
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
-import anyio
 import structlog
 from structlog.typing import FilteringBoundLogger
 
@@ -131,36 +129,8 @@ class StdinChannel(StdinHost, Channel):
             raise DeliveryFailed(turn.error)
         self._failures = 0
 
-    async def __aenter__(self) -> StdinChannel:
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            await self.aclose()  # ends the host task: the task group then exits at once
-        finally:
-            tg, self._tg = self._tg, None
-            if tg is not None:
-                await tg.__aexit__(exc_type, exc, tb)
-
     async def aclose(self) -> None:
-        self._closed = True
-        proc = self._proc
-        with anyio.CancelScope(shield=True):
-            if proc is not None and not proc.finished.is_set():
-                if proc.child is not None:
-                    await proc.child.close_stdin()  # the polite stop: EOF ends a stream-json CLI
-                with anyio.move_on_after(self._spawn.kill_grace_s):
-                    await proc.finished.wait()
-                proc.scope.cancel()  # open_child's exit: TERM, grace, KILL the group, reap
-                await proc.finished.wait()
+        await super().aclose()
         if self._turn is not None:
             self._turn.settle("the channel was closed")
 

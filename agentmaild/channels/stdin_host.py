@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 import anyio
 import anyio.abc
@@ -70,6 +72,38 @@ class StdinHost:
         self._failures = 0  # unexpected exits since the last good turn
         self._restart_at = 0.0
         self._starts = 0
+
+    async def __aenter__(self) -> Self:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.aclose()  # ends the host task: the task group then exits at once
+        finally:
+            tg, self._tg = self._tg, None
+            if tg is not None:
+                await tg.__aexit__(exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Stop the process: EOF on its stdin, grace, then TERM/KILL of its group; reaped."""
+        self._closed = True
+        proc = self._proc
+        with anyio.CancelScope(shield=True):
+            if proc is not None and not proc.finished.is_set():
+                if proc.child is not None:
+                    await proc.child.close_stdin()  # the polite stop: EOF ends a stdio CLI
+                with anyio.move_on_after(self._spawn.kill_grace_s):
+                    await proc.finished.wait()
+                proc.scope.cancel()  # open_child's exit: TERM, grace, KILL the group, reap
+                await proc.finished.wait()
 
     # -- the process ----------------------------------------------------------------------
     async def _ensure_process(self) -> _Process:
