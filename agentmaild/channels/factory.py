@@ -8,7 +8,7 @@ from agentmaild.channels.acp import AcpChannel
 from agentmaild.channels.base import Channel
 from agentmaild.channels.claude import ClaudeSpawnChannel
 from agentmaild.channels.codex_app import CodexAppChannel
-from agentmaild.channels.rpc_channel import RpcChannel
+from agentmaild.channels.opencode_server import OpencodeServerChannel
 from agentmaild.channels.spawn import SpawnChannel
 from agentmaild.channels.stdin import StdinChannel
 from agentmaild.channels.tmux import TmuxChannel
@@ -20,9 +20,10 @@ from agentmaild.models import Agent, ChannelKind
 from agentmaild.procs.journal import ProcJournal
 
 # settings.protocol of a stdin agent -> the channel speaking it (None: Claude stream-json lines)
-PROTOCOLS: dict[str, type[RpcChannel]] = {
+PROTOCOLS: dict[str, type[AcpChannel | CodexAppChannel | OpencodeServerChannel]] = {
     AcpChannel.protocol: AcpChannel,
     CodexAppChannel.protocol: CodexAppChannel,
+    OpencodeServerChannel.protocol: OpencodeServerChannel,
 }
 
 

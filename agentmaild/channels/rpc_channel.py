@@ -22,7 +22,7 @@ from structlog.typing import FilteringBoundLogger
 from agentmaild.channels.acp_rpc import Call, Calls, client_answer, encode
 from agentmaild.channels.base import Channel
 from agentmaild.channels.claude import SessionSaver, agent_env, store_session_saver
-from agentmaild.channels.commands import render_argv, stall_timeout
+from agentmaild.channels.commands import render_argv
 from agentmaild.channels.stdin import DELIVERY_MARKER
 from agentmaild.channels.stdin_host import StdinHost, _Process
 from agentmaild.channels.stdin_turns import parse_event
@@ -31,7 +31,6 @@ from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.journal import ProcJournal
 from agentmaild.procs.lines import Line
-from agentmaild.procs.logfiles import log_path
 
 START_TIMEOUT_S = 180.0  # node CLIs took ~20 s to answer initialize on a loaded machine
 
@@ -52,18 +51,9 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         save_session: SessionSaver | None = None,
         procs: ProcJournal | None = None,
     ) -> None:
-        super().__init__()
         if not agent.command:
             raise AgentUnavailable(f"the {self.kind} channel needs a command")
-        self.agent = agent
-        self.session = None
-        self._procs = procs
-        self.store_path = store_path.absolute()
-        self.log_path = log_path(self.store_path, agent.name)
-        self._spawn = config.spawn
-        self._backoff = (config.stdin.restart_backoff_initial_s, config.stdin.restart_backoff_max_s)
-        self._ack_on = "turn"
-        self._stall_timeout_s = stall_timeout(agent, config.stdin.stall_timeout_s)
+        super().__init__(agent, config, store_path, procs)
         key = f"{self.kind.replace('-', '_')}_start_timeout_s"
         self._start_timeout_s = positive_setting(agent, key, START_TIMEOUT_S)
         self._save = save_session or store_session_saver(self.store_path, agent.name)

@@ -34,14 +34,13 @@ from agentmaild.channels.claude import (
     line_uuid,
     store_session_saver,
 )
-from agentmaild.channels.commands import stall_timeout, user_line
+from agentmaild.channels.commands import user_line
 from agentmaild.channels.stdin_host import StdinHost
 from agentmaild.channels.stdin_turns import Turn
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.journal import ProcJournal
-from agentmaild.procs.logfiles import log_path
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -64,15 +63,8 @@ class StdinChannel(StdinHost, Channel):
         save_session: SessionSaver | None = None,
         procs: ProcJournal | None = None,
     ) -> None:
-        super().__init__()
-        self.agent = agent
-        self._procs = procs
-        self.store_path = store_path.absolute()
-        self.log_path = log_path(self.store_path, agent.name)
-        self._spawn = config.spawn
-        self._backoff = (config.stdin.restart_backoff_initial_s, config.stdin.restart_backoff_max_s)
+        super().__init__(agent, config, store_path, procs)
         self._ack_on = _ack_on(agent, config.stdin.ack_on)
-        self._stall_timeout_s = stall_timeout(agent, config.stdin.stall_timeout_s)
         self._claude = agent.preset == "claude" or not agent.command
         saver = save_session or store_session_saver(self.store_path, agent.name)
         self.session = ClaudeSession(agent.session_id, saver) if self._claude else None

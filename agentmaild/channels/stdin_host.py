@@ -18,15 +18,15 @@ import anyio.abc
 from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.claude import ClaudeSession, claude_argv, session_holder
-from agentmaild.channels.commands import check_executable, render_argv
+from agentmaild.channels.commands import check_executable, render_argv, stall_timeout
 from agentmaild.channels.stdin_turns import Turn, parse_event, track
-from agentmaild.config import SpawnConfig
+from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent
 from agentmaild.procs.child import Child, ChildStartError
 from agentmaild.procs.journal import ProcJournal
 from agentmaild.procs.lines import Line
-from agentmaild.procs.logfiles import RotatingLog
+from agentmaild.procs.logfiles import RotatingLog, log_path
 from agentmaild.procs.scope import open_child
 
 
@@ -49,20 +49,27 @@ class _Process:
 
 
 class StdinHost:
-    """Hosts the agent's process for ``StdinChannel``, which sets these in its ``__init__``."""
+    """Hosts the agent's process for ``StdinChannel`` (and the protocol channels); they set
+    ``_env`` (and ``session``, ``_ack_on`` when not the defaults) in their ``__init__``."""
 
     agent: Agent
     session: ClaudeSession | None
-    log_path: Path
-    _procs: ProcJournal | None
-    _spawn: SpawnConfig
-    _backoff: tuple[float, float]
-    _ack_on: str
     _stall_timeout_s: float | None
     _env: dict[str, str]
     _log: FilteringBoundLogger
 
-    def __init__(self) -> None:
+    def __init__(
+        self, agent: Agent, config: Config, store_path: Path, procs: ProcJournal | None
+    ) -> None:
+        self.agent = agent
+        self.session = None
+        self._procs = procs
+        self.store_path = store_path.absolute()
+        self.log_path = log_path(self.store_path, agent.name)
+        self._spawn = config.spawn
+        self._backoff = (config.stdin.restart_backoff_initial_s, config.stdin.restart_backoff_max_s)
+        self._ack_on = "turn"
+        self._stall_timeout_s = stall_timeout(agent, config.stdin.stall_timeout_s)
         self._proc: _Process | None = None
         # The process's host task runs in this task group, open while the channel is entered
         # (`async with channel:`, as the supervisor does), so no task outlives the channel.

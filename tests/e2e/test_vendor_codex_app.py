@@ -18,7 +18,7 @@ import pytest
 from agentmaild.channels.codex_app import CodexAppChannel
 from agentmaild.errors import DeliveryFailed
 from tests.support.vendor_env import API_KEY, vendor_binary
-from tests.support.vendor_world import World, daemon_then_sigterm, vendor_world
+from tests.support.vendor_world import World, daemon_then_sigterm, deliver_held, vendor_world
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.vendors, pytest.mark.timeout(180)]
@@ -46,22 +46,8 @@ async def test_batches_in_one_thread_ack_after_the_turn_and_an_api_error_retried
     world.register("alice", PROTOCOL)
     first = world.mail("alice", "first body MARKER-1")
     batch1, text1 = world.claim("alice")
-    world.api.hold("MARKER-1")
-    done = anyio.Event()
     async with _channel(world, "alice") as channel:
-
-        async def first_turn() -> None:
-            await channel.deliver(batch1, text1)
-            done.set()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(first_turn)
-            with anyio.fail_after(BOUND):
-                await anyio.to_thread.run_sync(world.api.wait_for, "MARKER-1", BOUND)
-            assert await channel.is_busy() and not done.is_set()  # no ack before the turn ends
-            world.api.release()
-            with anyio.fail_after(BOUND):
-                await done.wait()
+        await deliver_held(world, channel, batch1, text1, BOUND)
         assert world.store.ack_delivery(batch1.delivery_id, now=time.time()) == 1
         stored = world.store.get_agent("alice")
         assert stored is not None and stored.session_id == channel.describe()["session_id"]

@@ -4,19 +4,22 @@ The long-lived channels' e2e tests (``test_vendor_acp``, ``test_vendor_codex_app
 ``test_vendor_opencode_server``) share it: ``World.register`` adds an agent on a protocol,
 ``mail``/``claim`` make the batch a daemon would deliver, ``channel`` builds the agent's channel
 with test-speed restarts, ``all_read`` says whether every mail of an agent was acked;
-``daemon_then_sigterm`` registers an agent through the CLI, has a real daemon deliver to it, and
-stops that daemon mid-turn: no vendor process may outlive it, the interrupted mail stays unacked.
+``deliver_held`` proves the ack waits for the turn's end; ``daemon_then_sigterm`` registers an
+agent through the CLI, has a real daemon deliver to it, and stops that daemon mid-turn: no vendor
+process may outlive it, the interrupted mail stays unacked.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from agentmaild.channels.base import Channel
 from agentmaild.channels.factory import make_channel
@@ -109,6 +112,12 @@ def daemon_then_sigterm(
 ) -> RecordedRequest:
     """``agents add carol <add>`` with ``env``; a mail delivered and acked through a real daemon;
     a second turn held at the stand-in while SIGTERM stops the daemon. The first model call."""
+    home = ("HOME", str(world.home))
+    before = set(pids_with_env(*home))  # e.g. a server the test module runs itself
+
+    def ours() -> set[int]:
+        return set(pids_with_env(*home)) - before
+
     with daemon_factory(world.db, world.tmp, defaults=FAST, text=True) as make:
         daemon = make(env={"AGENTMAILD_DAEMON_SHUTDOWN_GRACE_S": "2"}, start=False)
         added = daemon.cli(
@@ -123,7 +132,7 @@ def daemon_then_sigterm(
         assert sent.returncode == 0, sent.stderr
         first = world.api.wait_for("MARKER-D", timeout=bound)
         wait_for(lambda: world.all_read("carol"), bound, "the first mail acked")
-        assert pids_with_env("HOME", str(world.home)), "the vendor process should still run"
+        assert ours(), "the vendor process should still run"
 
         world.api.hold("MARKER-T")
         sent = daemon.cli("send", "--from", "bob", "--to", "carol", "-s", "hi", "--body",
@@ -131,7 +140,38 @@ def daemon_then_sigterm(
         assert sent.returncode == 0, sent.stderr
         world.api.wait_for("MARKER-T", timeout=bound)
         assert daemon.stop() == 0, daemon.tail()
-        wait_for(lambda: not pids_with_env("HOME", str(world.home)), 15, "no vendor process")
+        wait_for(lambda: not ours(), 15, "no vendor process")
     world.api.release()
     assert not world.all_read("carol")  # the interrupted turn's mail was never acked
     return first
+
+
+async def deliver_held(
+    world: World,
+    channel: Channel,
+    batch: Batch,
+    text: str,
+    bound: float,
+    meanwhile: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Deliver with the turn's model call held at the stand-in (``hold`` on the first message's
+    body): meanwhile the channel is busy and ``deliver`` has not returned (no ack before the
+    turn ends), and ``meanwhile`` runs; then released, ``deliver`` returns."""
+    marker = batch.messages[0].body
+    world.api.hold(marker)
+    done = anyio.Event()
+
+    async def turn() -> None:
+        await channel.deliver(batch, text)
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(turn)
+        with anyio.fail_after(bound):
+            await anyio.to_thread.run_sync(world.api.wait_for, marker, bound)
+        assert await channel.is_busy() and not done.is_set()
+        if meanwhile is not None:
+            await meanwhile()
+        world.api.release()
+        with anyio.fail_after(bound):
+            await done.wait()
