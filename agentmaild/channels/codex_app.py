@@ -9,9 +9,10 @@ Ack contract: ``deliver`` returns when the notification ``turn/completed`` for o
 ``error`` then ``turn/completed{status: failed}``), a JSON-RPC error on ``turn/start``, a crash
 mid-turn or ``stall_timeout_s`` of silence raise ``DeliveryFailed``: the loop retries the same
 delivery id. Busy: from our ``turn/start`` until its ``turn/completed``, and while Codex says the
-thread is ``active`` (``thread/status/changed``). Approval requests are answered "not supported"
-(run it with ``approval_policy = "never"``). Provider, model and sandbox come from the command
-(``-c model_provider=…``) or ``~/.codex/config.toml``, as for ``codex exec``.
+thread is ``active`` (``thread/status/changed``); before our app-server starts, while another
+process holds the thread's writer lock (``~/.codex/thread-writer-locks/<id>.lock``). Approval
+requests are answered "not supported" (run it with ``approval_policy = "never"``). Provider,
+model and sandbox come from the command (``-c model_provider=…``) or ``~/.codex/config.toml``.
 Stored as channel ``stdin`` with ``settings.protocol = "codex-app"`` (no schema change).
 """
 
@@ -27,6 +28,7 @@ from agentmaild import __version__
 from agentmaild.channels.acp_rpc import REASON_MAX, Call
 from agentmaild.channels.rpc_channel import RpcChannel
 from agentmaild.channels.stdin_host import _Process
+from agentmaild.channels.vendors import flock_holder
 from agentmaild.jsoninput import storable
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
@@ -105,6 +107,18 @@ class CodexAppChannel(RpcChannel):
 
     def _in_turn(self) -> bool:
         return super()._in_turn() or self._thread_active
+
+    def _session_id(self) -> str | None:
+        return self._session_id_value
+
+    def _held_by(self) -> int | None:
+        """A live process holding the thread's writer lock (e.g. a person's ``codex resume``):
+        checked before our app-server starts, never while it runs (it holds the lock itself)."""
+        thread, home = self._session_id_value, self._env.get("HOME")
+        if thread is None or not home:
+            return None
+        codex_home = Path(self._env.get("CODEX_HOME") or Path(home, ".codex"))
+        return flock_holder(codex_home / "thread-writer-locks" / f"{thread}.lock")
 
 
 def _thread_id(opened: Any) -> object:

@@ -52,6 +52,7 @@ class OpencodeServerChannel(StdinHost, Channel):
 
     kind = "opencode-server"
     protocol = PROTOCOL
+    ends_on_eof = False
 
     def __init__(
         self,

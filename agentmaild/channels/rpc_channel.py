@@ -64,7 +64,7 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         self._prompt: Call | None = None
         self._writing = False
         self._last_reason: str | None = None
-        self._earlier: int | None = None
+        self._earlier: str | None = None
         self._log = self.logger.bind(agent=agent.name, channel=self.kind)
 
     # -- what a protocol supplies ---------------------------------------------------------
@@ -90,15 +90,17 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         self._earlier = None
         if self._proc is not None and self._proc.running:
             return False
-        self._earlier = await self._earlier_process()
+        earlier, holder = await self._earlier_process(), self._held_by()
+        if earlier is not None:
+            self._earlier = f"pid {earlier} of an earlier daemon still runs"
+        elif holder is not None:
+            self._earlier = f"pid {holder} holds session {self._session_id()}"
         return self._earlier is not None
 
     def busy_reason(self) -> str | None:
         if self._in_turn():
             return "in turn"
-        if self._earlier is not None:
-            return f"pid {self._earlier} of an earlier daemon still runs"
-        return None
+        return self._earlier
 
     async def deliver(self, batch: Batch, text: str) -> None:
         if self._closed:

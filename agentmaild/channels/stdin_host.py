@@ -57,6 +57,7 @@ class StdinHost:
     _stall_timeout_s: float | None
     _env: dict[str, str]
     _log: FilteringBoundLogger
+    ends_on_eof = True  # False: a server that ignores its stdin is sent TERM at once
 
     def __init__(
         self, agent: Agent, config: Config, store_path: Path, procs: ProcJournal | None
@@ -105,10 +106,10 @@ class StdinHost:
         proc = self._proc
         with anyio.CancelScope(shield=True):
             if proc is not None and not proc.finished.is_set():
-                if proc.child is not None:
+                if proc.child is not None and self.ends_on_eof:
                     await proc.child.close_stdin()  # the polite stop: EOF ends a stdio CLI
-                with anyio.move_on_after(self._spawn.kill_grace_s):
-                    await proc.finished.wait()
+                    with anyio.move_on_after(self._spawn.kill_grace_s):
+                        await proc.finished.wait()
                 proc.scope.cancel()  # open_child's exit: TERM, grace, KILL the group, reap
                 await proc.finished.wait()
 

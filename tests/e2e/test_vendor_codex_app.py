@@ -7,6 +7,7 @@ names its provider with ``-c`` flags only (``-c model_provider=…``, ``wire_api
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import time
@@ -16,7 +17,7 @@ import anyio
 import pytest
 
 from agentmaild.channels.codex_app import CodexAppChannel
-from agentmaild.errors import DeliveryFailed
+from agentmaild.errors import AgentBusy, DeliveryFailed
 from tests.support.vendor_env import API_KEY, vendor_binary
 from tests.support.vendor_world import World, daemon_then_sigterm, deliver_held, vendor_world
 from tests.support.waiting import wait_until
@@ -100,6 +101,16 @@ async def test_killed_app_server_restarts_and_resumes_its_thread(world: World) -
         await wait_until(lambda: not channel.describe()["running"])
         world.mail("dave", "after MARKER-K2")
         batch2, text2 = world.claim("dave")
+        # A person's `codex resume` holds the thread's writer lock: no app-server of ours starts.
+        lock = world.home / ".codex" / "thread-writer-locks" / f"{thread}.lock"
+        assert lock.is_file()  # the app-server took it, as `codex resume` does
+        with lock.open("a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            assert await channel.is_busy()
+            assert channel.busy_reason() == f"pid {os.getpid()} holds session {thread}"
+            with pytest.raises(AgentBusy):
+                await channel.deliver(batch2, text2)
+        assert not await channel.is_busy()
         with anyio.fail_after(BOUND):
             await channel.deliver(batch2, text2)
         assert channel.describe()["starts"] == 2
