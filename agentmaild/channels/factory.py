@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentmaild.channels.acp import AcpChannel, is_acp
+from agentmaild.channels.acp import AcpChannel
 from agentmaild.channels.base import Channel
 from agentmaild.channels.claude import ClaudeSpawnChannel
+from agentmaild.channels.codex_app import CodexAppChannel
+from agentmaild.channels.opencode_server import OpencodeServerChannel
 from agentmaild.channels.spawn import SpawnChannel
 from agentmaild.channels.stdin import StdinChannel
 from agentmaild.channels.tmux import TmuxChannel
@@ -16,6 +18,13 @@ from agentmaild.config import Config
 from agentmaild.errors import AgentUnavailable
 from agentmaild.models import Agent, ChannelKind
 from agentmaild.procs.journal import ProcJournal
+
+# settings.protocol of a stdin agent -> the channel speaking it (None: Claude stream-json lines)
+PROTOCOLS: dict[str, type[AcpChannel | CodexAppChannel | OpencodeServerChannel]] = {
+    AcpChannel.protocol: AcpChannel,
+    CodexAppChannel.protocol: CodexAppChannel,
+    OpencodeServerChannel.protocol: OpencodeServerChannel,
+}
 
 
 def make_channel(
@@ -42,8 +51,18 @@ def make_channel(
         return SpawnChannel(agent, config, store_path, procs=procs)
     if kind == ChannelKind.TMUX:
         return TmuxChannel(agent, config, store_path)
-    if kind == ChannelKind.STDIN and is_acp(agent):
-        return AcpChannel(agent, config, store_path, procs=procs)
     if kind == ChannelKind.STDIN:
-        return StdinChannel(agent, config, store_path, procs=procs)
+        return _stdin_channel(agent, config, store_path, procs)
     raise AgentUnavailable(f"unknown channel {kind!r}")
+
+
+def _stdin_channel(
+    agent: Agent, config: Config, store_path: Path, procs: ProcJournal | None
+) -> Channel:
+    protocol = agent.settings.get("protocol")
+    if protocol is None:
+        return StdinChannel(agent, config, store_path, procs=procs)
+    channel = PROTOCOLS.get(protocol) if isinstance(protocol, str) else None
+    if channel is None:
+        raise AgentUnavailable(f"unknown settings.protocol {protocol!r}; one of {list(PROTOCOLS)}")
+    return channel(agent, config, store_path, procs=procs)

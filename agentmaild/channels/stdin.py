@@ -22,9 +22,7 @@ always ends in ``aclose()`` (close stdin, wait ``kill_grace_s``, then TERM/KILL 
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
-import anyio
 import structlog
 from structlog.typing import FilteringBoundLogger
 
@@ -36,14 +34,13 @@ from agentmaild.channels.claude import (
     line_uuid,
     store_session_saver,
 )
-from agentmaild.channels.commands import stall_timeout, user_line
+from agentmaild.channels.commands import user_line
 from agentmaild.channels.stdin_host import StdinHost
 from agentmaild.channels.stdin_turns import Turn
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.journal import ProcJournal
-from agentmaild.procs.logfiles import log_path
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -66,15 +63,8 @@ class StdinChannel(StdinHost, Channel):
         save_session: SessionSaver | None = None,
         procs: ProcJournal | None = None,
     ) -> None:
-        super().__init__()
-        self.agent = agent
-        self._procs = procs
-        self.store_path = store_path.absolute()
-        self.log_path = log_path(self.store_path, agent.name)
-        self._spawn = config.spawn
-        self._backoff = (config.stdin.restart_backoff_initial_s, config.stdin.restart_backoff_max_s)
+        super().__init__(agent, config, store_path, procs)
         self._ack_on = _ack_on(agent, config.stdin.ack_on)
-        self._stall_timeout_s = stall_timeout(agent, config.stdin.stall_timeout_s)
         self._claude = agent.preset == "claude" or not agent.command
         saver = save_session or store_session_saver(self.store_path, agent.name)
         self.session = ClaudeSession(agent.session_id, saver) if self._claude else None
@@ -131,36 +121,8 @@ class StdinChannel(StdinHost, Channel):
             raise DeliveryFailed(turn.error)
         self._failures = 0
 
-    async def __aenter__(self) -> StdinChannel:
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            await self.aclose()  # ends the host task: the task group then exits at once
-        finally:
-            tg, self._tg = self._tg, None
-            if tg is not None:
-                await tg.__aexit__(exc_type, exc, tb)
-
     async def aclose(self) -> None:
-        self._closed = True
-        proc = self._proc
-        with anyio.CancelScope(shield=True):
-            if proc is not None and not proc.finished.is_set():
-                if proc.child is not None:
-                    await proc.child.close_stdin()  # the polite stop: EOF ends a stream-json CLI
-                with anyio.move_on_after(self._spawn.kill_grace_s):
-                    await proc.finished.wait()
-                proc.scope.cancel()  # open_child's exit: TERM, grace, KILL the group, reap
-                await proc.finished.wait()
+        await super().aclose()
         if self._turn is not None:
             self._turn.settle("the channel was closed")
 

@@ -10,21 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 import anyio
 import anyio.abc
 from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.claude import ClaudeSession, claude_argv, session_holder
-from agentmaild.channels.commands import check_executable, render_argv
+from agentmaild.channels.commands import check_executable, render_argv, stall_timeout
 from agentmaild.channels.stdin_turns import Turn, parse_event, track
-from agentmaild.config import SpawnConfig
+from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent
 from agentmaild.procs.child import Child, ChildStartError
 from agentmaild.procs.journal import ProcJournal
 from agentmaild.procs.lines import Line
-from agentmaild.procs.logfiles import RotatingLog
+from agentmaild.procs.logfiles import RotatingLog, log_path
 from agentmaild.procs.scope import open_child
 
 
@@ -47,20 +49,28 @@ class _Process:
 
 
 class StdinHost:
-    """Hosts the agent's process for ``StdinChannel``, which sets these in its ``__init__``."""
+    """Hosts the agent's process for ``StdinChannel`` (and the protocol channels); they set
+    ``_env`` (and ``session``, ``_ack_on`` when not the defaults) in their ``__init__``."""
 
     agent: Agent
     session: ClaudeSession | None
-    log_path: Path
-    _procs: ProcJournal | None
-    _spawn: SpawnConfig
-    _backoff: tuple[float, float]
-    _ack_on: str
     _stall_timeout_s: float | None
     _env: dict[str, str]
     _log: FilteringBoundLogger
+    ends_on_eof = True  # False: a server that ignores its stdin is sent TERM at once
 
-    def __init__(self) -> None:
+    def __init__(
+        self, agent: Agent, config: Config, store_path: Path, procs: ProcJournal | None
+    ) -> None:
+        self.agent = agent
+        self.session = None
+        self._procs = procs
+        self.store_path = store_path.absolute()
+        self.log_path = log_path(self.store_path, agent.name)
+        self._spawn = config.spawn
+        self._backoff = (config.stdin.restart_backoff_initial_s, config.stdin.restart_backoff_max_s)
+        self._ack_on = "turn"
+        self._stall_timeout_s = stall_timeout(agent, config.stdin.stall_timeout_s)
         self._proc: _Process | None = None
         # The process's host task runs in this task group, open while the channel is entered
         # (`async with channel:`, as the supervisor does), so no task outlives the channel.
@@ -70,6 +80,38 @@ class StdinHost:
         self._failures = 0  # unexpected exits since the last good turn
         self._restart_at = 0.0
         self._starts = 0
+
+    async def __aenter__(self) -> Self:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.aclose()  # ends the host task: the task group then exits at once
+        finally:
+            tg, self._tg = self._tg, None
+            if tg is not None:
+                await tg.__aexit__(exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Stop the process: EOF on its stdin, grace, then TERM/KILL of its group; reaped."""
+        self._closed = True
+        proc = self._proc
+        with anyio.CancelScope(shield=True):
+            if proc is not None and not proc.finished.is_set():
+                if proc.child is not None and self.ends_on_eof:
+                    await proc.child.close_stdin()  # the polite stop: EOF ends a stdio CLI
+                    with anyio.move_on_after(self._spawn.kill_grace_s):
+                        await proc.finished.wait()
+                proc.scope.cancel()  # open_child's exit: TERM, grace, KILL the group, reap
+                await proc.finished.wait()
 
     # -- the process ----------------------------------------------------------------------
     async def _ensure_process(self) -> _Process:

@@ -21,25 +21,33 @@ from agentmaild.rules import members, queues
 CHANNELS = tuple(c.value for c in ChannelKind)
 PRESETS = ("claude", "codex", "gemini", "opencode")  # channels.vendors.PRESETS + claude
 VENDOR_CHANNELS = ("spawn",)  # where the codex/gemini/opencode presets work today
-# --channel acp is stored as channel stdin + settings.protocol "acp" (no schema CHECK change);
-# with --preset gemini|opencode and no --command it runs the vendor's ACP mode.
+# --channel acp|codex-app|opencode-server are stored as channel stdin + settings.protocol (no
+# schema CHECK change); with a --preset (or, for the vendor's own server, none) and no --command
+# each runs the vendor's long-lived mode.
 ACP = "acp"
-ACP_COMMANDS = {"gemini": ("gemini", "--acp", "--skip-trust"), "opencode": ("opencode", "acp")}
+PROTOCOLS: dict[str, dict[str | None, tuple[str, ...]]] = {
+    ACP: {"gemini": ("gemini", "--acp", "--skip-trust"), "opencode": ("opencode", "acp")},
+    "codex-app": {None: ("codex", "app-server"), "codex": ("codex", "app-server")},
+    "opencode-server": {None: ("opencode", "serve"), "opencode": ("opencode", "serve")},
+}
 
 
 def _acp(
     channel: str, argv: tuple[str, ...] | None, preset: str | None, settings: dict[str, Any]
 ) -> tuple[str, tuple[str, ...] | None, dict[str, Any]]:
-    """``--channel acp`` made storable: (channel, argv, settings)."""
-    if channel != ACP:
+    """``--channel acp``, ``codex-app`` or ``opencode-server`` made storable: (channel, argv,
+    settings)."""
+    commands = PROTOCOLS.get(channel)
+    if commands is None:
         return channel, argv, settings
-    if preset is not None and preset not in ACP_COMMANDS:
-        raise ValidationError(f"--channel acp: --preset one of {', '.join(ACP_COMMANDS)}")
-    if argv is None and preset is not None:
-        argv = ACP_COMMANDS[preset]
+    named = [p for p in commands if p is not None]
+    if preset is not None and preset not in commands:
+        raise ValidationError(f"--channel {channel}: --preset one of {', '.join(named)}")
+    if argv is None:
+        argv = commands.get(preset)
     if not argv:
-        raise UsageError("channel acp needs --command (e.g. 'gemini --acp') or --preset")
-    return "stdin", argv, {**settings, "protocol": ACP}
+        raise UsageError(f"channel {channel} needs --command (e.g. 'gemini --acp') or --preset")
+    return "stdin", argv, {**settings, "protocol": channel}
 
 
 def _agent_line(a: Agent) -> str:
@@ -109,7 +117,10 @@ def _cwd(cwd: str | None) -> str | None:
     return str(path)
 
 
-ChannelOpt = Annotated[str | None, typer.Option("--channel", help="pull spawn stdin acp tmux.")]
+ChannelOpt = Annotated[
+    str | None,
+    typer.Option("--channel", help="pull spawn stdin acp codex-app opencode-server tmux."),
+]
 CommandOpt = Annotated[
     str | None,
     typer.Option(
@@ -183,7 +194,7 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             check_name(parent, "parent", loose=loose)
         argv = _command_argv(command_)
         kind, argv, settings = _acp(channel or "pull", argv, preset, _parse_settings(setting or []))
-        if channel == ACP:
+        if channel in PROTOCOLS:
             preset = None  # the preset chose the ACP command; the spawn presets do not apply
         _check_channel(kind, argv, preset, tmux_target)
         agent = Agent(
@@ -257,10 +268,10 @@ def register(agents_app: typer.Typer) -> None:  # noqa: C901 - one closure per c
             current = store.get_agent(name)
             if current is not None and setting:
                 changes["settings"] = {**current.settings, **_parse_settings(setting)}
-            if current is not None and channel == ACP:
+            if current is not None and channel in PROTOCOLS:
                 base = changes.get("settings", current.settings)
                 cmd = changes.get("command", current.command)
-                _, argv, changes["settings"] = _acp(ACP, cmd and tuple(cmd), preset, base)
+                _, argv, changes["settings"] = _acp(channel, cmd and tuple(cmd), preset, base)
                 changes.update(channel="stdin", command=argv, preset=None)
             if current is not None:
                 merged = {**current.to_dict(), **changes}

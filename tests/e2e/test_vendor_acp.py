@@ -5,12 +5,10 @@ a daemon stopped by SIGTERM leaves no vendor process behind. One CLI set-up per 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +16,13 @@ import anyio
 import pytest
 
 from agentmaild.channels.acp import AcpChannel
-from agentmaild.channels.factory import make_channel
-from agentmaild.config import Config, SpawnConfig, StdinConfig
 from agentmaild.errors import DeliveryFailed
-from agentmaild.ids import iso_now, new_id
-from agentmaild.models import Agent, Batch, Message
-from agentmaild.render import render_batch
-from agentmaild.store.base import InsertRequest
-from agentmaild.store.sqlite import SqliteMailStore
-from tests.support.daemon import FAST, daemon_factory
-from tests.support.loopback_api import LoopbackApi
-from tests.support.vendor_env import VENDORS, pids_with_env, vendor_binary
-from tests.support.waiting import wait_for, wait_until
+from tests.support.vendor_env import vendor_binary
+from tests.support.vendor_world import World, daemon_then_sigterm, vendor_world
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.vendors, pytest.mark.timeout(240)]
 
-REPLY = "ok from the stand-in"
 BOUND = 120.0  # a node CLI's initialize took ~20 s on a loaded machine
 ACP_ARGS = {"gemini": ["--acp", "--skip-trust"], "opencode": ["acp"]}
 # Gemini fails a 429 at once (maxAttempts 1). OpenCode retries 5xx/429 without end; a 400 it
@@ -41,80 +30,24 @@ ACP_ARGS = {"gemini": ["--acp", "--skip-trust"], "opencode": ["acp"]}
 ERROR_STATUS = {"gemini": 429, "opencode": 400}
 
 
-@dataclass
-class World:
-    vendor: str
-    api: LoopbackApi
-    store: SqliteMailStore
-    db: Path
-    tmp: Path
-    project: Path
-    home: Path
-    env: dict[str, str]
-    argv: list[str]
-
-    def register(self, name: str) -> Agent:
-        agent = Agent(
-            name=name,
-            capability="builder",
-            channel="stdin",
-            command=tuple(self.argv),
-            cwd=str(self.project),
-            settings={"env": self.env, "protocol": "acp"},
-        )
-        return self.store.add_agent(agent)
-
-    def mail(self, to: str, body: str) -> Message:
-        msg = Message(
-            id=new_id("msg"), from_agent="bob", to_agent=to, subject="s", body=body,
-            created_at=iso_now(),
-        )  # fmt: skip
-        (stored,) = self.store.insert(InsertRequest(messages=(msg,), now=time.time())).messages
-        return stored
-
-    def claim(self, name: str) -> tuple[Batch, str]:
-        batch = self.store.claim(name, max_messages=10, max_chars=10_000, lease_s=300,
-                                 now=time.time())  # fmt: skip
-        assert batch is not None
-        text = render_batch(
-            batch.messages, agent=name, delivery_id=batch.delivery_id, attempt=batch.attempt
-        )
-        return batch, text
-
-    def channel(self, name: str) -> AcpChannel:
-        agent = self.store.get_agent(name)
-        assert agent is not None
-        cfg = Config(
-            spawn=SpawnConfig(stall_timeout_s=60.0, kill_grace_s=2.0),
-            stdin=StdinConfig(restart_backoff_initial_s=0.1, stall_timeout_s=60.0),
-        )
-        channel = make_channel(agent, cfg, self.db)
-        assert isinstance(channel, AcpChannel)
-        return channel
+def _channel(world: World, name: str) -> AcpChannel:
+    channel = world.channel(name)
+    assert isinstance(channel, AcpChannel)
+    return channel
 
 
 @pytest.fixture(scope="module", params=["gemini", "opencode"])
 def world(request: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    vendor = VENDORS[request.param]
-    tmp = tmp_path_factory.mktemp(f"acp-{vendor.name}")
-    argv = [vendor_binary(vendor.name), *ACP_ARGS[vendor.name]]
-    project = tmp / "proj"
-    project.mkdir()
-    db = tmp / "store" / "mail.db"
-    with vendor.api(REPLY) as api:
-        home, env = vendor.setup(tmp, api)
-        store = SqliteMailStore(db)
-        try:
-            yield World(vendor.name, api, store, db, tmp, project, home, env, argv)
-        finally:
-            store.close()
+    argv = [vendor_binary(request.param), *ACP_ARGS[request.param]]
+    with vendor_world(request.param, tmp_path_factory.mktemp(f"acp-{request.param}"), argv) as w:
+        yield w
 
 
 async def test_batches_in_one_session_and_an_api_error_retried(world: World) -> None:
-    world.register("alice")
+    world.register("alice", "acp")
     first = world.mail("alice", "first body MARKER-1")
     batch1, text1 = world.claim("alice")
-    async with world.channel("alice") as channel:
+    async with _channel(world, "alice") as channel:
         with anyio.fail_after(BOUND):
             await channel.deliver(batch1, text1)
         assert world.store.ack_delivery(batch1.delivery_id, now=time.time()) == 1
@@ -156,10 +89,10 @@ async def test_batches_in_one_session_and_an_api_error_retried(world: World) -> 
 
 
 async def test_killed_agent_restarts_and_loads_its_session(world: World) -> None:
-    world.register("dave")
+    world.register("dave", "acp")
     world.mail("dave", "before MARKER-K1")
     batch1, text1 = world.claim("dave")
-    async with world.channel("dave") as channel:
+    async with _channel(world, "dave") as channel:
         with anyio.fail_after(BOUND):
             await channel.deliver(batch1, text1)
         assert world.store.ack_delivery(batch1.delivery_id, now=time.time()) == 1
@@ -186,37 +119,8 @@ async def test_killed_agent_restarts_and_loads_its_session(world: World) -> None
 
 
 def test_daemon_delivers_then_sigterm_leaves_no_vendor_process(world: World) -> None:
-    with daemon_factory(world.db, world.tmp, defaults=FAST, text=True) as make:
-        daemon = make(env={"AGENTMAILD_DAEMON_SHUTDOWN_GRACE_S": "2"}, start=False)
-        added = daemon.cli(
-            "agents", "add", "carol", "-c", "builder", "--channel", "acp",
-            "--command", " ".join(world.argv), "--cwd", str(world.project),
-            "--setting", "env=" + json.dumps(world.env),
-        )  # fmt: skip
-        assert added.returncode == 0, added.stderr
-        assert daemon.cli("agents", "add", "bob", "-c", "lead").returncode == 0
-        daemon.start()
-        sent = daemon.cli("send", "--from", "bob", "--to", "carol", "-s", "hi", "--body",
-                          "hi MARKER-D")  # fmt: skip
-        assert sent.returncode == 0, sent.stderr
-        world.api.wait_for("MARKER-D", timeout=BOUND)
-        wait_for(lambda: _all_read(world, "carol"), BOUND, "the first mail acked")
-        assert pids_with_env("HOME", str(world.home)), "the ACP agent should still run"
-
-        world.api.hold("MARKER-T")
-        sent = daemon.cli("send", "--from", "bob", "--to", "carol", "-s", "hi", "--body",
-                          "then MARKER-T")  # fmt: skip
-        assert sent.returncode == 0, sent.stderr
-        world.api.wait_for("MARKER-T", timeout=BOUND)
-        assert daemon.stop() == 0, daemon.tail()
-        wait_for(lambda: not pids_with_env("HOME", str(world.home)), 15, "no vendor process")
-    world.api.release()
-    assert not _all_read(world, "carol")  # the interrupted turn's mail was never acked
-
-
-def _all_read(world: World, name: str) -> bool:
-    msgs = world.store.inbox(name)
-    return bool(msgs) and all(m.read for m in msgs)
+    add = ["--channel", "acp", "--command", " ".join(world.argv)]
+    daemon_then_sigterm(world, add, world.env, BOUND)
 
 
 def _chat_saved(home: Path, marker: str) -> bool:
