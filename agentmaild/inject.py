@@ -29,6 +29,21 @@ def stop_block_json(text: str) -> str:
     return json.dumps({"decision": "block", "reason": text}, ensure_ascii=False) + "\n"
 
 
+def vendor_wrap(vendor: str, event: str) -> Callable[[str], str]:
+    """Plain text for Claude Code and the OpenCode plugin; for Codex and Gemini CLI
+    ``hookSpecificOutput.additionalContext`` JSON under the vendor's name of ``event`` (Gemini's
+    BeforeAgent is our UserPromptSubmit)."""
+    if vendor not in ("codex", "gemini"):
+        return plain
+    name = "BeforeAgent" if vendor == "gemini" and event == "UserPromptSubmit" else event
+
+    def wrap(text: str) -> str:
+        payload = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
+        return json.dumps(payload, ensure_ascii=False) + "\n"
+
+    return wrap
+
+
 def js_len(text: str) -> int:
     """Length as Claude Code (JavaScript) counts it: UTF-16 code units."""
     return len(text.encode("utf-16-le")) // 2

@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
     @hooks_app.command("install")
     @command
     def install(
-        agent: Annotated[str, typer.Option("--agent", help="The agent this Claude session is.")],
+        agent: Annotated[str, typer.Option("--agent", help="The agent this session is.")],
         directory: DirOpt = None,
         db: DbOpt = None,
         exe: ExeOpt = None,
@@ -102,11 +102,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Merge agentmaild's hooks into the vendor's config, keeping the user's own.
 
-        Claude: .claude/settings.local.json. Codex: ~/.codex/hooks.json, trusted through
-        `codex app-server` (found on PATH or --codex). Gemini CLI: ~/.gemini/settings.json.
-        OpenCode: a plugin in ~/.config/opencode/plugins/. Idempotent. The store is pinned only
-        when --db (or the global --db) is given; otherwise the hook finds it the usual way from
-        the session's directory.
+        Claude: .claude/settings.local.json.
+        Codex: ~/.codex/hooks.json, trusted through `codex app-server` (PATH or --codex).
+        Gemini CLI: ~/.gemini/settings.json.
+        OpenCode: a plugin in ~/.config/opencode/plugins/.
+
+        Idempotent. The store is pinned only when --db (or the global --db) is given;
+        otherwise the hook finds it the usual way from the session's directory.
         """
         store = db or STATE.db
         if vendor != "claude":

@@ -210,20 +210,8 @@ class Hook:
         return self.in_write(work)
 
     def context(self) -> Callable[[str], str]:
-        """How delivered mail is printed: plain text for Claude Code and the OpenCode plugin;
-        ``hookSpecificOutput.additionalContext`` JSON under the vendor's event name for Codex
-        and Gemini CLI (whose BeforeAgent is our UserPromptSubmit)."""
-        if self.vendor not in ("codex", "gemini"):
-            return inject.plain
-        name = self.name or ""
-        if self.vendor == "gemini" and name == "UserPromptSubmit":
-            name = "BeforeAgent"
-
-        def wrap(text: str) -> str:
-            out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
-            return json.dumps(out, ensure_ascii=False) + "\n"
-
-        return wrap
+        """How delivered mail is printed for ``--vendor`` (see ``inject.vendor_wrap``)."""
+        return inject.vendor_wrap(self.vendor, self.name or "")
 
     # -- store work -------------------------------------------------------------------------
     def db(self) -> sqlite3.Connection:
