@@ -121,11 +121,12 @@ def _add_agents(dsn: str, agents: dict[str, str]) -> None:
 class PgHarness:
     """One daemon child for ``host``; ``acks`` collects its ack lines as they arrive."""
 
-    def __init__(self, tmp: Path, dsn: str, host: str, agents: list[str]) -> None:
+    def __init__(self, tmp: Path, dsn: str, host: str, agents: list[str], *,
+                 env: dict[str, str] | None = None) -> None:
         from agentmaild.control.protocol import socket_path_for
 
         self.agents = agents
-        env = {**clean_env(str(tmp)), "XDG_STATE_HOME": str(tmp / f"state-{host}")}
+        env = {**clean_env(str(tmp)), **(env or {}), "XDG_STATE_HOME": str(tmp / f"state-{host}")}
         old = os.environ.get("XDG_STATE_HOME")
         os.environ["XDG_STATE_HOME"] = env["XDG_STATE_HOME"]
         try:

@@ -111,8 +111,7 @@ class PostgresTransactions:
             try:
                 with self._lease() as conn:
                     if pipeline:
-                        with conn.pipeline(), conn.transaction():
-                            return fn(conn)
+                        return _pipelined(conn, fn)
                     with conn.transaction():
                         return fn(conn)
             except _RETRYABLE:
@@ -134,6 +133,25 @@ class PostgresTransactions:
 
     def _read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         return self._read_with(lambda conn: conn.execute(sql, params).fetchall())
+
+
+def _pipelined(conn: Conn, fn: Callable[[Conn], T]) -> T:
+    """``fn`` in one transaction in pipeline mode, BEGIN and COMMIT sent as plain statements:
+    BEGIN rides with ``fn``'s first read, COMMIT with its last writes (psycopg's ``transaction()``
+    would sync on its own before each). Whatever fails — a statement, ``fn`` itself, the COMMIT —
+    leaves no transaction open behind it."""
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            result = fn(conn)
+            conn.execute("COMMIT")
+        return result
+    except BaseException:
+        if not conn.closed and not conn.broken and (
+            conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        ):
+            conn.execute("ROLLBACK")
+        raise
 
 
 def one(conn: Conn, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
