@@ -109,13 +109,16 @@ async def test_an_api_error_is_not_acked_and_retried_under_the_same_delivery_id(
 ) -> None:
     name = f"err{status}"
     world.register(name, PROTOCOL, url=server, max_retries=0)
-    world.mail(name, f"warm-up MARKER-W{status}")  # the first turn also asks for a title
+    world.mail(name, f"warm-up MARKER-W{status}")
     warm, warm_text = world.claim(name)
     marker = f"MARKER-E{status}"
     async with _channel(world, name) as channel:
         with anyio.fail_after(BOUND):
             await channel.deliver(warm, warm_text)
         _ack(world, warm)
+        # OpenCode asks for the session's title on its own, maybe after the turn: let that call
+        # pass first, so that the failure below meets our turn.
+        await anyio.to_thread.run_sync(world.api.wait_answered, f"MARKER-W{status}", 2, BOUND)
         world.mail(name, f"body {marker}")
         batch, text = world.claim(name)
         world.api.fail_next(1, status=status)
