@@ -16,7 +16,6 @@ import anyio
 import pytest
 
 from agentmaild.channels.acp import AcpChannel
-from agentmaild.errors import DeliveryFailed
 from tests.support.vendor_env import vendor_binary
 from tests.support.vendor_world import World, daemon_then_sigterm, vendor_world
 from tests.support.waiting import wait_until
@@ -48,9 +47,7 @@ async def test_batches_in_one_session_and_an_api_error_retried(world: World) -> 
     first = world.mail("alice", "first body MARKER-1")
     batch1, text1 = world.claim("alice")
     async with _channel(world, "alice") as channel:
-        with anyio.fail_after(BOUND):
-            await channel.deliver(batch1, text1)
-        assert world.store.ack_delivery(batch1.delivery_id, now=time.time()) == 1
+        await world.deliver_acked(channel, batch1, text1, BOUND)
         stored = world.store.get_agent("alice")
         assert stored is not None and stored.session_id
         request = world.api.conversation_requests("MARKER-1")[-1]
@@ -59,30 +56,14 @@ async def test_batches_in_one_session_and_an_api_error_retried(world: World) -> 
 
         second = world.mail("alice", "second body MARKER-2")
         batch2, text2 = world.claim("alice")
-        with anyio.fail_after(BOUND):
-            await channel.deliver(batch2, text2)
-        assert world.store.ack_delivery(batch2.delivery_id, now=time.time()) == 1
+        await world.deliver_acked(channel, batch2, text2, BOUND)
         request2 = world.api.conversation_requests("MARKER-2")[-1]
         assert second.id in request2.last_user_text()
         assert "first body MARKER-1" in request2.all_text()  # the same session
 
-        world.mail("alice", "third body MARKER-E")
-        batch3, text3 = world.claim("alice")
         status = ERROR_STATUS[world.vendor]
-        world.api.fail_next(1, status=status)
-        with anyio.fail_after(BOUND), pytest.raises(DeliveryFailed) as failed:
-            await channel.deliver(batch3, text3)
-        world.api.clear_failures()
-        world.store.release(batch3.delivery_id, error="failed", max_attempts=5, now=time.time())
-        retry, retry_text = world.claim("alice")
-        assert (retry.delivery_id, retry.attempt) == (batch3.delivery_id, 2)
-        with anyio.fail_after(BOUND):
-            await channel.deliver(retry, retry_text)
-        assert world.store.ack_delivery(retry.delivery_id, now=time.time()) == 1
+        await world.error_then_retry(channel, "alice", "MARKER-E", status, None, BOUND)
         assert channel.describe()["starts"] == 1
-    answered = [r.answered_with for r in world.api.conversation_requests("MARKER-E")]
-    assert answered[0] == status, failed.value
-    assert answered[-1] == 200
     assert "second body MARKER-2" in world.api.conversation_requests("MARKER-E")[-1].all_text()
     agent = world.store.get_agent("alice")
     assert agent is not None and agent.session_id == stored.session_id

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from agentmaild.channels.codex_app import CodexAppChannel
-from agentmaild.errors import AgentBusy, DeliveryFailed
+from agentmaild.errors import AgentBusy
 from tests.support.vendor_env import API_KEY, vendor_binary
 from tests.support.vendor_world import World, daemon_then_sigterm, deliver_held, vendor_world
 from tests.support.waiting import wait_until
@@ -59,28 +59,13 @@ async def test_batches_in_one_thread_ack_after_the_turn_and_an_api_error_retried
 
         second = world.mail("alice", "second body MARKER-2")
         batch2, text2 = world.claim("alice")
-        with anyio.fail_after(BOUND):
-            await channel.deliver(batch2, text2)
-        assert world.store.ack_delivery(batch2.delivery_id, now=time.time()) == 1
+        await world.deliver_acked(channel, batch2, text2, BOUND)
         request2 = world.api.conversation_requests("MARKER-2")[-1]
         assert second.id in request2.last_user_text()
         assert "first body MARKER-1" in request2.all_text()  # the same thread
 
-        world.mail("alice", "third body MARKER-E")
-        batch3, text3 = world.claim("alice")
-        world.api.fail_next(1, status=500)
-        with anyio.fail_after(BOUND), pytest.raises(DeliveryFailed, match="turn failed"):
-            await channel.deliver(batch3, text3)
-        world.api.clear_failures()
-        world.store.release(batch3.delivery_id, error="failed", max_attempts=5, now=time.time())
-        retry, retry_text = world.claim("alice")
-        assert (retry.delivery_id, retry.attempt) == (batch3.delivery_id, 2)
-        with anyio.fail_after(BOUND):
-            await channel.deliver(retry, retry_text)
-        assert world.store.ack_delivery(retry.delivery_id, now=time.time()) == 1
+        await world.error_then_retry(channel, "alice", "MARKER-E", 500, "turn failed", BOUND)
         assert channel.describe()["starts"] == 1
-    answered = [r.answered_with for r in world.api.conversation_requests("MARKER-E")]
-    assert answered == [500, 200]
     assert "second body MARKER-2" in world.api.conversation_requests("MARKER-E")[-1].all_text()
     agent = world.store.get_agent("alice")
     assert agent is not None and agent.session_id == stored.session_id

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from agentmaild.channels.base import Channel
 from agentmaild.channels.factory import make_channel
 from agentmaild.config import Config, SpawnConfig, StdinConfig
+from agentmaild.errors import DeliveryFailed
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.render import render_batch
@@ -85,6 +87,32 @@ class World:
             stdin=StdinConfig(restart_backoff_initial_s=0.1, stall_timeout_s=60.0),
         )
         return make_channel(agent, cfg, self.db)
+
+    async def deliver_acked(self, channel: Channel, batch: Batch, text: str, bound: float) -> None:
+        """Deliver within ``bound`` and ack, as the daemon's loop does when the channel returns."""
+        with anyio.fail_after(bound):
+            await channel.deliver(batch, text)
+        assert self.store.ack_delivery(batch.delivery_id, now=time.time()) == 1
+
+    async def error_then_retry(
+        self, channel: Channel, name: str, marker: str, status: int, says: str | None, bound: float
+    ) -> None:
+        """A mail whose model call fails with HTTP ``status``: not acked (``DeliveryFailed``
+        matching ``says``) and the turn over (not busy); released, the retry under the same
+        delivery id is acked."""
+        self.mail(name, f"body {marker}")
+        batch, text = self.claim(name)
+        self.api.fail_next(1, status=status)
+        with anyio.fail_after(bound), pytest.raises(DeliveryFailed, match=says):
+            await channel.deliver(batch, text)
+        self.api.clear_failures()
+        assert not await channel.is_busy()
+        self.store.release(batch.delivery_id, error="failed", max_attempts=5, now=time.time())
+        retry, retry_text = self.claim(name)
+        assert (retry.delivery_id, retry.attempt) == (batch.delivery_id, 2)
+        await self.deliver_acked(channel, retry, retry_text, bound)
+        answered = [r.answered_with for r in self.api.conversation_requests(marker)]
+        assert answered[0] == status and answered[-1] == 200
 
     def all_read(self, name: str) -> bool:
         msgs = self.store.inbox(name)
