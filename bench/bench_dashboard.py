@@ -18,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from bench_daemon import SENDER, Harness, _pct
 from benchlib import Figure
+from daemon_parts import SENDER, Harness
+from daemon_parts import pct as _pct
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
