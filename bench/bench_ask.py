@@ -19,8 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_daemon import Floor, Harness, _pct, _woken
+from bench_daemon import _woken
 from benchlib import Figure, clean_env
+from daemon_parts import Floor, Harness
+from daemon_parts import pct as _pct
 
 
 def _question(store: object, asker: str) -> str | None:

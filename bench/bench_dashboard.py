@@ -20,8 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench_daemon import SENDER, Harness, _cpu_s, _pct
 from benchlib import Figure
+from daemon_parts import SENDER, Harness
+from daemon_parts import cpu_s as _cpu_s
+from daemon_parts import pct as _pct
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -23,6 +23,7 @@ log = structlog.get_logger(__name__)
 _CHECKPOINT_TICK_S = 1.0
 _CHECKPOINT_RETRY_S = 0.05
 _TRUNCATE_BUSY_TIMEOUT_MS = 100
+_TRUNCATE_TRY_MS, _TRUNCATE_PAUSE_S = 3, 0.0002  # one try's busy wait; the pause between tries
 
 
 class Checkpointer:
@@ -53,8 +54,8 @@ class Checkpointer:
             while not self._shutdown.is_set():
                 daemon = self._settings()
                 tick = min(_CHECKPOINT_TICK_S, daemon.checkpoint_interval_s)
-                # A large WAL whose TRUNCATE lost the race to a writer is retried at once-ish:
-                # under sustained load the WAL would otherwise grow for another whole tick.
+                # A large WAL is looked at again at once-ish (see below): under sustained load
+                # it would otherwise grow for another whole tick.
                 with anyio.move_on_after(_CHECKPOINT_RETRY_S if retry_soon else tick):
                     await self._shutdown.wait()
                 size = _file_size(wal)
@@ -63,8 +64,10 @@ class Checkpointer:
                     continue
                 last = time.monotonic()
                 mode = "TRUNCATE" if large else "PASSIVE"
-                busy = await anyio.to_thread.run_sync(_checkpoint, conn, mode, limiter=limiter)
-                retry_soon = busy and large
+                await anyio.to_thread.run_sync(_checkpoint, conn, mode, limiter=limiter)
+                # After a large WAL, look again soon: under sustained load it refills in well
+                # under a tick (tens of KiB per message), busy checkpoint or not.
+                retry_soon = large
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(conn.close, limiter=limiter)
@@ -84,12 +87,22 @@ def _file_size(path: Path) -> int:
 
 
 def _checkpoint(conn: Any, mode: str) -> bool:
-    """Run one checkpoint; True when it could not finish (readers or a writer were in the way)."""
+    """Run one checkpoint; True when it could not finish (readers or a writer were in the way).
+
+    TRUNCATE tries again and again for up to ``_TRUNCATE_BUSY_TIMEOUT_MS``, each try waiting a
+    few milliseconds at most: writers poll for the write lock every fraction of a millisecond
+    (``SqliteTransactions._begin``), so one long sleep in SQLite's busy handler would lose the
+    lock to them every time while the WAL grows.
+    """
+    deadline = time.monotonic() + _TRUNCATE_BUSY_TIMEOUT_MS / 1000
     if mode == "TRUNCATE":
-        # Waiting long here would stall writers behind us; a busy TRUNCATE just retries later.
-        conn.execute(f"PRAGMA busy_timeout = {_TRUNCATE_BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {_TRUNCATE_TRY_MS}")
     try:
-        busy, frames, done = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+        while True:
+            busy, frames, done = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+            if not busy or mode != "TRUNCATE" or time.monotonic() > deadline:
+                break
+            time.sleep(_TRUNCATE_PAUSE_S)
     except Exception as exc:  # sqlite3.Error: a checkpoint is an optimisation, never fatal
         log.warning("daemon.checkpoint_failed", mode=mode, error=str(exc))
         return True

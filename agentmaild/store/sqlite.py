@@ -127,7 +127,7 @@ class SqliteMailStore(
 
     @property
     def connection(self) -> sqlite3.Connection:
-        return self._conn
+        return self._lend()
 
     def close(self) -> None:
         self._conn.close()

@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 # How long a writer keeps retrying SQLITE_BUSY beyond SQLite's own busy_timeout.
 _BUSY_DEADLINE_S = 30.0
-_BUSY_TIMEOUT_MS = 5000  # what sqlite.py sets; restored after an eager BEGIN
+BUSY_TIMEOUT_MS = 5000  # what sqlite.py sets; see ``_busy_polled``
 # BEGIN IMMEDIATE polls the write lock this often, growing to the cap (see ``_begin``).
 _EAGER_FIRST_S, _EAGER_MAX_S = 0.0001, 0.002
 
@@ -35,26 +35,36 @@ class SqliteTransactions:
     # ``overstory.link.OverstoryLink`` in Overstory mode: told of nudges and acks after commit.
     overstory: Any = None
 
+    # busy_timeout is 0 on our connection while it is ours alone: writers poll (``_begin``) and
+    # reads retry (``_retrying``); ``SqliteMailStore.connection`` puts 5000 back for its users.
+    _busy_polled = False
+
     def _begin(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE, polling the write lock every fraction of a millisecond (growing to
         2 ms) instead of sleeping in SQLite's busy handler (1, 2, 5, … 100 ms): writers that
         commit back to back (the daemon's claims and acks, a stream of sends) take turns instead
         of one of them sleeping through the gaps the others leave (issue 15)."""
-        deadline = time.monotonic() + _BUSY_DEADLINE_S + _BUSY_TIMEOUT_MS / 1000
+        if not self._busy_polled:
+            conn.execute("PRAGMA busy_timeout = 0")  # once, not twice a write
+            self._busy_polled = True
+        deadline = time.monotonic() + _BUSY_DEADLINE_S + BUSY_TIMEOUT_MS / 1000
         delay = _EAGER_FIRST_S
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc) or time.monotonic() > deadline:
-                        raise
-                time.sleep(delay)
-                delay = min(delay * 1.5, _EAGER_MAX_S)
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 1.5, _EAGER_MAX_S)
+
+    def _lend(self) -> sqlite3.Connection:
+        """The connection for code that runs its own statements: SQLite's busy wait restored."""
+        if self._busy_polled:
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._busy_polled = False
+        return self._conn
 
     def _retrying(self, fn: Callable[[], T]) -> T:
         deadline = time.monotonic() + _BUSY_DEADLINE_S
