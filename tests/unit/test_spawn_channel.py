@@ -67,6 +67,8 @@ def store(tmp_path: Path) -> Path:
 async def test_one_stream_json_line_with_text_verbatim_and_env(
     tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for key in [k for k in os.environ if k.startswith("AGENTMAIL_")]:
+        monkeypatch.delenv(key)  # e.g. AGENTMAIL_TEST_PG: inherited by the agent like any other
     monkeypatch.setenv("CLAUDECODE", "1")
     monkeypatch.setenv("CLAUDE_CODE_ENTRYPOINT", "cli")
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", "/kept")  # not CLAUDE_CODE_*: inherited
