@@ -72,7 +72,6 @@ async def test_one_stream_json_line_with_text_verbatim_and_env(
     monkeypatch.setenv("CLAUDECODE", "1")
     monkeypatch.setenv("CLAUDE_CODE_ENTRYPOINT", "cli")
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", "/kept")  # not CLAUDE_CODE_*: inherited
-    monkeypatch.delenv("AGENTMAIL_TEST_PG", raising=False)  # the suite's own, inherited too
     out = tmp_path / "rec.jsonl"
     text = "hi; rm -rf / && echo $(touch pwned) `id` \"q\" 'q' \\n {agent}\nline 2 ✓"
     channel = SpawnChannel(make_agent(agent_cmd("record_agent.py", str(out))), make_config(), store)
