@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from benchlib import Figure, agentmaild_script, clean_env, fmt, median
+from daemon_load import WalSampler, raw_baseline, run_senders, wal_resets
 from daemon_parts import (
     BODY,
     SENDER,
@@ -37,18 +38,14 @@ from daemon_parts import (
     SLEEPER,
     Floor,
     Harness,
-    WalSampler,
     cpu_s,
     make_store,
     ms_line,
     pct,
-    raw_baseline,
-    run_senders,
     socket_of,
     stop_proc,
     switches,
     wait_loops,
-    wal_resets,
 )
 
 # -- (1), (2) woken and polled latency ----------------------------------------------------
