@@ -153,7 +153,8 @@ def bench_latency(tmp: Path, quick: bool) -> list[Figure]:
     return [
         Figure(name="send→ack woken p50 (ms)", ours=p50, unit="ms", baseline=b50,
                baseline_label=label, target=("<=", 1.0), target_on="ours", notes=[
-                   raw, "target from issue 15 (≤ 1.0 ms p50, ≤ 3.0 ms p99; issue 3's were 5 / 25 ms)", "the real Daemon in a child process under anyio+uvloop (control server, "
+                   raw, "target from issue 15 (≤ 1.0 ms p50, ≤ 3.0 ms p99; issue 3's: 5 / 25 ms)",
+                   "the real Daemon in a child process under anyio+uvloop (control server, "
                    "supervisor, loops, checkpoints), an in-process channel that confirms at once; "
                    "latency = before Mailer.send in the sender process → ack COMMIT in the "
                    "daemon's worker thread (CLOCK_MONOTONIC, shared by both processes)", where]),
