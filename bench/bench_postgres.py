@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench_daemon import _harness_types, _stop, _wait_loops
 from benchlib import ROOT, Figure, clean_env
+from daemon_parts import _harness_types, stop_proc, wait_loops
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -148,7 +148,7 @@ class PgHarness:
         self.cond = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.startup_s = _wait_loops(self.sock, len(agents), self.proc)
+        self.startup_s = wait_loops(self.sock, len(agents), self.proc)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -172,7 +172,7 @@ class PgHarness:
         return True
 
     def stop(self) -> None:
-        rc = _stop(self.proc)
+        rc = stop_proc(self.proc)
         self.reader.join(5)
         self.log.close()
         if rc not in (0, None):

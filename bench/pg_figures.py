@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from bench_daemon import BODY, SENDER, _ms, _pct
 from bench_postgres import UNDER_LOAD, PgHarness, _add_agents, _server
 from benchlib import Figure
+from daemon_parts import BODY, SENDER, ms_line, pct
 
 _FLOOR_DDL = ("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, to_agent text, "
               "body text, claimed integer NOT NULL DEFAULT 0)")
@@ -94,20 +94,20 @@ def bench_woken(tmp: Path, dsn: str, quick: bool) -> list[Figure]:
     names = ("Mailer.send", "send commit → claim starts", "claim txn", "deliver",
              "ack txn")
     cols = list(zip(*phases, strict=True))
-    where = "; ".join(f"{name} {1000 * statistics.median(c):.2f}/{1000 * _pct(list(c), 0.99):.2f}"
+    where = "; ".join(f"{name} {1000 * statistics.median(c):.2f}/{1000 * pct(list(c), 0.99):.2f}"
                       for name, c in zip(names, cols, strict=True))
     label = "bare psycopg INSERT + NOTIFY, LISTEN, claim"
-    p50, p99 = 1000 * _pct(ours, 0.5), 1000 * _pct(ours, 0.99)
+    p50, p99 = 1000 * pct(ours, 0.5), 1000 * pct(ours, 0.99)
     return [
         Figure(name="PostgreSQL send→ack woken p50 (ms)", ours=p50, unit="ms",
-               baseline=1000 * _pct(base, 0.5), baseline_label=label, target=("<=", 5.0),
+               baseline=1000 * pct(base, 0.5), baseline_label=label, target=("<=", 5.0),
                target_on="ours", notes=[
                    f"{n} sends one at a time, round robin over 5 agents (20 registered), "
                    f"interleaved with the baseline; no poke: the send's NOTIFY is the only "
-                   f"wake-up; ours {_ms(ours)}; baseline {_ms(base)}; {UNDER_LOAD}",
+                   f"wake-up; ours {ms_line(ours)}; baseline {ms_line(base)}; {UNDER_LOAD}",
                    f"where the time goes, median/p99 ms: {where}"]),
         Figure(name="PostgreSQL send→ack woken p99 (ms)", ours=p99, unit="ms",
-               baseline=1000 * _pct(base, 0.99), baseline_label=label),
+               baseline=1000 * pct(base, 0.99), baseline_label=label),
     ]
 
 

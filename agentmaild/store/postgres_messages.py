@@ -14,11 +14,14 @@ from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
 from agentmaild.store.postgres_rows import message_from_row, message_params
-from agentmaild.store.postgres_rules import collapsed, guard_keys, remember, trips_thread_guard
+from agentmaild.store.postgres_rules import collapsed, remember, trips_thread_guard
+from agentmaild.store.postgres_send_one import (
+    insert_lock_keys,
+    notify_payload,
+    send_one,
+    send_one_params,
+)
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, Row, lock, one
-
-# NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
-_NOTIFY_MAX_BYTES = 7900
 
 
 def _find_idempotent(conn: Conn, sender: str, key: str, digest: str) -> InsertResult | None:
@@ -39,11 +42,7 @@ def _get(conn: Conn, message_id: str) -> Message | None:
 def _insert(conn: Conn, req: InsertRequest) -> InsertResult:
     # What SQLite's single writer serialises, advisory locks serialise here: racing sends with
     # one idempotency key write once; caps and rate windows count each other's rows.
-    keys = [f"inbox:{m.to_agent}" for m in req.messages if req.unread_max or req.rate_limit_max]
-    keys += guard_keys(req)
-    if req.idempotency is not None:
-        keys.append(f"idem:{req.idempotency[0]}:{req.idempotency[1]}")
-    lock(conn, *keys)
+    lock(conn, *insert_lock_keys(req))
     # The checks' reads go out now, with the locks (in pipeline mode nothing waits until the
     # first result is read): one round trip for all of them, not one each.
     states = {n: conn.execute(PQ["agent_state"], {"name": n}) for n in req.check_recipients}
@@ -94,9 +93,7 @@ def _earlier(conn: Conn, req: InsertRequest) -> InsertResult | None:
 
 def _notify(conn: Conn, messages: Sequence[Message]) -> None:
     """Wake the daemons LISTENing on the store for these messages' recipients (at commit)."""
-    recipients = ",".join(sorted({m.to_agent for m in messages}))
-    if len(recipients.encode()) > _NOTIFY_MAX_BYTES:
-        recipients = "*"
+    recipients = notify_payload({m.to_agent for m in messages})
     if recipients:
         conn.execute(PQ["notify_mail"], {"recipients": recipients})
 
@@ -215,6 +212,9 @@ class PostgresMessages(PostgresTransactions):
     """The ``MailStore`` message operations on PostgreSQL."""
 
     def insert(self, request: InsertRequest) -> InsertResult:
+        params = send_one_params(request)
+        if params is not None and self._write(lambda conn: send_one(conn, params), single=True):
+            return InsertResult(messages=request.messages)
         return self._write(lambda conn: _insert(conn, request), pipeline=True)
 
     def find_idempotent(self, sender: str, key: str, digest: str) -> InsertResult | None:

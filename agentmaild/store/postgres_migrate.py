@@ -14,15 +14,16 @@ from agentmaild.store.queries import read_sql
 # am_deliveries.queue); 3: those of the SQLite schema 5 (the trust domains: am_peers, am_nonces,
 # am_peer_messages, am_relayed); 4: agents per host (am_agents.host, also SQLite schema 5) and
 # the host daemons' heartbeats (am_hosts); 5: the dashboard's indexes (full-text search over
-# subject and body, the newest mail by (created_at, id)). An older database is brought up in the
-# same locked transaction.
-PG_SCHEMA_VERSION = 5
+# subject and body, the newest mail by (created_at, id)); 6: the common send as one server-side
+# function call (am_send_one). An older database is brought up in the same locked transaction.
+PG_SCHEMA_VERSION = 6
 _STEPS: dict[int, str] = {
     1: "pg_schema.sql",
     2: "pg_schema_2.sql",
     3: "pg_schema_3.sql",
     4: "pg_schema_4.sql",
     5: "pg_schema_5.sql",
+    6: "pg_schema_6.sql",
 }
 
 # Any constant both processes agree on: the advisory lock "agentmaild schema migration".

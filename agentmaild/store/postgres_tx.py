@@ -11,7 +11,7 @@ flight must not be replayed blindly).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -99,12 +99,15 @@ class PostgresTransactions:
                 raise StoreError(f"cannot reach store {redacted(self.dsn)}: {exc}") from exc
         return self._conn
 
-    def _write(self, fn: Callable[[Conn], T], *, pipeline: bool = False) -> T:
+    def _write(
+        self, fn: Callable[[Conn], T], *, pipeline: bool = False, single: bool = False
+    ) -> T:
         """Run ``fn`` in one transaction, retried on a deadlock or serialization failure.
 
         ``pipeline``: in psycopg's pipeline mode, so statements whose results ``fn`` does not
         read (locks, inserts, NOTIFY, BEGIN and COMMIT) ride along with the next one it does:
-        a send is a few round trips instead of one per statement."""
+        a send is a few round trips instead of one per statement. ``single``: ``fn`` runs one
+        statement, which is its own transaction (autocommit): no BEGIN, no COMMIT."""
         deadline = time.monotonic() + _RETRY_DEADLINE_S
         delay = 0.002
         while True:
@@ -112,6 +115,8 @@ class PostgresTransactions:
                 with self._lease() as conn:
                     if pipeline:
                         return _pipelined(conn, fn)
+                    if single:
+                        return fn(conn)
                     with conn.transaction():
                         return fn(conn)
             except _RETRYABLE:
@@ -161,11 +166,16 @@ def one(conn: Conn, sql: str, params: Mapping[str, Any] | None = None) -> Row | 
 def lock(conn: Conn, *keys: str) -> None:
     """Take transaction-scoped advisory locks on ``keys``, in one order (no deadlock), in one
     statement."""
-    names = [f"agentmaild:{key}" for key in sorted(set(keys))]
+    names = lock_names(keys)
     if len(names) == 1:
         conn.execute(PQ["lock_key"], {"key": names[0]})
     elif names:
         conn.execute(PQ["lock_keys"], {"keys": names})
+
+
+def lock_names(keys: Iterable[str]) -> list[str]:
+    """The advisory-lock names of ``keys``, in the one order every transaction takes them."""
+    return [f"agentmaild:{key}" for key in sorted(set(keys))]
 
 
 def _first_line(exc: psycopg.Error) -> str:

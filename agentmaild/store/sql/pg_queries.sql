@@ -299,3 +299,14 @@ LIMIT %(limit)s;
 DELETE FROM am_attempts
 WHERE (%(older)s::double precision IS NULL OR at < %(older)s)
   AND (%(agent)s::text IS NULL OR agent = %(agent)s);
+
+-- name: send_one
+-- The common send in one statement (schema 6's am_send_one): 'sent', or 'slow' having written
+-- nothing (then the general send runs).
+SELECT am_send_one(
+  %(locks)s::text[], %(check)s::text, %(refused)s::text[], %(refuse_unknown)s::boolean,
+  %(unread_max)s::integer, %(digest)s::text, %(since)s::double precision,
+  %(trim_before)s::double precision, %(now)s::double precision, %(id)s::text,
+  %(from_agent)s::text, %(to_agent)s::text, %(subject)s::text, %(body)s::text, %(type)s::text,
+  %(priority)s::text, %(thread_id)s::text, %(payload)s::text, %(created_at)s::text,
+  %(broadcast_id)s::text, %(notify)s::text, %(nudge)s::text, %(stamp)s::text) AS outcome;

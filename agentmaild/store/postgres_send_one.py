@@ -1,0 +1,88 @@
+"""The common send as one statement: schema 6's ``am_send_one`` (sql/pg_schema_6.sql).
+
+A send of one message with no idempotency key, no rate limit, no thread guard and no other
+registry's states is, on PostgreSQL, one call of a server-side function that takes the same
+locks, makes the same checks and writes the same rows, in the same order, as the general send
+(``postgres_messages._insert``): one round trip and one statement instead of nine, no BEGIN and
+COMMIT. It writes only when every check passes; on anything else it writes nothing and answers
+'slow', and the store runs the general send, which gives the same answer it always did.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from agentmaild.ids import iso_now
+from agentmaild.models import REFUSED_STATES
+from agentmaild.store.base import InsertRequest
+from agentmaild.store.guard import PRUNE_EVERY
+from agentmaild.store.postgres_rows import message_params
+from agentmaild.store.postgres_rules import guard_keys
+from agentmaild.store.postgres_tx import PQ, Conn, lock_names
+
+# NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
+NOTIFY_MAX_BYTES = 7900
+_REFUSED = sorted(REFUSED_STATES)
+
+
+def insert_lock_keys(req: InsertRequest) -> list[str]:
+    """The advisory locks a send holds: its inboxes (when capped or rate-limited), the loop
+    guard's names, its idempotency key."""
+    keys = [f"inbox:{m.to_agent}" for m in req.messages if req.unread_max or req.rate_limit_max]
+    keys += guard_keys(req)
+    if req.idempotency is not None:
+        keys.append(f"idem:{req.idempotency[0]}:{req.idempotency[1]}")
+    return keys
+
+
+def notify_payload(recipients: set[str]) -> str:
+    joined = ",".join(sorted(recipients))
+    return "*" if len(joined.encode()) > NOTIFY_MAX_BYTES else joined
+
+
+def send_one_params(req: InsertRequest) -> dict[str, Any] | None:
+    """``am_send_one``'s arguments for ``req``; None when it needs the general send."""
+    if (
+        len(req.messages) != 1
+        or req.idempotency is not None
+        or req.rate_limit_max > 0
+        or req.thread_guard is not None
+        or req.known_elsewhere
+        or len(req.check_recipients) > 1
+    ):
+        return None
+    m = req.messages[0]
+    nudge = None
+    if req.nudges:
+        (agent, message_id, reason), *more = req.nudges
+        if more or agent != m.to_agent or message_id != m.id:
+            return None
+        nudge = reason
+    digest = since = trim_before = None
+    if req.collapse is not None:
+        digest, window_s = req.collapse
+        since = req.now - window_s
+        if os.urandom(1)[0] % PRUNE_EVERY == 0:  # as postgres_rules.remember draws it
+            trim_before = since
+    return {
+        **message_params(m),
+        "locks": lock_names(insert_lock_keys(req)),
+        "check": req.check_recipients[0] if req.check_recipients else None,
+        "refused": _REFUSED,
+        "refuse_unknown": req.refuse_unknown,
+        "unread_max": max(req.unread_max, 0),
+        "digest": digest,
+        "since": since,
+        "trim_before": trim_before,
+        "now": req.now,
+        "notify": notify_payload({m.to_agent}),
+        "nudge": nudge,
+        "stamp": iso_now(req.now),
+    }
+
+
+def send_one(conn: Conn, params: dict[str, Any]) -> bool:
+    """True when ``am_send_one`` sent; False when it wrote nothing (the general send runs)."""
+    row = conn.execute(PQ["send_one"], params).fetchone()
+    return row is not None and row["outcome"] == "sent"
