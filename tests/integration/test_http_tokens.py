@@ -189,7 +189,10 @@ def test_a_body_trickling_after_the_answer_is_cut_off_at_the_time_limit(
     for as long as the bytes keep coming; other clients and the delivery loops go on meanwhile."""
     d = _setup(store, daemons, timeout_s="1")
     url = base_url(d)
-    api = Api(d, mint(d, "operator"))
+    token = mint(d, "operator")
+    # A fresh client per call: the server closes a keep-alive connection idle for
+    # request_timeout_s (1 s here), so a pooled one could be closed just as it is reused.
+    api = lambda: Api(d, token)  # noqa: E731
     heads = [
         b"POST /v1/ack HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
         b"content-length: 1000000\r\n\r\n{",  # no token: 401 before the body is read
@@ -198,12 +201,11 @@ def test_a_body_trickling_after_the_answer_is_cut_off_at_the_time_limit(
     for i, head in enumerate(heads):
         s = _raw(url)
         s.sendall(head)
-        sent = api.post("/v1/messages", {"to": "alice", "subject": f"meanwhile {i}"})
+        sent = api().post("/v1/messages", {"to": "alice", "subject": f"meanwhile {i}"})
         assert sent.status_code == 201, sent.text
         answer, lasted = _closed_while_trickling(s, limit_s=20)
         s.close()
         assert answer.startswith((b"HTTP/1.1 401", b"HTTP/1.1 200")), answer[:200]
         assert lasted < 20, f"still open after {lasted:.0f}s of trickling: {head[:30]!r}"
-    assert api.get("/v1/health").status_code == 200 and d.alive()
+    assert api().get("/v1/health").status_code == 200 and d.alive()
     assert sorted(m.subject for m in store.inbox("alice")) == ["meanwhile 0", "meanwhile 1"]
-    api.close()

@@ -98,8 +98,12 @@ def test_two_host_daemons_lose_nothing_across_kills(tmp_path: Path, pg_dsn: str)
         added = ok(env, "agents", "add", name, "--capability", "builder", "--channel", "spawn",
                    "--host", host, "--command", command)
         assert added["agent"]["host"] == host
-    logs = {h: tmp_path / f"{h}.log" for h in ("host-a", "host-b")}
-    daemons = {h: daemon(env, h, log) for h, log in logs.items()}
+    # One log per daemon process: a SIGKILL can tear its last line, which must not swallow the
+    # next process's first one.
+    a_logs = [tmp_path / f"host-a-{i}.log" for i in range(KILLS + 1)]
+    logs = [*a_logs, tmp_path / "host-b.log"]
+    daemons = {"host-a": daemon(env, "host-a", a_logs[0]),
+               "host-b": daemon(env, "host-b", logs[-1])}
     started = time.monotonic()
     try:
         wait_for(lambda: beats(env) == {"host-a": "up", "host-b": "up"}, 60, "two heartbeats")
@@ -108,12 +112,16 @@ def test_two_host_daemons_lose_nothing_across_kills(tmp_path: Path, pg_dsn: str)
                                      str(PER_SENDER), str(out[s]), *HOSTS], env=env)
                    for s in range(SENDERS)]
         for kill in range(KILLS):  # host-a dies mid-run, with turns in flight, and comes back
+            # Its recovery first: turns that the killed daemon's children finish meanwhile are not
+            # this daemon's deliveries.
+            wait_for(lambda k=kill: daemon_events([a_logs[k]], "daemon.recovered"), 120,
+                     f"host-a's daemon {kill} to recover")
             seen = turns(ledgers, "host-a")
             wait_for(lambda s=seen: turns(ledgers, "host-a") >= s + 5, 120,
                      f"host-a to deliver before kill {kill + 1}")
             daemons["host-a"].send_signal(signal.SIGKILL)
             daemons["host-a"].wait(30)
-            daemons["host-a"] = daemon(env, "host-a", logs["host-a"])
+            daemons["host-a"] = daemon(env, "host-a", a_logs[kill + 1])
         for s in senders:
             assert s.wait(300) == 0
         sent = [i for path in out for i in path.read_text().split()]
@@ -128,8 +136,8 @@ def test_two_host_daemons_lose_nothing_across_kills(tmp_path: Path, pg_dsn: str)
             proc.wait(30)
     ledger = read_ledgers(sorted(ledgers.glob("*.jsonl")))
     history = check_pg_history(pg_dsn, tmp_path, ledger, sent, hosts=HOSTS,
-                               acked_events=daemon_events(logs.values(), "delivery.acked"))
-    recovered = daemon_events([logs["host-a"]], "daemon.recovered")
+                               acked_events=daemon_events(logs, "delivery.acked"))
+    recovered = daemon_events(a_logs, "daemon.recovered")
     requeued = sum(e["requeued"] for e in recovered)
     print(f"{KILLS} SIGKILLs of host-a, {requeued} batches "
           f"re-queued, {time.monotonic() - started:.1f}s; {history.summary()}")
