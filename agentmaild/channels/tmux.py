@@ -38,6 +38,7 @@ from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.base import Channel
 from agentmaild.channels.tmux_cmd import TmuxCommand
+from agentmaild.channels.tmux_pg import PgReader, records_for
 from agentmaild.channels.tmux_screen import Composer, busy_footer, parse_screen, terminal_safe
 from agentmaild.channels.tmux_signals import (
     DEFAULT_STALE_S,
@@ -83,7 +84,7 @@ class TmuxChannel(Channel):
         self._stale_s = float(stale) if isinstance(stale, int | float) else DEFAULT_STALE_S
         self._lock = pane_lock(self.socket, self.target)
         self._db_limiter = anyio.CapacityLimiter(1)
-        self._conn: sqlite3.Connection | None = None
+        self._conn: sqlite3.Connection | PgReader | None = None
         self._closed = False
         self._unavailable: str | None = None
         self._signals: dict[str, Any] = {}
@@ -278,10 +279,8 @@ class TmuxChannel(Channel):
     # -- store reads ------------------------------------------------------------------------
     async def _db(self, fn: Any, *args: Any) -> Any:
         def call() -> Any:
-            if self._conn is None:
-                self._conn = sqlite3.connect(
-                    str(self.store_path), timeout=2.0, check_same_thread=False
-                )
+            if self._conn is None:  # the store file, or tmux_pg's reader of a DSN's records
+                self._conn = records_for(self.store_path)
             return fn(self._conn, *args)
 
         try:

@@ -1,5 +1,8 @@
 """The ``agentmaild service install|uninstall`` commands: write (or print) the systemd or launchd
-file that runs ``agentmaild serve`` for this store, and remove it again."""
+file that runs ``agentmaild serve`` for this store, and remove it again.
+
+A store file goes on the service's command line (``--db``); a PostgreSQL DSN goes into its
+environment (``AGENTMAIL_DB``), since a command line is visible to every user."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ from typing import Annotated, Literal
 
 import typer
 
-from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, out
+from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, db_target, out
 from agentmaild.errors import UsageError
+from agentmaild.location import is_dsn
 
 
 def _kind(systemd: bool, launchd: bool) -> Literal["systemd", "launchd"]:
@@ -19,6 +23,21 @@ def _kind(systemd: bool, launchd: bool) -> Literal["systemd", "launchd"]:
     if launchd or (not systemd and sys.platform == "darwin"):
         return "launchd"
     return "systemd"
+
+
+def _checked_dsn(target: str) -> str | None:
+    """``target`` when it is a DSN psycopg can parse (it is not connected to: the service may
+    be installed before the database is up); None for a store file."""
+    if not is_dsn(target):
+        return None
+    import psycopg
+
+    try:
+        psycopg.conninfo.conninfo_to_dict(target)
+    except psycopg.ProgrammingError as exc:
+        first = (str(exc).strip().splitlines() or ["unparsable"])[0]
+        raise UsageError(f"not a usable PostgreSQL DSN: {first}") from exc
+    return target
 
 
 def service_install(
@@ -46,10 +65,12 @@ def service_install(
     kind = _kind(systemd, launchd)
     cfg_path = Path(config).expanduser() if config else None
     cfg = load_config(cfg_path)
+    dsn = _checked_dsn(db_target(db))
     result = install_service(
         kind,
         print_only,
-        db=db_path(db),
+        db=None if dsn else db_path(db),
+        dsn=dsn,
         config=cfg_path,
         workdir=Path.cwd(),
         shutdown_grace_s=cfg.daemon.shutdown_grace_s,

@@ -1,7 +1,8 @@
 """Service files: install and uninstall the systemd user unit and the launchd agent.
 
 What goes in them is rendered by ``service_render``; this module puts it in place (atomically),
-says what to run next, and removes only a file it recognises as its own.
+says what to run next, and removes only a file it recognises as its own. A file that names a
+PostgreSQL DSN (which may hold a password) is written readable by its owner only.
 """
 
 from __future__ import annotations
@@ -48,12 +49,15 @@ def install_service(
     home: Path | None = None,
     shutdown_grace_s: float = DEFAULT_GRACE_S,
     path_env: str | None = None,
+    dsn: str | None = None,
 ) -> ServiceInstall:
     """Render the service file with absolute paths; unless ``print_only``, write it in place.
 
     ``exe`` defaults to :func:`default_executable`, ``home`` to ``Path.home()``, ``path_env`` to
-    this process's PATH.
+    this process's PATH. ``dsn``: a PostgreSQL store instead of the file ``db``.
     """
+    if dsn is not None and db is not None:
+        raise ConfigError("a service runs one store: a file or a DSN, not both")
     home = Path.home() if home is None else home
     render = _systemd_files if kind == "systemd" else _launchd_files
     text, target, steps = render(
@@ -64,10 +68,11 @@ def install_service(
         home,
         shutdown_grace_s,
         os.environ.get("PATH") if path_env is None else path_env,
+        dsn,
     )
     if print_only:
         return ServiceInstall(kind=kind, text=text, path=None, next_steps=())
-    _write(target, text)
+    _write(target, text, private=dsn is not None)
     if kind == "launchd":
         _launchd_log(home).parent.mkdir(parents=True, exist_ok=True)  # launchd will not
     return ServiceInstall(kind=kind, text=text, path=target, next_steps=steps)
@@ -84,9 +89,10 @@ def _systemd_files(
     home: Path,
     grace_s: float,
     path_env: str | None,
+    dsn: str | None,
 ) -> _Files:
     text = render_systemd_unit(
-        exe, db, config, workdir, shutdown_grace_s=grace_s, path_env=path_env
+        exe, db, config, workdir, shutdown_grace_s=grace_s, path_env=path_env, dsn=dsn
     )
     return (
         text,
@@ -107,6 +113,7 @@ def _launchd_files(
     home: Path,
     grace_s: float,
     path_env: str | None,
+    dsn: str | None,
 ) -> _Files:
     text = render_launchd_plist(
         exe,
@@ -116,6 +123,7 @@ def _launchd_files(
         log_path=_launchd_log(home),
         shutdown_grace_s=grace_s,
         path_env=path_env,
+        dsn=dsn,
     )
     target = _plist_path(home)
     return text, target, (f"launchctl load -w {shlex.quote(str(target))}",)
@@ -194,8 +202,12 @@ def default_executable() -> str:
     return str(Path(found).absolute())
 
 
-def _write(target: Path, text: str) -> None:
+def _write(target: Path, text: str, *, private: bool = False) -> None:
+    """``private``: mode 0600 from the first byte (the file may hold a password)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.unlink(missing_ok=True)  # O_CREAT keeps an existing file's mode
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o666)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
     tmp.replace(target)  # atomic: a half-written unit is never loaded

@@ -2,6 +2,9 @@
 
 The repository's ``systemd/`` files are examples produced by these functions (a test keeps them
 equal), so the rendering here is the one source of truth; ``service`` installs what they render.
+
+A PostgreSQL store goes in as ``AGENTMAIL_DB`` in the service's environment, not as ``--db`` on
+its command line: a DSN may hold a password, and a command line is visible to every user (``ps``).
 """
 
 from __future__ import annotations
@@ -42,11 +45,13 @@ def render_systemd_unit(
     *,
     shutdown_grace_s: float = DEFAULT_GRACE_S,
     path_env: str | None = None,
+    dsn: str | None = None,
 ) -> str:
     """A systemd *user* unit running ``<exe> serve``.
 
     ``path_env``: a PATH for the daemon's children (``claude``, ``tmux``); a user manager's own
     PATH often lacks ~/.local/bin and friends, so ``install_service`` passes the caller's.
+    ``dsn``: a PostgreSQL store, set as ``AGENTMAIL_DB`` (then ``db`` is None).
     """
     _require_absolute(workdir, "workdir")
     # ExecStart= expands $VAR, Environment= does not: only the command line doubles its "$".
@@ -54,6 +59,8 @@ def render_systemd_unit(
     env = ["Environment=PYTHONUNBUFFERED=1"]
     if path_env:
         env.append(f"Environment={_systemd_word(f'PATH={path_env}')}")
+    if dsn:
+        env.append(f"Environment={_systemd_word(f'AGENTMAIL_DB={dsn}')}")
     return "\n".join(
         [
             "# agentmaild delivery daemon, a systemd user unit.",
@@ -96,13 +103,16 @@ def render_launchd_plist(
     log_path: Path,
     shutdown_grace_s: float = DEFAULT_GRACE_S,
     path_env: str | None = None,
+    dsn: str | None = None,
 ) -> str:
-    """A launchd agent running ``<exe> serve``, restarted on failure."""
+    """A launchd agent running ``<exe> serve``, restarted on failure (``dsn``: as systemd's)."""
     _require_absolute(workdir, "workdir")
     _require_absolute(log_path, "log_path")
     env = {"PYTHONUNBUFFERED": "1"}
     if path_env:
         env["PATH"] = path_env  # launchd's default PATH is /usr/bin:/bin:/usr/sbin:/sbin
+    if dsn:
+        env["AGENTMAIL_DB"] = dsn
     plist = {
         "Label": LAUNCHD_LABEL,
         "ProgramArguments": serve_argv(exe, db, config),

@@ -33,10 +33,7 @@ def session_start(hook: Hook) -> int:
 def post_tool_use(hook: Hook) -> int:
     if hook.quiet or hook.data.get("agent_id"):
         return 0
-    conn = hook.db()
-    sql = "SELECT turn_state FROM am_agents WHERE name = ?"
-    row = conn.execute(sql, (hook.agent,)).fetchone()
-    if row is not None and row[0] == "waiting":
+    if hook.turn_state() == "waiting":
         hook.in_write(lambda: hook.set_state("busy", only_from="waiting"))
     from agentmaild.hooks import state as hooks_state
 

@@ -16,6 +16,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Callable
 
     from agentmaild.hooks.run import Hook
 
@@ -38,9 +39,17 @@ def run_remote(hook: Hook) -> int:
 
 
 def serve_hook(
-    event: str, agent: str, raw: bytes, quiet: bool, conn: sqlite3.Connection, db_path: str
+    event: str,
+    agent: str,
+    raw: bytes,
+    quiet: bool,
+    conn: sqlite3.Connection | None,
+    db_path: str,
+    adopt: Callable[[Hook], Hook] | None = None,
 ) -> tuple[int, str, bool]:
-    """(exit code, output, whether the daemon should wake the agent's loop)."""
+    """(exit code, output, whether the daemon should wake the agent's loop).
+
+    ``adopt``: the hook made to work on another store (``run_pg.PgHook.adopt``; ``conn`` None)."""
     from agentmaild.hooks.run import Hook
 
     hook = Hook(event, [])
@@ -61,5 +70,5 @@ def serve_hook(
         hook.data = hook._parse()
     if not hook._wants_store():
         return 0, "", False
-    code = hook.dispatch()
+    code = (hook if adopt is None else adopt(hook)).dispatch()
     return code, buffer.getvalue().decode("utf-8"), poked

@@ -260,6 +260,12 @@ class Hook:
         conn.executemany(sql, rows)  # the table exists from schema version 2 on
         conn.execute("DELETE FROM am_prompt_seen WHERE at < ?", (iso_now(now - SEEN_KEEP_S),))
 
+    def turn_state(self) -> str | None:
+        sql = "SELECT turn_state FROM am_agents WHERE name = ?"
+        row = self.db().execute(sql, (self.agent,)).fetchone()
+        state: str | None = None if row is None else row[0]
+        return state
+
     def has_unread(self) -> bool:
         sql = "SELECT 1 FROM messages WHERE to_agent = ? AND read = 0 LIMIT 1"
         return self.db().execute(sql, (self.agent,)).fetchone() is not None

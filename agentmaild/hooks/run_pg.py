@@ -1,49 +1,138 @@
-"""The Claude Code hooks on a PostgreSQL store: UserPromptSubmit and SessionStart deliver the
-agent's unread mail (taken, rendered and acked in one transaction by ``inject_pg``) and record the
-turn state; the other events do nothing there yet.
+"""The Claude Code hooks on a PostgreSQL store: every event does what it does on SQLite.
 
-Loaded only when the store is a DSN, so the SQLite hot path never imports psycopg.
+``PgHook`` is the ``Hook`` with its store work over one psycopg connection: the very handlers
+(``Hook.user_prompt_submit`` and ``events.HANDLERS``) run unchanged on it — turn state and
+session id, prompt-seen bookkeeping, mail delivered and acked in the write transaction (output
+written before the commit, as on SQLite), PostToolUse's debounced mid-turn mail, Stop's bounded
+``decision: block``. The differences: the marker files and ``hooks.log`` live beside the DSN's
+anchor (``store.anchor``: this machine's stand-in for a store file), and waking the daemon is a
+NOTIFY naming the agent (sent at commit), which reaches its daemon on whichever host it runs.
+
+Loaded only when the store is a DSN, so the SQLite hot path never imports psycopg; this module
+in turn imports nothing of the SQLite store.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 
-from agentmaild.errors import NotFound
+import psycopg
+
+from agentmaild import inject
+from agentmaild.errors import StoreError
 from agentmaild.hooks.io import output_limit
-from agentmaild.hooks.run import HEADER_RE, Hook
-from agentmaild.inject_pg import check_inject
-from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.hooks.run import _SESSION_RE, SEEN_KEEP_S, Hook
+from agentmaild.ids import iso_now
+from agentmaild.inject_pg import take_rows
+from agentmaild.store.anchor import anchor_for
+from agentmaild.store.postgres_messages import mark_reached, mark_read
+from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, connect
+
+_SET_STATE = (
+    "UPDATE am_agents SET turn_state = %(state)s, turn_state_at = %(at)s, session_id = CASE"
+    " WHEN %(sid)s = '' THEN session_id"
+    " WHEN channel IN ('spawn', 'stdin') THEN COALESCE(session_id, %(sid)s) ELSE %(sid)s END"
+    " WHERE name = %(agent)s AND (%(from)s::text IS NULL OR turn_state = %(from)s)"
+)
+_SEEN_INSERT = (
+    "INSERT INTO am_prompt_seen (delivery_id, agent, session_id, at)"
+    " VALUES (%s, %s, %s, %s) ON CONFLICT (delivery_id) DO NOTHING"
+)
 
 
 def run_pg(hook: Hook, dsn: str) -> int:
-    if hook.name == "UserPromptSubmit":
-        _set_state(dsn, hook.agent, "busy")
-        if re.findall(HEADER_RE, hook.text("prompt")):
-            return 0  # the daemon put this mail into the prompt: nothing more to give
-        return _deliver(hook, dsn)
-    if hook.name == "SessionStart":
-        if hook.text("source") != "compact":  # compaction fires mid-turn: still busy
-            _set_state(dsn, hook.agent, "idle")
-        return _deliver(hook, dsn)
-    return 0
-
-
-def _deliver(hook: Hook, dsn: str) -> int:
-    if hook.quiet:  # a turn the daemon started: its mail came with the prompt
-        return 0
-    text, ids = check_inject(dsn, hook.agent, output_limit())
-    if ids:
-        hook.out.write(hook.context()(text).encode("utf-8"))
-        hook.out.flush()
-    return 0
-
-
-def _set_state(dsn: str, agent: str, state: str) -> None:
-    store = PostgresMailStore(dsn, create=False)
+    """The event of ``hook`` (its stdin already read and parsed) on the store ``dsn``."""
+    hook.db_path = str(anchor_for(dsn))  # hooks.log and the marker files go beside the anchor
+    pg = PgHook.adopt(hook, connect(dsn))
     try:
-        store.update_agent(agent, {"turn_state": state})
-    except NotFound:
-        pass  # mail to a name that never registered: nothing to record
+        return pg.dispatch()
     finally:
-        store.close()
+        pg.pg.close()
+
+
+def serve_hook_pg(
+    event: str, agent: str, raw: bytes, quiet: bool, store: PostgresTransactions
+) -> tuple[int, str, bool]:
+    """``remote.serve_hook`` on the daemon's PostgreSQL store (``/v1/hooks/{event}``), on a
+    connection of its own (from the pool when the daemon has one)."""
+    from agentmaild.hooks.remote import serve_hook
+
+    anchor = str(anchor_for(store.dsn))
+    try:
+        with store._lease() as conn:
+            return serve_hook(event, agent, raw, quiet, None, anchor,
+                              adopt=lambda hook: PgHook.adopt(hook, conn))  # fmt: skip
+    except psycopg.Error as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StoreError(f"store write failed: {first}") from exc
+
+
+class PgHook(Hook):
+    __slots__ = ("pg",)
+
+    pg: Conn
+
+    @classmethod
+    def adopt(cls, hook: Hook, conn: Conn) -> PgHook:
+        """A ``PgHook`` holding everything ``hook`` holds, working on ``conn``."""
+        new = cls.__new__(cls)
+        for name in Hook.__slots__:
+            setattr(new, name, getattr(hook, name))
+        new.pg = conn
+        return new
+
+    def in_write(self, work: Callable[[], object], *, poke: bool = False) -> int:
+        wake = poke and not self.quiet
+        with self.pg.transaction():
+            work()
+            if wake:  # at commit, to the daemon of the agent's host, wherever that is
+                self.pg.execute(PQ["notify_mail"], {"recipients": self.agent})
+        if wake and self.poke is not None:
+            self.poke()
+        return 0
+
+    def set_state(self, state: str, *, only_from: str | None = None) -> None:
+        sid = self.text("session_id")
+        sid = sid if re.match(_SESSION_RE, sid) else ""
+        params = {"state": state, "at": iso_now(), "sid": sid, "agent": self.agent,
+                  "from": only_from}  # fmt: skip
+        self.pg.execute(_SET_STATE, params)
+
+    def _record_seen(self, delivery_ids: list[str]) -> None:
+        now = time.time()
+        sid = self.text("session_id") or None
+        rows = [(d, self.agent, sid, iso_now(now)) for d in delivery_ids]
+        with self.pg.cursor() as cur:
+            cur.executemany(_SEEN_INSERT, rows)
+        self.pg.execute("DELETE FROM am_prompt_seen WHERE at < %s", (iso_now(now - SEEN_KEEP_S),))
+
+    def turn_state(self) -> str | None:
+        sql = "SELECT turn_state FROM am_agents WHERE name = %(a)s"
+        row = self.pg.execute(sql, {"a": self.agent}).fetchone()
+        state: str | None = None if row is None else row["turn_state"]
+        return state
+
+    def has_unread(self) -> bool:
+        sql = "SELECT 1 FROM messages WHERE to_agent = %(a)s AND read = 0 LIMIT 1"
+        return self.pg.execute(sql, {"a": self.agent}).fetchone() is not None
+
+    def deliver(
+        self, wrap: Callable[[str], str], before_ack: Callable[[], None] | None = None
+    ) -> bool:
+        """In the caller's write transaction: take, render, write, then mark what was written."""
+        if self.quiet:
+            return False
+        limit = output_limit()
+        rows, unread, nudges = take_rows(self.pg, self.agent, limit - 2500)
+        if not rows:
+            return False
+        out, ids = inject.fit_rows(rows, self.agent, unread, nudges, wrap, limit)
+        if before_ack is not None:
+            before_ack()
+        self.out.write(out.encode("utf-8"))
+        self.out.flush()
+        mark_read(self.pg, ids, "hook")
+        mark_reached(self.pg, self.agent)
+        return True

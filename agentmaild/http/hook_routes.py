@@ -2,7 +2,8 @@
 
 The body is ``{"agent", "input": <the hook's stdin as text>, "quiet"}``; the answer is
 ``{"ok", "exit", "stdout"}`` for the hook process to print (``hooks.remote``). Delivering mail
-acks it, so the token needs the read and ack scopes.
+acks it, so the token needs the read and ack scopes. On a PostgreSQL store the same handlers run
+on a pooled connection (``hooks.run_pg``).
 """
 
 from __future__ import annotations
@@ -43,18 +44,18 @@ async def hook(request: Request) -> JSONResponse:
     agent = check_name(text_field(data, "agent") or caller.agent, "agent")
     caller.act_as(agent)
     raw = (text_field(data, "input") or "").encode("utf-8", "surrogatepass")
-    store = ctx.store.sync
+    store, quiet = ctx.store.sync, data.get("quiet") is True
     conn = getattr(store, "connection", None)
-    if not isinstance(conn, sqlite3.Connection):  # the hook runner reads SQLite directly
-        raise RequestRefused(
-            "unsupported",
-            "hooks over HTTP need a SQLite store and this daemon's store is PostgreSQL; take "
-            "mail with POST /v1/inbox/take {\"inject\": true} instead",
-        )
-    path = str(getattr(store, "path", ""))
-    code, out, poked = await ctx.run(
-        serve_hook, event, agent, raw, data.get("quiet") is True, conn, path
-    )
+    if isinstance(conn, sqlite3.Connection):  # the hook runner reads SQLite directly
+        path = str(getattr(store, "path", ""))
+        code, out, poked = await ctx.run(serve_hook, event, agent, raw, quiet, conn, path)
+    else:
+        from agentmaild.hooks.run_pg import serve_hook_pg
+        from agentmaild.store.postgres_tx import PostgresTransactions
+
+        if not isinstance(store, PostgresTransactions):
+            raise RequestRefused("unsupported", "hooks over HTTP need a SQLite or PostgreSQL store")
+        code, out, poked = await ctx.run(serve_hook_pg, event, agent, raw, quiet, store)
     if poked:
         ctx.wake([agent])
     return JSONResponse({"ok": True, "exit": code, "stdout": out})

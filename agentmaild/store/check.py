@@ -1,4 +1,5 @@
-"""Integrity checks of a store file: SQLite's own (quick or full) and agentmaild's cross-table ones.
+"""Integrity checks of a store file: SQLite's own (quick or full) and agentmaild's cross-table ones
+(a PostgreSQL store's checks are ``check_pg``'s, sharing the report and the cross-table SQL).
 
 Read-only: the file is opened ``mode=ro``, never migrated, so a damaged store is examined as it
 is. ``serve`` runs the quick form before it opens the store; ``agentmaild store check`` runs either.
@@ -24,31 +25,34 @@ _MAX_LISTED = 20
 _AGENTMAILD_TABLES = ("messages", "am_agents", "am_deliveries", "am_nudges")
 # Cross-table facts SQLite cannot check for us (the schema declares no foreign keys, so that
 # Overstory's table stays Overstory's). Each yields a count; non-zero is reported.
-_STRANDED = (
+STRANDED = (
     "SELECT count(*) FROM messages m WHERE m.read = 0 AND m.delivery_id IS NOT NULL "
     "AND NOT EXISTS (SELECT 1 FROM am_deliveries d WHERE d.id = m.delivery_id)"
 )
-_STALE_NUDGES = (
+STALE_NUDGES = (
     "SELECT count(*) FROM am_nudges n "
     "WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = n.message_id)"
 )
 
 
 class CheckReport(NamedTuple):
-    path: Path
+    path: Path | str  # a PostgreSQL store: its DSN without the password
     full: bool
     problems: list[str]
     warnings: list[str]
+    engine: str = "sqlite"  # or "postgresql" (``check_pg``)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def to_json(self) -> dict[str, object]:
-        return {"ok": self.ok, "store": str(self.path), "check": self._kind(),
+        return {"ok": self.ok, "store": str(self.path), "check": self.kind(),
                 "problems": self.problems, "warnings": self.warnings}
 
-    def _kind(self) -> str:
+    def kind(self) -> str:
+        if self.engine == "postgresql":
+            return "pg_amcheck" if self.full else "pg_schema"
         return "integrity_check" if self.full else "quick_check"
 
 
@@ -105,11 +109,11 @@ def _cross_checks(conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
     if version > SCHEMA_VERSION:
         warnings.append(f"schema version {version} is newer than this agentmaild's "
                         f"({SCHEMA_VERSION}); upgrade agentmaild")
-    stranded = int(conn.execute(_STRANDED).fetchone()[0])
+    stranded = int(conn.execute(STRANDED).fetchone()[0])
     if stranded:
         problems.append(f"{stranded} unread message(s) belong to a delivery that does not exist; "
                         "they would never be delivered")
-    stale = int(conn.execute(_STALE_NUDGES).fetchone()[0])
+    stale = int(conn.execute(STALE_NUDGES).fetchone()[0])
     if stale:
         warnings.append(f"{stale} nudge(s) name a message that no longer exists (harmless)")
     return problems, warnings

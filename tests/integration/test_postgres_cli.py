@@ -91,3 +91,70 @@ def test_a_read_only_command_never_creates_the_schema(
     done = cli(env_for(tmp_path), "--db", dsn, "inbox", "--agent", "bob")
     assert done.returncode == 1 and "no agentmaild store" in done.stderr
     pg_databases.drop(dsn)
+
+
+def check(env: dict[str, str], dsn: str, *args: str) -> tuple[int, dict[str, Any]]:
+    done = cli(env, "--db", dsn, "store", "check", *args, "--json")
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_store_check_on_a_dsn_checks_the_schema_and_the_rows(
+    tmp_path: Path, pg_databases: PgDatabases
+) -> None:
+    env = env_for(tmp_path)
+    empty = pg_databases.create(migrated=False)
+    refused = cli(env, "--db", empty, "store", "check")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith("error: no agentmaild store in postgresql://")
+    dsn = pg_databases.create()
+    ok(env, "--db", dsn, "agents", "add", "bob", "--capability", "builder")
+    mid = ok(env, "--db", dsn, "send", "--to", "bob", "--subject", "s", "--body", "b")["ids"][0]
+    assert check(env, dsn) == (0, {"ok": True, "store": check(env, dsn)[1]["store"],
+                                   "check": "pg_schema", "problems": [], "warnings": []})
+    human = cli(env, "--db", dsn, "store", "check")
+    assert human.returncode == 0 and "pg_schema: ok" in human.stdout
+
+    store = PostgresMailStore(dsn)
+    conn = store.connection
+    conn.execute("UPDATE messages SET delivery_id = 'dlv-gone00' WHERE id = %s", (mid,))
+    conn.execute("INSERT INTO am_nudges VALUES ('bob', 'msg-gone', 'urgent', '2026-01-01')")
+    code, report = check(env, dsn)
+    assert code == 1 and report["ok"] is False
+    assert report["problems"] == ["1 unread message(s) belong to a delivery that does not "
+                                  "exist; they would never be delivered"]
+    assert report["warnings"] == ["1 nudge(s) name a message that no longer exists (harmless)"]
+    assert report["error"]["code"] == "store_damaged"
+
+    conn.execute("DROP TRIGGER am_registry_on_update ON am_agents")
+    conn.execute("DROP TABLE am_prompt_seen")
+    code, report = check(env, dsn)
+    assert code == 1 and report["problems"] == [
+        "schema version 6 but table(s) missing: am_prompt_seen",
+        "registry trigger(s) missing (daemons miss registry changes): am_registry_on_update",
+    ]
+    conn.execute("UPDATE am_schema_version SET version = 99")
+    assert "schema version 99 is newer" in check(env, dsn)[1]["warnings"][0]
+    store.close()
+    pg_databases.drop(dsn)
+    pg_databases.drop(empty)
+
+
+def test_store_check_full_on_a_dsn_runs_amcheck_when_installed(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    env = env_for(tmp_path)
+    ok(env, "--db", pg_dsn, "agents", "add", "bob", "--capability", "builder")
+    ok(env, "--db", pg_dsn, "send", "--to", "bob", "--subject", "s", "--body", "b")
+    code, report = check(env, pg_dsn, "--full")
+    assert (code, report["check"]) == (0, "pg_amcheck")
+    assert report["warnings"] == [
+        "--full: the amcheck extension is not installed in this database, so the indexes' "
+        "structure was not checked (CREATE EXTENSION amcheck enables it)"
+    ]
+    store = PostgresMailStore(pg_dsn)
+    store.connection.execute("CREATE EXTENSION amcheck")
+    store.close()
+    assert check(env, pg_dsn, "--full") == (0, {
+        "ok": True, "store": report["store"], "check": "pg_amcheck", "problems": [],
+        "warnings": [],
+    })  # fmt: skip

@@ -1,21 +1,35 @@
-"""The Claude Code hooks on a PostgreSQL store (`agentmaild hook … --db postgresql://…`): the
-prompt and session-start hooks deliver the agent's unread mail once, mark it read and record the
-turn state. Real server, the real hook entry point in a child process."""
+"""The Claude Code hooks on a PostgreSQL store (`agentmaild hook … --db postgresql://…`): every
+event does what it does on SQLite — mail delivered once and marked read, turn state and session
+id recorded, the tmux channel's batch headers recorded as seen, PostToolUse's debounced mid-turn
+mail, Stop's bounded `decision: block`, the daemon woken by a NOTIFY. Real server, the real hook
+entry point in a child process."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
+import pytest
+
+from agentmaild.channels.tmux_pg import PgReader, records_for
+from agentmaild.channels.tmux_signals import turn_state
+from agentmaild.hooks.run import delivery_seen
 from agentmaild.models import Agent
+from agentmaild.store.anchor import anchor_for
 from agentmaild.store.postgres import PostgresMailStore
 from tests.support.daemon import FAST, base_env
 
 
-def hook(env: dict[str, str], dsn: str, event: str, payload: dict[str, Any]) -> str:
+def hook(
+    env: dict[str, str], dsn: str, event: str, payload: dict[str, Any], **extra: str
+) -> str:
+    env = {**env, **extra}
     done = subprocess.run(
         [sys.executable, "-m", "agentmaild", "hook", event, "--db", dsn, "--agent", "bob"],
         input=json.dumps(payload).encode(), capture_output=True, env=env, timeout=60, check=False,
@@ -77,3 +91,151 @@ def test_a_vendor_hook_gets_its_json_shape_on_postgres(tmp_path: Path, pg_dsn: s
         assert mid in out["additionalContext"] and "body of for gemini" in out["additionalContext"]
     finally:
         store.close()
+
+
+def turn(store: PostgresMailStore) -> tuple[str | None, str | None]:
+    row = store.connection.execute(
+        "SELECT turn_state, session_id FROM am_agents WHERE name = 'bob'"
+    ).fetchone()
+    assert row is not None
+    return row["turn_state"], row["session_id"]
+
+
+def unread(store: PostgresMailStore) -> set[str]:
+    return {m.id for m in store.list_messages(to_agent="bob") if not m.read}
+
+
+def test_every_event_keeps_the_turn_state_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
+    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
+    store = PostgresMailStore(pg_dsn)
+    try:
+        store.add_agent(Agent(name="bob", capability="builder", channel="tmux",
+                              tmux_target="w:0.0"))
+        sid = {"session_id": "sess-1"}
+        assert hook(env, pg_dsn, "UserPromptSubmit", {"prompt": "go", **sid}) == ""
+        assert turn(store) == ("busy", "sess-1")
+        hook(env, pg_dsn, "PermissionRequest", sid)
+        assert turn(store) == ("waiting", "sess-1")
+        hook(env, pg_dsn, "PostToolUse", {"tool_name": "Bash"})  # the dialog was answered
+        assert turn(store)[0] == "busy"
+        hook(env, pg_dsn, "Notification", {"notification_type": "idle_prompt"})  # not a wait
+        assert turn(store)[0] == "busy"
+        hook(env, pg_dsn, "Notification", {"notification_type": "permission_prompt"})
+        assert turn(store)[0] == "waiting"
+        hook(env, pg_dsn, "SessionStart", {"source": "compact"})  # mid-turn: state unchanged
+        assert turn(store)[0] == "waiting"
+        hook(env, pg_dsn, "Stop", {"session_id": "sess-2"})  # tmux: the latest id wins (/clear)
+        assert turn(store) == ("idle", "sess-2")
+        hook(env, pg_dsn, "SessionEnd", {"reason": "exit"})
+        assert turn(store)[0] == "gone"
+    finally:
+        store.close()
+
+
+def test_a_pasted_batch_header_is_recorded_not_answered_with_mail(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
+    store = PostgresMailStore(pg_dsn)
+    try:
+        store.add_agent(Agent(name="bob", capability="builder"))
+        mid = send(env, pg_dsn, "waits for the daemon")
+        prompt = "[agentmail] 1 message for bob (delivery dlv-abc123def)\nhello"
+        out = hook(env, pg_dsn, "UserPromptSubmit", {"prompt": prompt, "session_id": "s-9"})
+        assert out == "" and unread(store) == {mid}  # the daemon acks its own batch
+        seen = store.connection.execute("SELECT * FROM am_prompt_seen").fetchall()
+        assert [(r["delivery_id"], r["agent"], r["session_id"]) for r in seen] == [
+            ("dlv-abc123def", "bob", "s-9")
+        ]
+        hook(env, pg_dsn, "UserPromptSubmit", {"prompt": prompt})  # seen twice: one row
+        assert len(store.connection.execute("SELECT * FROM am_prompt_seen").fetchall()) == 1
+    finally:
+        store.close()
+
+
+def test_post_tool_use_delivers_mid_turn_once_per_debounce(
+    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # where anchor_for looks
+    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
+    store = PostgresMailStore(pg_dsn)
+    try:
+        store.add_agent(Agent(name="bob", capability="builder"))
+        assert hook(env, pg_dsn, "PostToolUse", {"tool_name": "Read"}) == ""  # no mail
+        first = send(env, pg_dsn, "mid-turn news")
+        out = json.loads(hook(env, pg_dsn, "PostToolUse", {"tool_name": "Read"}))
+        context = out["hookSpecificOutput"]["additionalContext"]
+        assert out["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
+        assert first in context and "body of mid-turn news" in context
+        assert unread(store) == set()
+        marker = anchor_for(pg_dsn).parent / "hooks" / "bob.mid-turn"
+        assert marker.is_file()  # the debounce stamp lives beside the DSN's anchor
+        second = send(env, pg_dsn, "too soon")
+        assert hook(env, pg_dsn, "PostToolUse", {"tool_name": "Read"}) == ""  # debounced
+        subagent = {"tool_name": "Read", "agent_id": "sub-1"}
+        assert hook(env, pg_dsn, "PostToolUse", subagent,
+                    AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S="0") == ""  # fmt: skip
+        assert unread(store) == {second}  # a subagent's context would never reach bob
+        out = hook(env, pg_dsn, "PostToolUse", {"tool_name": "Read"},
+                   AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S="0")  # fmt: skip
+        assert "too soon" in out and unread(store) == set()
+    finally:
+        store.close()
+
+
+def test_stop_blocks_with_mail_a_bounded_number_of_times_and_wakes_the_daemon(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
+    store = PostgresMailStore(pg_dsn)
+    listener = psycopg.connect(pg_dsn, autocommit=True)
+    try:
+        listener.execute("LISTEN agentmaild_mail")
+        store.add_agent(Agent(name="bob", capability="builder"))
+        hook(env, pg_dsn, "UserPromptSubmit", {"prompt": "go"})
+        mid = send(env, pg_dsn, "before you stop")
+        assert len(list(listener.notifies(timeout=10, stop_after=1))) == 1  # the send's own
+        out = hook(env, pg_dsn, "Stop", {"stop_hook_active": False},
+                   AGENTMAILD_HOOKS_STOP_BLOCK_MAX="1")  # fmt: skip
+        decision = json.loads(out)
+        assert decision["decision"] == "block" and mid in decision["reason"]
+        assert turn(store)[0] == "busy" and unread(store) == set()  # the turn goes on
+        again = send(env, pg_dsn, "one more")
+        assert len(list(listener.notifies(timeout=10, stop_after=1))) == 1
+        out = hook(env, pg_dsn, "Stop", {"stop_hook_active": True},
+                   AGENTMAILD_HOOKS_STOP_BLOCK_MAX="1")  # fmt: skip
+        assert out == "" and unread(store) == {again}  # the bound: this stop goes through
+        assert turn(store)[0] == "idle"
+        woke = [n.payload for n in listener.notifies(timeout=10, stop_after=1)]
+        assert woke == ["bob"]  # the agent's daemon, on whichever host, rechecks the turn
+    finally:
+        listener.close()
+        store.close()
+
+
+def test_the_tmux_channel_reads_the_hooks_records_from_postgres(
+    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
+    store = PostgresMailStore(pg_dsn)
+    reader = records_for(anchor_for(pg_dsn))  # what TmuxChannel._db opens on a daemon's anchor
+    try:
+        store.add_agent(Agent(name="bob", capability="builder", channel="tmux",
+                              tmux_target="w:0.0"))
+        assert isinstance(reader, PgReader)
+        assert turn_state(reader, "bob") == (None, None)
+        prompt = "[agentmail] 1 message for bob (delivery dlv-fromtmux1)\nhello"
+        before = time.time()
+        hook(env, pg_dsn, "UserPromptSubmit", {"prompt": prompt})
+        state, at = turn_state(reader, "bob")
+        assert state == "busy" and at is not None and at >= before - 1
+        assert delivery_seen(reader, "dlv-fromtmux1") is True  # the paste was submitted
+        assert delivery_seen(reader, "dlv-other0001") is False
+    finally:
+        reader.close()
+        store.close()
+    broken = PgReader("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+    with pytest.raises(sqlite3.OperationalError):  # the channel's "unknown this time"
+        turn_state(broken, "bob")
+    assert isinstance(records_for(tmp_path / "mail.db"), sqlite3.Connection)

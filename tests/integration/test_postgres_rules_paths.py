@@ -1,6 +1,6 @@
 """The PostgreSQL store on the paths the team rules and the HTTP face added: `ask` with no daemon
-polls the store; a daemon on PostgreSQL serves tokens and `/v1/inbox/take` with inject, and
-refuses `/v1/hooks/*` (SQLite-only) with one clear JSON error. Real server, real processes."""
+polls the store; a daemon on PostgreSQL serves tokens, `/v1/inbox/take` with inject and
+`/v1/hooks/*` (the hooks of a remote agent). Real server, real processes."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from agentmaild.control.client import request
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.errors import ControlError
 from agentmaild.store.anchor import anchor_for
+from agentmaild.store.postgres import PostgresMailStore
 from tests.support.daemon import FAST, base_env
 from tests.support.waiting import wait_for
 
@@ -72,7 +73,7 @@ def _answers(sock: Path) -> bool:
         return False
 
 
-def test_a_postgres_daemon_serves_tokens_and_inject_takes_and_refuses_hooks(
+def test_a_postgres_daemon_serves_tokens_inject_takes_and_hooks(
     tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = tmp_path / "state"
@@ -99,10 +100,19 @@ def test_a_postgres_daemon_serves_tokens_and_inject_takes_and_refuses_hooks(
             assert sent.status_code == 201, sent.text
             took = c.post("/v1/inbox/take", json={"agent": "alice", "inject": True}).json()
             assert "for the hook" in took["text"] and took["acked"] == sent.json()["ids"]
-            hook = c.post("/v1/hooks/stop", json={"agent": "alice", "input": "{}"})
-            assert hook.status_code == 501
-            error = hook.json()["error"]
-            assert error["code"] == "unsupported" and "PostgreSQL" in error["message"]
+            again = c.post("/v1/messages", json={"to": "alice", "from": "bob", "subject": "yo",
+                                                  "body": "by the remote hook"})  # fmt: skip
+            hook = c.post("/v1/hooks/user-prompt-submit",
+                          json={"agent": "alice", "input": '{"prompt": "go"}'})  # fmt: skip
+            assert hook.status_code == 200, hook.text
+            answer = hook.json()
+            assert answer["exit"] == 0 and "by the remote hook" in answer["stdout"]
+            assert again.json()["ids"][0] in answer["stdout"]
+            assert _turn(pg_dsn, "alice") == "busy"
+            stop = c.post("/v1/hooks/stop", json={"agent": "alice", "input": "{}"}).json()
+            assert (stop["exit"], stop["stdout"]) == (0, "") and _turn(pg_dsn, "alice") == "idle"
+            taken = c.post("/v1/inbox/take", json={"agent": "alice", "inject": True}).json()
+            assert taken["acked"] == []  # the hook acked what it printed
             page = c.get("/mail")  # the dashboard serves PostgreSQL too: a session is needed
             assert page.status_code == 401 and "agentmaild dashboard" in page.text
             assert c.get("/v1/health").status_code == 200  # the daemon carries on
@@ -110,6 +120,16 @@ def test_a_postgres_daemon_serves_tokens_and_inject_takes_and_refuses_hooks(
         daemon.send_signal(2)
         daemon.wait(timeout=30)
         log.close()
+
+
+def _turn(dsn: str, agent: str) -> str | None:
+    store = PostgresMailStore(dsn)
+    try:
+        found = store.get_agent(agent)
+        assert found is not None
+        return found.turn_state
+    finally:
+        store.close()
 
 
 def _health(c: httpx.Client) -> bool:

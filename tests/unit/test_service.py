@@ -352,3 +352,74 @@ def test_service_uninstall_cli_refusal_is_one_error_line(tmp_path: Path) -> None
     assert unit.read_text() == "[Service]\nExecStart=/bin/true\n"
     as_json = json.loads(service_cli(tmp_path, "uninstall", "--systemd", "--json").stdout)
     assert as_json["ok"] is False and as_json["error"]["code"]
+
+
+# ---- a PostgreSQL store --------------------------------------------------------------------
+
+DSN = "postgresql://am:s3cr%40t@db.example:5433/mail?sslmode=require"
+
+
+def test_a_dsn_goes_into_the_environment_not_onto_the_command_line() -> None:
+    text = render_systemd_unit("/x/agentmaild", None, None, Path("/w"), dsn=DSN)
+    lines = unit_lines(text)
+    assert "ExecStart=/x/agentmaild serve" in lines  # nothing for `ps` to show
+    # systemd expands %-specifiers in Environment=: the DSN's "%40" must reach the daemon intact.
+    assert f"Environment=AGENTMAIL_DB={DSN.replace('%', '%%')}" in lines
+    plist = plistlib.loads(
+        render_launchd_plist(
+            "/x/agentmaild", None, None, Path("/w"), log_path=Path("/l/a.log"), dsn=DSN
+        ).encode()
+    )
+    assert plist["ProgramArguments"] == ["/x/agentmaild", "serve"]
+    assert plist["EnvironmentVariables"]["AGENTMAIL_DB"] == DSN
+
+
+def test_install_with_a_dsn_writes_an_owner_only_file(tmp_path: Path) -> None:
+    for kind in ("systemd", "launchd"):
+        result = install_service(
+            kind, False, db=None, dsn=DSN, config=None, workdir=tmp_path, exe="/x/agentmaild",
+            home=tmp_path / kind,
+        )  # fmt: skip
+        assert result.path is not None and "s3cr" in result.path.read_text()
+        assert result.path.stat().st_mode & 0o777 == 0o600
+    plain = install_service(
+        "systemd", False, db=tmp_path / "m.db", config=None, workdir=tmp_path,
+        exe="/x/agentmaild", home=tmp_path / "plain",
+    )  # fmt: skip
+    assert plain.path is not None and plain.path.stat().st_mode & 0o077 != 0  # umask's, as before
+    with pytest.raises(ConfigError, match="not both"):
+        install_service(
+            "systemd", True, db=tmp_path / "m.db", dsn=DSN, config=None, workdir=tmp_path,
+            exe="/x/agentmaild", home=tmp_path,
+        )  # fmt: skip
+
+
+def test_systemd_analyze_verifies_a_dsn_unit(tmp_path: Path) -> None:
+    exe = fake_executable(tmp_path / "bin")
+    text = render_systemd_unit(str(exe), None, None, tmp_path, path_env="/usr/bin", dsn=DSN)
+    unit = tmp_path / "agentmaild.service"
+    unit.write_text(text)
+    proc = systemd_verify(unit, tmp_path)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (0, "", "")
+
+
+def test_service_install_cli_takes_a_dsn(tmp_path: Path) -> None:
+    unit = tmp_path / ".config/systemd/user/agentmaild.service"
+    done = service_cli(tmp_path, "install", "--systemd", "--db", DSN, "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["ok"] is True and data["path"] == str(unit)
+    lines = unit_lines(unit.read_text())
+    assert f"Environment=AGENTMAIL_DB={DSN.replace('%', '%%')}" in lines
+    assert [x for x in lines if x.startswith("ExecStart=")] == [
+        f"ExecStart={sys.executable.rsplit('/', 1)[0]}/agentmaild serve"
+    ]
+    assert unit.stat().st_mode & 0o777 == 0o600
+
+
+def test_service_install_cli_refuses_an_unparsable_dsn(tmp_path: Path) -> None:
+    proc = service_cli(tmp_path, "install", "--db", "postgresql://h/db?nonsense_option=1")
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.startswith("error: not a usable PostgreSQL DSN")
+    assert proc.stderr.count("\n") == 1
+    assert not (tmp_path / ".config/systemd/user/agentmaild.service").exists()

@@ -1,0 +1,142 @@
+"""``store check`` on a PostgreSQL store: the schema agentmaild needs and its cross-table facts.
+
+PostgreSQL keeps its own pages consistent (WAL, checksums when enabled), so there is no
+``quick_check`` to run; what can drift is ours. In one read-only transaction, never migrating:
+
+- the schema version (``am_schema_version``): none is an error (no store there); older than this
+  agentmaild's is a warning (the next write command or ``serve`` migrates it), newer is a warning;
+- every table of the version, the registry triggers (their NOTIFY wakes the daemons) and, from
+  version 6, the ``am_send_one`` function: a missing one is a problem;
+- invalid indexes (an interrupted build, which queries silently skip): a warning;
+- the SQLite store's cross-table checks (unread mail of a delivery that does not exist is a
+  problem; nudges of deleted messages a warning);
+- with ``--full``, ``bt_index_check`` of every B-tree index of our tables when the ``amcheck``
+  extension is installed in the database (a warning says so when it is not: creating it is a
+  write, which this command never does).
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from agentmaild.errors import StoreError
+from agentmaild.store.check import STALE_NUDGES, STRANDED, CheckReport
+from agentmaild.store.copy import TABLES
+from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version
+from agentmaild.store.postgres_tx import Conn, connect, redacted
+
+PG_RECOVERY_HINT = (
+    "stop agentmaild, restore the database from a backup, or copy what is left into a fresh "
+    "database with `agentmaild store copy` and point agentmaild at it"
+)
+_CORE_TABLES = ("messages", "am_agents", "am_deliveries", "am_nudges", "am_prompt_seen")
+_HOSTS_VERSION, _SEND_ONE_VERSION = 4, 6
+_TRIGGERS = ("am_registry_on_insert", "am_registry_on_delete", "am_registry_on_update")
+_INVALID_INDEXES = (
+    "SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "JOIN pg_class t ON t.oid = i.indrelid "
+    "WHERE t.relnamespace = to_regnamespace(current_schema()) AND NOT i.indisvalid "
+    "ORDER BY 1"
+)
+_BTREE_INDEXES = (
+    "SELECT i.indexrelid::regclass::text AS name FROM pg_index i "
+    "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_class c ON c.oid = i.indexrelid "
+    "JOIN pg_am a ON a.oid = c.relam "
+    "WHERE t.relnamespace = to_regnamespace(current_schema()) AND a.amname = 'btree' "
+    "AND i.indisvalid AND t.relname = ANY(%(tables)s) ORDER BY 1"
+)
+
+
+def check_pg_store(dsn: str, *, full: bool = False) -> CheckReport:
+    """The checks above; ``StoreError`` when the database cannot be reached or holds no store."""
+    where = redacted(dsn)
+    try:
+        conn = connect(dsn)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot open store {where}: {_first(exc)}") from exc
+    try:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION READ ONLY")
+            problems, warnings = _checks(conn, where, full)
+    except psycopg.Error as exc:
+        problems, warnings = [f"check failed: {_first(exc)}"], []
+    finally:
+        conn.close()
+    return CheckReport(where, full, problems, warnings, engine="postgresql")
+
+
+def _checks(conn: Conn, where: str, full: bool) -> tuple[list[str], list[str]]:
+    version = current_version(conn)
+    if version == 0:
+        raise StoreError(f"no agentmaild store in {where}")
+    warnings: list[str] = []
+    if version < PG_SCHEMA_VERSION:
+        warnings.append(f"schema version {version} is older than this agentmaild's "
+                        f"({PG_SCHEMA_VERSION}): the next write command or `serve` migrates it")
+    elif version > PG_SCHEMA_VERSION:
+        warnings.append(f"schema version {version} is newer than this agentmaild's "
+                        f"({PG_SCHEMA_VERSION}); upgrade agentmaild")
+    problems = _missing(conn, version)
+    if problems:
+        return problems, warnings
+    invalid = [r["name"] for r in conn.execute(_INVALID_INDEXES)]
+    if invalid:
+        warnings.append(f"invalid index(es), skipped by every query: {', '.join(invalid)}; "
+                        "REINDEX them")
+    stranded = _count(conn, STRANDED)
+    if stranded:
+        problems.append(f"{stranded} unread message(s) belong to a delivery that does not exist; "
+                        "they would never be delivered")
+    stale = _count(conn, STALE_NUDGES)
+    if stale:
+        warnings.append(f"{stale} nudge(s) name a message that no longer exists (harmless)")
+    if full:
+        more, note = _amcheck(conn)
+        problems += more
+        warnings += note
+    return problems, warnings
+
+
+def _missing(conn: Conn, version: int) -> list[str]:
+    tables = list(TABLES) if version >= PG_SCHEMA_VERSION else list(_CORE_TABLES)
+    if version >= _HOSTS_VERSION:
+        tables.append("am_hosts")
+    found = conn.execute(
+        "SELECT t FROM unnest(%(t)s::text[]) AS t WHERE to_regclass(t) IS NULL", {"t": tables}
+    ).fetchall()
+    problems = [f"schema version {version} but table(s) missing: "
+                f"{', '.join(r['t'] for r in found)}"] if found else []  # fmt: skip
+    triggers = {r["tgname"] for r in conn.execute(
+        "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('am_agents')")}  # fmt: skip
+    lost = [t for t in _TRIGGERS if t not in triggers]
+    if lost:
+        problems.append(f"registry trigger(s) missing (daemons miss registry changes): "
+                        f"{', '.join(lost)}")
+    if version >= _SEND_ONE_VERSION and _count(
+        conn, "SELECT count(*) FROM pg_proc WHERE proname = 'am_send_one'"
+    ) == 0:
+        problems.append("function am_send_one is missing: sends fail")
+    return problems
+
+
+def _amcheck(conn: Conn) -> tuple[list[str], list[str]]:
+    if _count(conn, "SELECT count(*) FROM pg_extension WHERE extname = 'amcheck'") == 0:
+        return [], ["--full: the amcheck extension is not installed in this database, so the "
+                    "indexes' structure was not checked (CREATE EXTENSION amcheck enables it)"]
+    problems = []
+    for row in conn.execute(_BTREE_INDEXES, {"tables": [*TABLES, "am_hosts"]}).fetchall():
+        try:
+            with conn.transaction():  # a savepoint: one corrupt index does not end the check
+                conn.execute("SELECT bt_index_check(%s::regclass)", (row["name"],))
+        except (psycopg.errors.DataCorrupted, psycopg.errors.IndexCorrupted) as exc:
+            problems.append(f"index {row['name']}: {_first(exc)}")
+    return problems, []
+
+
+def _count(conn: Conn, sql: str) -> int:
+    row = conn.execute(sql).fetchone()
+    return int(row["count"]) if row else 0
+
+
+def _first(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
