@@ -88,7 +88,7 @@ SELECT * FROM messages WHERE thread_id = %(t)s OR id = %(t)s ORDER BY created_at
 -- name: nudges_for
 SELECT n.message_id, n.reason, m.subject, m.priority, m.type, m.from_agent
 FROM am_nudges n JOIN messages m ON m.id = n.message_id
-WHERE n.agent = %(agent)s AND m.read = 0 ORDER BY n.created_at;
+WHERE n.agent = %(agent)s AND m.read = 0 ORDER BY n.created_at, n.message_id;
 
 -- name: nudges_clear
 DELETE FROM am_nudges WHERE agent = %(agent)s;

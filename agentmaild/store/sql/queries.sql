@@ -57,7 +57,7 @@ SELECT * FROM messages WHERE thread_id = :t OR id = :t ORDER BY created_at, id;
 -- name: nudges_for
 SELECT n.message_id, n.reason, m.subject, m.priority, m.type, m.from_agent
 FROM am_nudges n JOIN messages m ON m.id = n.message_id
-WHERE n.agent = ? AND m.read = 0 ORDER BY n.created_at;
+WHERE n.agent = ? AND m.read = 0 ORDER BY n.created_at, n.message_id;
 
 -- name: nudges_clear
 DELETE FROM am_nudges WHERE agent = ?;
