@@ -20,18 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from benchlib import ROOT, Figure, clean_env
-from daemon_parts import _harness_types, stop_proc, wait_loops
+from daemon_parts import ChildHarness, _harness_types
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -118,7 +114,7 @@ def _add_agents(dsn: str, agents: dict[str, str]) -> None:
         store.close()
 
 
-class PgHarness:
+class PgHarness(ChildHarness):
     """One daemon child for ``host``; ``acks`` collects its ack lines as they arrive."""
 
     def __init__(self, tmp: Path, dsn: str, host: str, agents: list[str], *,
@@ -138,46 +134,8 @@ class PgHarness:
                 os.environ.pop("XDG_STATE_HOME")
             else:
                 os.environ["XDG_STATE_HOME"] = old
-        self.logpath = tmp / f"daemon-{host}.log"
-        self.log = self.logpath.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "harness", dsn, host], stdout=subprocess.PIPE,
-            stderr=self.log, text=True, env=env, cwd=str(tmp),
-        )
-        self.acks: list[dict[str, Any]] = []
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.startup_s = wait_loops(self.sock, len(agents), self.proc)
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            row = json.loads(line)
-            with self.cond:
-                self.acks.append(row)
-                self.cond.notify_all()
-
-    def acked(self) -> int:
-        return sum(len(row["t0"]) for row in self.acks)
-
-    def wait_acks(self, count: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while self.acked() < count:
-                left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
-                    return False
-                self.cond.wait(left)
-        return True
-
-    def stop(self) -> None:
-        rc = stop_proc(self.proc)
-        self.reader.join(5)
-        self.log.close()
-        if rc not in (0, None):
-            tail = self.logpath.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"daemon harness exited {rc}:\n{tail}")
+        self._spawn([sys.executable, __file__, "harness", dsn, host], env, tmp,
+                    tmp / f"daemon-{host}.log", len(agents))
 
 
 def run(quick: bool) -> list[Figure]:

@@ -204,25 +204,23 @@ def stop_proc(proc: subprocess.Popen[Any], timeout: float = 20.0) -> int | None:
     return proc.returncode
 
 
-class Harness:
-    """The daemon child; ``acks`` collects (ack time, [send times]) as its lines arrive."""
+class ChildHarness:
+    """A daemon child that prints one JSON line per ack; ``acks`` collects them as they arrive
+    (each row: the ack time ``t`` and the send times ``t0`` of its messages)."""
 
-    def __init__(self, tmp: Path, name: str, agents: list[str]) -> None:
-        self.db = tmp / name / "mail.db"
-        self.db.parent.mkdir()
-        self.agents = agents
-        make_store(self.db, agents)
-        self.sock = socket_of(self.db)
-        self.log = open(self.db.parent / "daemon.log", "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "harness", str(self.db)], stdout=subprocess.PIPE,
-            stderr=self.log, text=True, env=clean_env(str(tmp)), cwd=str(tmp),
-        )
+    sock: Path
+
+    def _spawn(self, argv: list[str], env: dict[str, str], cwd: Path, logpath: Path,
+               n_agents: int) -> None:
+        self.logpath = logpath
+        self.log = logpath.open("w")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     env=env, cwd=str(cwd))
         self.acks: list[dict[str, Any]] = []
         self.cond = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.startup_s = wait_loops(self.sock, len(agents), self.proc)
+        self.startup_s = wait_loops(self.sock, n_agents, self.proc)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -255,8 +253,21 @@ class Harness:
         self.reader.join(5)
         self.log.close()
         if rc not in (0, None):
-            tail = (self.db.parent / "daemon.log").read_text(errors="replace")[-2000:]
+            tail = self.logpath.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"daemon harness exited {rc}:\n{tail}")
+
+
+class Harness(ChildHarness):
+    """The SQLite daemon child of the daemon, dashboard and ask benches."""
+
+    def __init__(self, tmp: Path, name: str, agents: list[str]) -> None:
+        self.db = tmp / name / "mail.db"
+        self.db.parent.mkdir()
+        self.agents = agents
+        make_store(self.db, agents)
+        self.sock = socket_of(self.db)
+        self._spawn([sys.executable, __file__, "harness", str(self.db)], clean_env(str(tmp)), tmp,
+                    self.db.parent / "daemon.log", len(agents))
 
 
 
