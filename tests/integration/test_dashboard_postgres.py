@@ -5,7 +5,6 @@ step 5) and the live stream, read through the dashboard's own read-only connecti
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,12 +15,11 @@ import httpx
 import psycopg
 import pytest
 
-from agentmaild.control.client import request
 from agentmaild.control.protocol import socket_path_for
-from agentmaild.errors import ControlError
 from agentmaild.store.anchor import anchor_for
 from agentmaild.web.pg_reader import PQ, PgReader
 from tests.support.daemon import FAST, base_env
+from tests.support.net import daemon_answers, free_port
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,17 +33,6 @@ def ok(env: dict[str, str], *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(sock: Path) -> bool:
-    try:
-        return bool(request(sock, "ping", timeout=1.0)["pong"])
-    except (ControlError, OSError):
-        return False
 
 
 @pytest.fixture
@@ -67,7 +54,8 @@ def board(tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Itera
                               stdout=log, stderr=log, stdin=subprocess.DEVNULL)  # fmt: skip
     try:
         sock = socket_path_for(anchor_for(pg_dsn))
-        wait_for(lambda: daemon.poll() is not None or _answers(sock), 30, "the daemon's socket")
+        wait_for(lambda: daemon.poll() is not None or daemon_answers(sock), 30,
+                 "the daemon's socket")
         assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=20) as client:
             login = client.get(f"/?token={token}", follow_redirects=False)

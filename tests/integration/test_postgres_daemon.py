@@ -14,12 +14,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentmaild.control.client import request
 from agentmaild.control.protocol import socket_path_for
-from agentmaild.errors import ControlError
 from agentmaild.store.anchor import anchor_for
 from agentmaild.store.postgres import PostgresMailStore
 from tests.support.daemon import FAST, base_env
+from tests.support.net import daemon_answers
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,12 +34,6 @@ def ok(env: dict[str, str], *args: str) -> Any:
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
-
-def answers(sock: Path) -> bool:
-    try:
-        return bool(request(sock, "ping", timeout=1.0)["pong"])
-    except (ControlError, OSError):
-        return False
 
 
 def test_a_daemon_delivers_from_a_postgres_store(
@@ -58,7 +51,8 @@ def test_a_daemon_delivers_from_a_postgres_store(
                               stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     try:
         sock = socket_path_for(anchor_for(pg_dsn))
-        wait_for(lambda: daemon.poll() is not None or answers(sock), 30, "the daemon's socket")
+        wait_for(lambda: daemon.poll() is not None or daemon_answers(sock), 30,
+                 "the daemon's socket")
         assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
 
         second = cli(env, "serve")

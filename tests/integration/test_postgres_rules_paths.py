@@ -5,7 +5,6 @@ polls the store; a daemon on PostgreSQL serves tokens, `/v1/inbox/take` with inj
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from agentmaild.control.client import request
 from agentmaild.control.protocol import socket_path_for
-from agentmaild.errors import ControlError
 from agentmaild.store.anchor import anchor_for
 from agentmaild.store.postgres import PostgresMailStore
 from tests.support.daemon import FAST, base_env
+from tests.support.net import daemon_answers, free_port
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -60,17 +58,6 @@ def test_ask_with_no_daemon_finds_the_reply_in_a_postgres_store(
     assert answer["question_id"] == qid and answer["reply"]["body"] == "8080"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(sock: Path) -> bool:
-    try:
-        return bool(request(sock, "ping", timeout=1.0)["pong"])
-    except (ControlError, OSError):
-        return False
 
 
 def test_a_postgres_daemon_serves_tokens_inject_takes_and_hooks(
@@ -78,7 +65,7 @@ def test_a_postgres_daemon_serves_tokens_inject_takes_and_hooks(
 ) -> None:
     state = tmp_path / "state"
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
-    port = _free_port()
+    port = free_port()
     extra = {"AGENTMAIL_DB": pg_dsn, "XDG_STATE_HOME": str(state),
              "AGENTMAILD_HTTP_LISTEN": f"127.0.0.1:{port}"}  # fmt: skip
     env = base_env(tmp_path, extra, FAST)
@@ -91,7 +78,8 @@ def test_a_postgres_daemon_serves_tokens_inject_takes_and_hooks(
     headers = {"authorization": f"Bearer {token}"}
     try:
         sock = socket_path_for(anchor_for(pg_dsn))
-        wait_for(lambda: daemon.poll() is not None or _answers(sock), 30, "the daemon's socket")
+        wait_for(lambda: daemon.poll() is not None or daemon_answers(sock), 30,
+                 "the daemon's socket")
         assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=20) as c:
             wait_for(lambda: _health(c), 30, "the HTTP API")

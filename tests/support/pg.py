@@ -16,7 +16,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -24,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+
+from tests.support.net import free_port
 
 ENV_DSN = "AGENTMAIL_TEST_PG"
 _PREFIX = "agentmaild-pg-"
@@ -58,11 +59,6 @@ def _version_key(path: str) -> tuple[int, ...]:
     part = Path(path).parent.parent.name
     return tuple(int(x) for x in part.split(".") if x.isdigit())
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _as_owner(argv: list[str], owner: str | None) -> list[str]:
@@ -156,7 +152,7 @@ def start_cluster(*, durable: bool = False) -> PgCluster:
         shutil.rmtree(root, ignore_errors=True)
         raise NoPostgres(f"initdb failed: {done.stderr.strip()[-2000:]}")
     for _attempt in range(3):  # a free port can be taken between the probe and the bind
-        cluster = PgCluster(root=root, port=_free_port(), owner=owner, bin=binaries,
+        cluster = PgCluster(root=root, port=free_port(), owner=owner, bin=binaries,
                             durable=durable)
         try:
             cluster._start()

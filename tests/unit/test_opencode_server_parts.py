@@ -6,7 +6,6 @@ settings, an attached server nobody listens on)."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +21,7 @@ from agentmaild.channels.opencode_turn import TurnWatch
 from agentmaild.config import Config
 from agentmaild.errors import AgentUnavailable
 from agentmaild.models import Agent, Batch
+from tests.support.net import free_port
 
 
 def _ev(kind: str, session: str = "ses_a", **props: Any) -> dict[str, Any]:
@@ -107,11 +107,6 @@ async def test_client_posts_json_and_reads_a_chunked_event_stream(http_server: s
     assert seen == [{"type": "server.connected"}, {"type": "a", "n": 1}]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def _agent(**settings: Any) -> Agent:
     return Agent(name="o", capability="builder", channel="stdin",
@@ -127,7 +122,7 @@ async def test_channel_refuses_bad_settings_and_an_unreachable_server(tmp_path: 
     ]:
         with pytest.raises(AgentUnavailable, match=says):
             OpencodeServerChannel(_agent(**settings), Config(), db)
-    channel = OpencodeServerChannel(_agent(url=f"http://127.0.0.1:{_free_port()}"), Config(), db)
+    channel = OpencodeServerChannel(_agent(url=f"http://127.0.0.1:{free_port()}"), Config(), db)
     batch = Batch(delivery_id="dlv-1", agent="o", messages=(), attempt=1, lease_until=0.0)
     async with channel:
         assert not await channel.is_busy()
