@@ -53,6 +53,7 @@ class DaemonPort(Protocol):
     def stopping(self) -> bool: ...
     @property
     def waiters(self) -> ReplyWaiters: ...
+    def woken(self, agents: list[str] | None) -> list[str]: ...
     def request_shutdown(self) -> None: ...
     async def reload(self) -> dict[str, Any]: ...
 
@@ -121,8 +122,7 @@ class ControlHandler:
             not isinstance(names, list) or not all(isinstance(n, str) for n in names)
         ):
             raise ValidationError("agents: expected a list of agent names")
-        self._d.waiters.notify(names)  # an asker waiting for a reply in its thread
-        return {"woken": self._d.supervisor.wake(names)}
+        return {"woken": self._d.woken(names)}
 
     async def _cmd_await_reply(self, args: dict[str, Any]) -> dict[str, Any]:
         """Hold the request until the question's first reply is in (``ask``), or the timeout."""

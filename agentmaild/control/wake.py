@@ -32,7 +32,7 @@ from agentmaild.control.socketfile import Identity, identity, remove_if_ours
 
 log = structlog.get_logger(__name__)
 
-OnWake = Callable[[list[str] | None], None]
+OnWake = Callable[[list[str] | None], object]  # what it returns is ignored
 """``on_wake(names)``: the named agents (None: every agent) have new mail."""
 
 _DRAIN_MAX = 4096  # datagrams read before the woken loops get to run

@@ -246,10 +246,11 @@ class Daemon:
         log.info("daemon.stopped", forced=self.forced, store_lost=self.store_lost)
         return STORE_LOST_EXIT if self.store_lost else 1 if self.forced else 0
 
-    def woken(self, agents: list[str] | None) -> None:
-        """New mail for ``agents`` (None: anyone): what the control socket's ``wake`` does."""
+    def woken(self, agents: list[str] | None) -> list[str]:
+        """New mail for ``agents`` (None: anyone), from a wake datagram or request: askers waiting
+        in those threads and the agents' loops look again; returns the loops woken."""
         self.waiters.notify(agents)
-        self.supervisor.wake(agents)
+        return self.supervisor.wake(agents)
 
     def recheck(self) -> None:
         """Wake-ups may have been lost: every waiter and loop looks at the store again."""
