@@ -72,6 +72,7 @@ def _harness_types() -> tuple[type, type]:
     from agentmaild.channels.base import Channel
     from agentmaild.models import Attempt, Batch
     from agentmaild.store.aio import AsyncMailStore
+    from agentmaild.store.hops import groupable
 
     delivered: dict[str, tuple[Batch, list[float]]] = {}
     claimed: dict[str, list[float]] = {}
@@ -88,16 +89,22 @@ def _harness_types() -> tuple[type, type]:
             delivered[batch.delivery_id] = (batch, [*stamps, time.monotonic()])  # confirmed
 
     class TimedStore(AsyncMailStore):
-        """Stamps each phase; ``time.monotonic()`` in the worker thread right after COMMIT."""
+        """Stamps each phase; ``time.monotonic()`` in the worker thread right after COMMIT (of
+        the group the call joined, when it shared a transaction: ``after_commit``)."""
 
         async def claim(self, agent: str, **kw: Any) -> Batch | None:
             t_in = time.monotonic()
+            done: list[float] = []
 
-            def claim() -> tuple[Batch | None, float, float]:
+            @groupable
+            def claim() -> tuple[Batch | None, float]:
                 t_run = time.monotonic()
-                return self.sync.claim(agent, **kw), t_run, time.monotonic()
+                batch = self.sync.claim(agent, **kw)
+                self.sync.after_commit(lambda: done.append(time.monotonic()))  # group commit
+                return batch, t_run
 
-            batch, t_run, t_done = await self.run_sync(claim)
+            batch, t_run = await self.run_sync(claim)
+            t_done = done[0]
             if batch is not None:
                 claimed[batch.delivery_id] = [t_in, t_run, t_done, time.monotonic()]
             return batch
@@ -107,12 +114,17 @@ def _harness_types() -> tuple[type, type]:
         ) -> int:
             t_in = time.monotonic()
 
-            def ack() -> tuple[int, float, float]:
+            done: list[float] = []
+
+            @groupable
+            def ack() -> tuple[int, float]:
                 t_run = time.monotonic()
                 n = self.sync.ack_delivery(delivery_id, now=now, record=record)
-                return n, t_run, time.monotonic()
+                self.sync.after_commit(lambda: done.append(time.monotonic()))  # group commit
+                return n, t_run
 
-            n, t_run, t = await self.run_sync(ack)
+            n, t_run = await self.run_sync(ack)
+            t = done[0]
             batch, stamps = delivered.pop(delivery_id, (None, []))
             if batch is not None:
                 t0 = [float(m.subject[3:]) for m in batch.messages if m.subject.startswith("t0=")]
@@ -153,6 +165,8 @@ def _harness_main(db: str) -> None:
             await gate.aclose()
             with anyio.CancelScope(shield=True):
                 await store.aclose()
+            hops = store.hops  # how many store calls shared a worker-thread hop
+            print(f"harness: {hops.calls} store calls in {hops.hops} hops", file=sys.stderr)
 
     with hold_lock(path):
         sys.exit(anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True}))

@@ -1,8 +1,10 @@
 """The daemon's async view of the store: one worker thread per transaction, plus the poll gate.
 
 ``AsyncMailStore`` runs every call of a synchronous ``MailStore`` in a worker thread, one at a
-time (``hops.Hops``): the store's single connection is never used by two threads at once, and each
-call is one transaction; calls queued while a hop runs share the next hop. A caller cancelled
+time (``hops.Hops``): the store's single connection is never used by two threads at once; calls
+queued while a hop runs share the next hop, and the delivery calls among them (claims, acks,
+releases, lease extensions, marked ``groupable``) share one transaction where the store can
+(SQLite's ``run_grouped``: group commit); every other call is one transaction. A caller cancelled
 meanwhile still gets its result, so a claim that committed always returns to its caller, who can
 then release it.
 
@@ -27,7 +29,7 @@ import anyio.to_thread
 from agentmaild.errors import StoreError
 from agentmaild.models import Agent, AgentCounts, Attempt, Batch, DeadLetter
 from agentmaild.store.base import MailStore, Released
-from agentmaild.store.hops import Hops
+from agentmaild.store.hops import Hops, groupable, is_groupable
 from agentmaild.store.queries import Q
 
 T = TypeVar("T")
@@ -39,17 +41,23 @@ class AsyncMailStore:
     def __init__(self, store: MailStore, *, concurrency: int = 1) -> None:
         """``concurrency`` > 1 only for a store whose calls may overlap (a connection pool)."""
         self.sync = store
-        self.hops = Hops()  # one call at a time, as a CapacityLimiter(1) would
+        # One call at a time, as a CapacityLimiter(1) would; groupable calls queued together
+        # share a transaction where the store can (SQLite).
+        self.hops = Hops(getattr(store, "run_grouped", None))
         # A pooled store (PostgreSQL) takes overlapping calls: a thread each, up to the pool size.
         self._limiter = anyio.CapacityLimiter(concurrency) if concurrency > 1 else None
 
     async def run_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` in the store's worker thread (for callers such as ``Mailer``); calls made
-        while a hop runs share the next one (``store.hops``)."""
+        while a hop runs share the next one (``store.hops``), and share its transaction too when
+        ``fn`` is marked ``groupable``."""
         call = partial(fn, *args, **kwargs) if kwargs else partial(fn, *args)
         if self._limiter is not None:
             return await anyio.to_thread.run_sync(call, limiter=self._limiter)
-        return await self.hops.run(call)
+        return await self.hops.run(call, grouped=is_groupable(fn))
+
+    async def _grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self.run_sync(groupable(partial(fn, *args, **kwargs)))
 
     async def aclose(self) -> None:
         await self.run_sync(self.sync.close)
@@ -58,7 +66,7 @@ class AsyncMailStore:
     async def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
     ) -> Batch | None:
-        return await self.run_sync(
+        return await self._grouped(
             self.sync.claim,
             agent,
             max_messages=max_messages,
@@ -79,7 +87,7 @@ class AsyncMailStore:
     async def ack_delivery(
         self, delivery_id: str, *, now: float, record: Attempt | None = None
     ) -> int:
-        return await self.run_sync(self.sync.ack_delivery, delivery_id, now=now, record=record)
+        return await self._grouped(self.sync.ack_delivery, delivery_id, now=now, record=record)
 
     async def release(
         self,
@@ -91,7 +99,7 @@ class AsyncMailStore:
         count: int = 1,
         record: Attempt | None = None,
     ) -> Released:
-        return await self.run_sync(
+        return await self._grouped(
             self.sync.release,
             delivery_id,
             error=error,
@@ -102,7 +110,7 @@ class AsyncMailStore:
         )
 
     async def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
-        return await self.run_sync(self.sync.extend_lease, delivery_id, lease_s=lease_s, now=now)
+        return await self._grouped(self.sync.extend_lease, delivery_id, lease_s=lease_s, now=now)
 
     async def reap_expired(
         self, *, now: float, everything: bool = False, host: str | None = None

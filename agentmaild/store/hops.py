@@ -5,16 +5,23 @@ many delivery loops busy (a burst of mail to many agents), a hop per call means 
 per call on each side; on a loaded machine each wake-up can wait for a core. Here the calls that
 queue while a hop is running are all run, in order, by the next hop: one wake-up for the lot.
 
+Calls made with ``grouped=True`` (the delivery loops' claims, acks, releases, lease extensions and
+looks) may also share one *transaction*: when a hop holds two or more of them in a row, they run
+through the store's ``run_grouped`` (SQLite: one ``BEGIN IMMEDIATE … COMMIT`` for all of them, see
+``store.sqlite_group``). Their results are handed back only once that commit is done, so a caller
+never acts on a write that a crash could still undo.
+
 Same guarantees as one ``anyio.to_thread.run_sync`` per call behind a ``CapacityLimiter(1)``: the
-calls never overlap, each runs once, and a caller cancelled while its call is queued or running
-still waits for it to finish (its result returns; the cancellation is delivered at the caller's
-next checkpoint), so a claim that committed always reaches its caller.
+calls never overlap, each runs once (or, when its group fails as a whole, once more on its own),
+and a caller cancelled while its call is queued or running still waits for it to finish (its
+result returns; the cancellation is delivered at the caller's next checkpoint), so a claim that
+committed always reaches its caller.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -22,11 +29,35 @@ import anyio.to_thread
 T = TypeVar("T")
 
 
-class _Call(Generic[T]):
-    __slots__ = ("error", "finished", "fn", "value")
+class Runnable(Protocol):
+    """What a group runner is handed: ``run()`` (never raises) and ``reset()`` (run it again)."""
 
-    def __init__(self, fn: Callable[[], T]) -> None:
+    def run(self) -> None: ...
+
+    def reset(self) -> None: ...
+
+
+GroupRunner = Callable[[Sequence[Runnable]], None]
+F = TypeVar("F", bound=Callable[..., Any])
+_GROUPABLE = "_agentmail_groupable"
+
+
+def groupable(fn: F) -> F:
+    """Mark a store call that may share its transaction with others queued beside it."""
+    setattr(fn, _GROUPABLE, True)
+    return fn
+
+
+def is_groupable(fn: Callable[..., Any]) -> bool:
+    return bool(getattr(fn, _GROUPABLE, False))
+
+
+class _Call(Generic[T]):
+    __slots__ = ("error", "finished", "fn", "grouped", "value")
+
+    def __init__(self, fn: Callable[[], T], grouped: bool) -> None:
         self.fn = fn
+        self.grouped = grouped
         self.value: T | None = None
         self.error: BaseException | None = None
         self.finished = False
@@ -39,29 +70,51 @@ class _Call(Generic[T]):
         finally:
             self.finished = True
 
+    def reset(self) -> None:
+        self.value, self.error, self.finished = None, None, False
+
     def outcome(self) -> T:
         if self.error is not None:
             raise self.error
         return self.value  # type: ignore[return-value]
 
 
-def _run_all(calls: list[_Call[Any]]) -> None:
-    for call in calls:
-        call.run()
+def _run_all(calls: list[_Call[Any]], group: GroupRunner | None) -> None:
+    """Each call in order; runs of two or more grouped calls through ``group``."""
+    i = 0
+    while i < len(calls):
+        j = i
+        while group is not None and j < len(calls) and calls[j].grouped:
+            j += 1
+        if j - i >= 2 and group is not None:
+            try:
+                group(calls[i:j])
+            except BaseException as exc:  # the runner broke: no result of it may stand
+                for call in calls[i:j]:
+                    call.value, call.error, call.finished = None, exc, True
+                raise
+            i = j
+        else:
+            calls[i].run()
+            i += 1
 
 
 class Hops:
-    """Runs sync callables in a worker thread, one at a time, batching those queued meanwhile."""
+    """Runs sync callables in a worker thread, one at a time, batching those queued meanwhile.
 
-    def __init__(self) -> None:
+    ``group``: the store's ``run_grouped``, or None (every call stands alone).
+    """
+
+    def __init__(self, group: GroupRunner | None = None) -> None:
+        self._group = group
         self._queue: list[_Call[Any]] = []
         self._running = False
         self._idle: anyio.Event | None = None  # set when a hop ends; made inside the event loop
         self.hops = 0  # worker-thread hops taken
         self.calls = 0  # calls run
 
-    async def run(self, fn: Callable[[], T]) -> T:
-        call: _Call[T] = _Call(fn)
+    async def run(self, fn: Callable[[], T], *, grouped: bool = False) -> T:
+        call: _Call[T] = _Call(fn, grouped)
         self._queue.append(call)
         with anyio.CancelScope(shield=True):
             while not call.finished:
@@ -77,7 +130,7 @@ class Hops:
         self._running = True
         batch, self._queue = self._queue, []
         try:
-            await anyio.to_thread.run_sync(_run_all, batch)
+            await anyio.to_thread.run_sync(_run_all, batch, self._group)
         except BaseException as exc:  # the hop itself failed: every call left gets the error
             for call in batch:
                 if not call.finished:

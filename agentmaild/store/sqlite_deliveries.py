@@ -178,15 +178,20 @@ class SqliteDeliveries(SqliteTransactions):
             lambda conn: _claim(conn, agent, max_messages, max_chars, lease_s, now)
         )
         if batch is not None and not more:
-            if len(self.drained) >= _DRAINED_MAX:  # claims nobody asked about (pull consumers)
-                self.drained.clear()
-            self.drained.add(batch.delivery_id)  # AsyncMailStore.more_after() takes it out
+            self.after_commit(lambda: self._drained(batch.delivery_id))
         return batch
+
+    def _drained(self, delivery_id: str) -> None:
+        if len(self.drained) >= _DRAINED_MAX:  # claims nobody asked about (pull consumers)
+            self.drained.clear()
+        self.drained.add(delivery_id)  # AsyncMailStore.more_after() takes it out
 
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
         rows = self._write(lambda conn: _ack(conn, delivery_id, now, record))
-        if self.overstory is not None:
-            self.overstory.clear_acked((r["to_agent"], r["id"]) for r in rows)
+        link = self.overstory
+        if link is not None:
+            acked = [(r["to_agent"], r["id"]) for r in rows]
+            self.after_commit(lambda: link.clear_acked(acked))
         return len(rows)
 
     def release(

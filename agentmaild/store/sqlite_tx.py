@@ -10,9 +10,13 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentmaild.errors import StoreError
+from agentmaild.store.sqlite_group import Group, run_group
+
+if TYPE_CHECKING:
+    from agentmaild.store.hops import Runnable
 
 T = TypeVar("T")
 
@@ -38,6 +42,28 @@ class SqliteTransactions:
     # busy_timeout is 0 on our connection while it is ours alone: writers poll (``_begin``) and
     # reads retry (``_retrying``); ``SqliteMailStore.connection`` puts 5000 back for its users.
     _busy_polled = False
+    _grouped: Group | None = None  # while ``run_grouped`` runs: the writes join its transaction
+
+    def run_grouped(self, calls: Sequence[Runnable]) -> None:
+        """Run ``calls`` (store calls that never raise) in one transaction; when that fails as a
+        whole, each again in its own (``store.sqlite_group``)."""
+        if self._grouped is None and run_group(
+            self._conn, calls, begin=self._begin, enter=self._enter
+        ):
+            return
+        for call in calls:
+            call.reset()
+            call.run()
+
+    def _enter(self, group: Group | None) -> None:
+        self._grouped = group
+
+    def after_commit(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` once the current write is committed: now, or after its group's COMMIT."""
+        if self._grouped is not None:
+            self._grouped.after.append(fn)
+        else:
+            fn()
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE, polling the write lock every fraction of a millisecond (growing to
@@ -96,6 +122,9 @@ class SqliteTransactions:
             raise
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._grouped is not None:
+            return self._grouped.write(fn)
+
         def attempt() -> T:
             with self._tx() as conn:
                 return fn(conn)
@@ -106,7 +135,10 @@ class SqliteTransactions:
             raise StoreError(f"store write failed: {exc}") from exc
 
     def _read_with(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """A read outside any write transaction (autocommit), busy-retried, errors mapped."""
+        """A read outside any write transaction (autocommit), busy-retried, errors mapped; in a
+        group, inside its transaction."""
+        if self._grouped is not None:
+            return self._grouped.read(fn)
         try:
             return self._retrying(lambda: fn(self._conn))
         except sqlite3.Error as exc:
