@@ -166,7 +166,8 @@ def _harness_main(db: str) -> None:
             with anyio.CancelScope(shield=True):
                 await store.aclose()
             hops = store.hops  # how many store calls shared a worker-thread hop
-            print(f"harness: {hops.calls} store calls in {hops.hops} hops", file=sys.stderr)
+            print(f"harness: {hops.calls} store calls in {hops.hops} hops, "
+                  f"{getattr(hops, 'inline', 0)} quick reads inline", file=sys.stderr)
 
     with hold_lock(path):
         sys.exit(anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True}))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentmaild.models import Batch, Message
-from agentmaild.store.hops import groupable
+from agentmaild.store.hops import groupable, quick_read
 
 if TYPE_CHECKING:
     from agentmaild.store.aio import AsyncMailStore
@@ -25,7 +25,10 @@ async def split_read_elsewhere(
     """The batch's messages still unread, and the ids of those read or deleted elsewhere."""
     ids = [m.id for m in batch.messages]
 
-    @groupable  # a read: it may run in the transaction of the claims and acks queued with it
+    # A read by key: it may join the transaction of the claims and acks queued with it, or run at
+    # once when the store's thread is idle (the common case when one message comes in).
+    @quick_read
+    @groupable
     def look() -> set[str]:
         found = (store.sync.get_message(i) for i in ids)
         return {m.id for m in found if m is not None and not m.read}

@@ -29,7 +29,7 @@ import anyio.to_thread
 from agentmaild.errors import StoreError
 from agentmaild.models import Agent, AgentCounts, Attempt, Batch, DeadLetter
 from agentmaild.store.base import MailStore, Released
-from agentmaild.store.hops import Hops, groupable, is_groupable
+from agentmaild.store.hops import Hops, groupable, is_groupable, is_quick_read
 from agentmaild.store.queries import Q
 
 T = TypeVar("T")
@@ -54,7 +54,7 @@ class AsyncMailStore:
         call = partial(fn, *args, **kwargs) if kwargs else partial(fn, *args)
         if self._limiter is not None:
             return await anyio.to_thread.run_sync(call, limiter=self._limiter)
-        return await self.hops.run(call, grouped=is_groupable(fn))
+        return await self.hops.run(call, grouped=is_groupable(fn), quick=is_quick_read(fn))
 
     async def _grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self.run_sync(groupable(partial(fn, *args, **kwargs)))

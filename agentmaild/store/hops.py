@@ -52,6 +52,20 @@ def is_groupable(fn: Callable[..., Any]) -> bool:
     return bool(getattr(fn, _GROUPABLE, False))
 
 
+_QUICK = "_agentmail_quick"
+
+
+def quick_read(fn: F) -> F:
+    """Mark a read of a few rows by key: with the store's thread idle it runs at once in the
+    caller's thread, without a hop there and back (two thread wake-ups)."""
+    setattr(fn, _QUICK, True)
+    return fn
+
+
+def is_quick_read(fn: Callable[..., Any]) -> bool:
+    return bool(getattr(fn, _QUICK, False))
+
+
 class _Call(Generic[T]):
     __slots__ = ("error", "finished", "fn", "grouped", "value")
 
@@ -112,8 +126,14 @@ class Hops:
         self._idle: anyio.Event | None = None  # set when a hop ends; made inside the event loop
         self.hops = 0  # worker-thread hops taken
         self.calls = 0  # calls run
+        self.inline = 0  # quick reads run in the caller's thread
 
-    async def run(self, fn: Callable[[], T], *, grouped: bool = False) -> T:
+    async def run(self, fn: Callable[[], T], *, grouped: bool = False, quick: bool = False) -> T:
+        """``quick``: a read that runs in the caller's thread when no hop runs or waits: nothing
+        else uses the connection then, and a WAL reader takes no lock another holds."""
+        if quick and not self._running and not self._queue:
+            self.inline += 1
+            return fn()
         call: _Call[T] = _Call(fn, grouped)
         self._queue.append(call)
         with anyio.CancelScope(shield=True):

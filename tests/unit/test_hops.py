@@ -76,3 +76,25 @@ async def test_a_cancelled_caller_still_gets_its_result_first() -> None:
         box[0].cancel()
         gate.set()
     assert got == [42, -1]
+
+
+async def test_a_quick_read_runs_in_the_callers_thread_only_while_no_hop_runs() -> None:
+    hops = Hops()
+    here = threading.get_ident()
+    assert await hops.run(threading.get_ident, quick=True) == here  # idle: no hop taken
+    assert (hops.inline, hops.hops) == (1, 0)
+    gate = threading.Event()
+    seen: list[int] = []
+
+    async def quick_meanwhile() -> None:
+        seen.append(await hops.run(threading.get_ident, quick=True))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hops.run, lambda: gate.wait(30))
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(quick_meanwhile)  # a hop is running: it waits its turn in the thread
+        await anyio.wait_all_tasks_blocked()
+        assert seen == []
+        gate.set()
+    assert seen and seen[0] != here and hops.inline == 1
+    assert await hops.run(threading.get_ident) != here  # not marked quick: always a hop
