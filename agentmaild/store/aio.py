@@ -4,7 +4,8 @@
 time (``hops.Hops``): the store's single connection is never used by two threads at once; calls
 queued while a hop runs share the next hop, and the delivery calls among them (claims, acks,
 releases, lease extensions, marked ``groupable``) share one transaction where the store can
-(SQLite's ``run_grouped``: group commit); every other call is one transaction. A caller cancelled
+(SQLite's ``run_grouped``: group commit); every other call is one transaction. A read marked
+``quick_read`` runs in the event loop's thread instead when no hop runs or waits. A caller cancelled
 meanwhile still gets its result, so a claim that committed always returns to its caller, who can
 then release it.
 

@@ -11,6 +11,11 @@ through the store's ``run_grouped`` (SQLite: one ``BEGIN IMMEDIATE … COMMIT`` 
 ``store.sqlite_group``). Their results are handed back only once that commit is done, so a caller
 never acts on a write that a crash could still undo.
 
+Calls made with ``quick=True`` (reads of a few rows by key: the loop's look for mail read
+elsewhere) run at once in the caller's thread when no hop is running or queued: the connection is
+then nobody else's, and a WAL reader waits for no lock, so this saves a hop there and back (two
+thread wake-ups) on the path of a single woken delivery.
+
 Same guarantees as one ``anyio.to_thread.run_sync`` per call behind a ``CapacityLimiter(1)``: the
 calls never overlap, each runs once (or, when its group fails as a whole, once more on its own),
 and a caller cancelled while its call is queued or running still waits for it to finish (its
