@@ -22,6 +22,7 @@ import psycopg
 
 from agentmaild import inject
 from agentmaild.errors import StoreError
+from agentmaild.hooks import deferred
 from agentmaild.hooks.io import output_limit
 from agentmaild.hooks.run import _SESSION_RE, SEEN_KEEP_S, Hook
 from agentmaild.ids import iso_now
@@ -118,21 +119,14 @@ class PgHook(Hook):
         sql = "SELECT 1 FROM messages WHERE to_agent = %(a)s AND read = 0 LIMIT 1"
         return self.pg.execute(sql, {"a": self.agent}).fetchone() is not None
 
-    def deliver(
-        self, wrap: Callable[[str], str], before_ack: Callable[[], None] | None = None
-    ) -> bool:
-        """In the caller's write transaction: take, render, write, then mark what was written."""
-        if self.quiet:
-            return False
+    def take(self, wrap: Callable[[str], str]) -> tuple[str, list[str]] | None:
         limit = output_limit()
         rows, unread, nudges = take_rows(self.pg, self.agent, limit - 2500)
+        rows = deferred.skip_printed(self, rows)
         if not rows:
-            return False
-        out, ids = inject.fit_rows(rows, self.agent, unread, nudges, wrap, limit)
-        if before_ack is not None:
-            before_ack()
-        self.out.write(out.encode("utf-8"))
-        self.out.flush()
+            return None
+        return inject.fit_rows(rows, self.agent, unread, nudges, wrap, limit)
+
+    def mark_delivered(self, ids: list[str]) -> None:
         mark_read(self.pg, ids, "hook")
         mark_reached(self.pg, self.agent)
-        return True

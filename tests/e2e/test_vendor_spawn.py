@@ -14,11 +14,13 @@ from typing import Any
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from agentmaild.channels.factory import make_channel
 from agentmaild.channels.vendor_spawn import VendorSpawnChannel
+from agentmaild.channels.vendors import PRESETS
 from agentmaild.config import Config, SpawnConfig
-from agentmaild.errors import DeliveryFailed
+from agentmaild.errors import AgentUnavailable, DeliveryFailed, StoreError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.render import render_batch
@@ -37,6 +39,7 @@ BOUND = 60.0
 # timeout is what ends such a turn. Codex and Gemini are told not to retry and fail at once.
 ERROR_STATUS = {"codex": 500, "gemini": 429, "opencode": 500}
 ERROR_STALL_S = 25.0  # generous: under load OpenCode may take 15 s to its first request
+CONFIG = Config(spawn=SpawnConfig(stall_timeout_s=60.0, kill_grace_s=2.0))
 
 
 @dataclass
@@ -88,8 +91,7 @@ class World:
     def channel(self) -> VendorSpawnChannel:
         agent = self.store.get_agent("alice")
         assert agent is not None
-        cfg = Config(spawn=SpawnConfig(stall_timeout_s=60.0, kill_grace_s=2.0))
-        channel = make_channel(agent, cfg, self.db)
+        channel = make_channel(agent, CONFIG, self.db)
         assert isinstance(channel, VendorSpawnChannel)
         return channel
 
@@ -189,6 +191,42 @@ async def test_api_error_is_not_acked_and_the_retry_succeeds(world: World) -> No
     assert answered[0] == status, failed.value
     assert answered[-1] == 200
     assert world.store.ack_delivery(retry.delivery_id, now=time.time()) == 1
+
+
+@pytest.mark.parametrize("world", ["codex", "opencode"], indirect=True)
+async def test_a_session_id_never_stored_is_not_acked_and_the_new_session_is_logged(
+    world: World,
+) -> None:
+    """Codex and OpenCode choose their session ids. When the id the turn announced never reached
+    the store (here the write fails; a daemon killed mid-turn is the same case), the batch is not
+    acked, and its redelivery starts a new session that says so in the log: no silent fork."""
+    agent = world.register()
+    world.mail("body MARKER-S")
+    batch, text = world.claim()
+
+    async def refuse(session_id: str) -> None:
+        raise StoreError(f"cannot write {session_id} (test)")
+
+    channel = VendorSpawnChannel(
+        agent, CONFIG, world.db, preset=PRESETS[world.vendor], save_session=refuse
+    )
+    with anyio.fail_after(BOUND), pytest.raises(AgentUnavailable, match="cannot store the session"):
+        await channel.deliver(batch, text)
+    assert world.stored_session() is None
+    world.store.release(batch.delivery_id, error="failed", max_attempts=5, now=time.time())
+    retry, retry_text = world.claim()
+    assert (retry.delivery_id, retry.attempt) == (batch.delivery_id, 2)
+    with capture_logs() as logs:
+        async with world.channel() as again:
+            with anyio.fail_after(BOUND):
+                await again.deliver(retry, retry_text)
+    [line] = [e for e in logs if e["event"] == "spawn.session_started_on_redelivery"]
+    assert (line["delivery_id"], line["preset"]) == (batch.delivery_id, world.vendor)
+    assert world.stored_session() == again.session_id is not None
+    first, *_, last = world.api.conversation_requests("MARKER-S")
+    assert first.answered_with == 200
+    # A new session: the redelivery's request does not carry the first attempt's turn.
+    assert sum("MARKER-S" in t for t in last.user_texts()) == 1 and REPLY not in last.all_text()
 
 
 def test_daemon_delivers_then_sigterm_leaves_no_vendor_process(world: World) -> None:
