@@ -54,8 +54,9 @@ def run_pg(hook: Hook, dsn: str) -> int:
 
 
 def serve_hook_pg(
-    event: str, agent: str, raw: bytes, quiet: bool, store: PostgresTransactions
-) -> tuple[int, str, bool]:
+    event: str, agent: str, raw: bytes, quiet: bool, store: PostgresTransactions,
+    vendor: str = "claude",
+) -> tuple[int, str, bool]:  # fmt: skip
     """``remote.serve_hook`` on the daemon's PostgreSQL store (``/v1/hooks/{event}``), on a
     connection of its own (from the pool when the daemon has one)."""
     from agentmaild.hooks.remote import serve_hook
@@ -63,7 +64,7 @@ def serve_hook_pg(
     anchor = str(anchor_for(store.dsn))
     try:
         with store._lease() as conn:
-            return serve_hook(event, agent, raw, quiet, None, anchor,
+            return serve_hook(event, agent, raw, quiet, None, anchor, vendor=vendor,
                               adopt=lambda hook: PgHook.adopt(hook, conn))  # fmt: skip
     except psycopg.Error as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
