@@ -5,7 +5,9 @@ stopped by SIGTERM leaves no vendor process behind."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,9 +20,9 @@ from structlog.testing import capture_logs
 
 from agentmaild.channels.factory import make_channel
 from agentmaild.channels.vendor_spawn import VendorSpawnChannel
-from agentmaild.channels.vendors import PRESETS
+from agentmaild.channels.vendors import PRESETS, codex_thread_holder
 from agentmaild.config import Config, SpawnConfig
-from agentmaild.errors import AgentUnavailable, DeliveryFailed, StoreError
+from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed, StoreError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.render import render_batch
@@ -140,12 +142,17 @@ async def test_batches_reach_the_model_ack_after_turn_and_resume(world: World) -
                 if world.vendor != "opencode":  # its first event comes after the model's answer
                     # The id is in the store while the model is still answering.
                     await wait_until(lambda: world.stored_session() is not None)
+                if world.vendor == "codex":  # a running codex holds its thread's writer lock
+                    held_by = codex_thread_holder(world.home, world.stored_session() or "")
+                    assert held_by is not None and held_by != os.getpid()
                 assert not returned.is_set()  # the turn is still running: no ack yet
                 world.api.release()
                 await returned.wait()
         assert world.store.ack_delivery(batch1.delivery_id, now=time.time()) == 1
         session = world.stored_session()
         assert session is not None and session == channel.session_id
+        if world.vendor == "codex":  # Codex's own busy signal: the thread's writer lock
+            await _held_thread_is_busy(world, channel, session)
         request = world.api.conversation_requests("MARKER-1")[-1]
         assert first.id in request.last_user_text()
         assert batch1.delivery_id in request.last_user_text()
@@ -160,6 +167,27 @@ async def test_batches_reach_the_model_ack_after_turn_and_resume(world: World) -
     assert "first body MARKER-1" in history  # the same session, resumed
     assert REPLY in history
     assert world.stored_session() == session
+
+
+async def _held_thread_is_busy(world: World, channel: VendorSpawnChannel, thread: str) -> None:
+    """A person's ``codex resume`` holds the thread's writer lock: busy, and no turn starts."""
+    lock = world.home / ".codex" / "thread-writer-locks" / f"{thread}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)  # where `codex resume` takes it
+    world.mail("held body MARKER-H")
+    batch, text = world.claim()
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert await channel.is_busy()
+        assert channel.busy_reason() == f"session held by pid {os.getpid()}"
+        with pytest.raises(AgentBusy):
+            await channel.deliver(batch, text)
+    assert not await channel.is_busy()
+    assert world.api.conversation_requests("MARKER-H") == []  # no turn ran
+    world.store.release(batch.delivery_id, error="busy", max_attempts=5, now=time.time())
+    retry, retry_text = world.claim()
+    with anyio.fail_after(BOUND):
+        await channel.deliver(retry, retry_text)
+    assert world.store.ack_delivery(retry.delivery_id, now=time.time()) == 1
 
 
 async def test_api_error_is_not_acked_and_the_retry_succeeds(world: World) -> None:
