@@ -23,7 +23,7 @@ from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.loopback_api import RecordedRequest
 from tests.support.vendor_env import VENDORS, vendor_binary
 
-pytestmark = [pytest.mark.vendors, pytest.mark.timeout(420)]  # five OpenCode turns: 130 s, loaded
+pytestmark = [pytest.mark.vendors, pytest.mark.timeout(420)]  # four OpenCode turns: 130 s, loaded
 
 AGENTMAILD = str(Path(sys.executable).parent / "agentmaild")
 TURN_TIMEOUT_S = 120.0

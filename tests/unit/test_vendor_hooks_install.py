@@ -110,6 +110,34 @@ def test_gemini_acks_after_the_turn_and_prints_a_failed_turns_mail_again(
     assert hook("stop", "s-2") == "" and _unread(db) == []
 
 
+@pytest.mark.parametrize("vendor", ["codex", "gemini", "opencode"])
+def test_vendor_hooks_keep_the_banner_and_the_cap(db: Path, tmp_path: Path, vendor: str) -> None:
+    store = SqliteMailStore(db)
+    mailer = Mailer(store)
+    for n in (2, 3):  # with BODY-1: three mails, ~12,000 characters
+        mailer.send(sender="alice", to="bob", subject=f"big {n}", body=f"BODY-{n} " + "x" * 6000)
+    mailer.send(sender="alice", to="bob", subject="now", body="URGENT-BODY", priority="urgent")
+    store.close()
+    argv = ["hook", "user-prompt-submit", "--agent", "bob", "--db", str(db), "--vendor", vendor]
+    payload = json.dumps({"session_id": "s-1", "prompt": "go"})
+    seen: list[str] = []
+    for _ in range(4):  # bounded: three would do
+        done = _run(argv, tmp_path, payload)
+        assert done.returncode == 0, done.stderr
+        if not done.stdout:
+            break
+        assert len(done.stdout) <= 10_000  # the cap holds for the vendor's shape too
+        seen.append(done.stdout)
+        if vendor == "gemini":  # its ack waits for AfterAgent
+            stop = ["hook", "stop", "--agent", "bob", "--db", str(db), "--vendor", vendor]
+            assert _run(stop, tmp_path, payload).returncode == 0
+    assert len(seen) >= 2  # ~12,000 characters do not fit one hook's output
+    text = seen[0] if vendor == "opencode" else json.loads(seen[0])["hookSpecificOutput"][
+        "additionalContext"]  # fmt: skip
+    assert text.startswith("PRIORITY") and "URGENT-BODY" in text  # the banner, urgent first
+    assert [sum(f"BODY-{n}" in out for out in seen) for n in (1, 2, 3)] == [1, 1, 1]  # once each
+
+
 def test_opencode_gets_plain_text(db: Path, tmp_path: Path) -> None:
     argv = ["hook", "user-prompt-submit", "--agent", "bob", "--db", str(db), "--vendor", "opencode"]
     done = _run(argv, tmp_path, json.dumps({"session_id": "ses_1", "prompt": "hi"}))
