@@ -114,7 +114,8 @@ def document() -> dict[str, Any]:
                                              "inject": {"type": "boolean"}}}  # fmt: skip
     hook = {"type": "object", "properties": {"agent": {"type": "string"},
                                              "input": {"type": "string"},
-                                             "quiet": {"type": "boolean"}}}  # fmt: skip
+                                             "quiet": {"type": "boolean"},
+                                             "vendor": {"type": "string"}}}  # fmt: skip
     relay = {"type": "object", "required": ["version", "envelope", "signature", "key_id", "body",
                                             "message_id"],
              "properties": {"version": {"const": 2}}}  # fmt: skip

@@ -163,6 +163,25 @@ def test_a_codex_hook_over_http_gets_additional_context_json(
     assert mid in out["additionalContext"] and "for codex" in out["additionalContext"]
     assert store.inbox("alice", unread_only=True) == []
 
+
+def test_a_gemini_hook_over_http_acks_only_after_the_turn(
+    both: Both, store: SqliteMailStore
+) -> None:
+    mid = both.local("send", "--to", "alice", "--subject", "s", "--body", "for gemini",
+                     "--from", "bob").stdout.strip()  # fmt: skip
+    payload = json.dumps({"session_id": "g-1", "prompt": "go"})
+
+    def hook(event: str) -> str:
+        done = both.remote("hook", event, "--agent", "alice", "--vendor", "gemini", stdin=payload)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    out = json.loads(hook("user-prompt-submit"))["hookSpecificOutput"]
+    assert out["hookEventName"] == "BeforeAgent" and mid in out["additionalContext"]
+    assert [m.id for m in store.inbox("alice", unread_only=True)] == [mid]  # the turn runs
+    assert hook("stop") == ""  # AfterAgent: the model answered
+    assert store.inbox("alice", unread_only=True) == []
+
 HEAVY = {"typer", "click", "structlog", "asyncio", "anyio", "starlette", "uvicorn", "httpx",
          "sqlite3", "dataclasses", "agentmaild.models", "agentmaild.config"}  # fmt: skip
 
