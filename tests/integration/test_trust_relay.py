@@ -193,6 +193,17 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
     wrong = wire(env, envelope.sign(other, env), domains.a_key.key_id, "hello", "msg-abc1234568")
     r = domains.post(wrong)
     assert r.status_code == 403 and "bad signature" in r.json()["error"]["message"]
+    rekeyed = wire(env, envelope.sign(other, env), envelope.key_id(envelope.public_text(other)),
+                   "hello", "msg-abc1234569")  # signed and named by a key B never pinned
+    r = domains.post(rekeyed)
+    assert r.status_code == 403 and f"the pinned key is {domains.a_key.key_id}" in r.json()[
+        "error"]["message"]  # fmt: skip
+    resubjected = {**good, "envelope": {**good["envelope"], "subject": "changed"}}  # type: ignore[dict-item]
+    r = domains.post(resubjected)
+    assert r.status_code == 403 and "bad signature" in r.json()["error"]["message"]
+    ahead = _signed(domains, created_at=time.time() + 600)
+    r = domains.post(ahead)
+    assert r.status_code == 403 and "in the future" in r.json()["error"]["message"]
     old = _signed(domains, created_at=time.time() - 600)
     r = domains.post(old)
     assert r.status_code == 403 and "the window is 300s" in r.json()["error"]["message"]
@@ -211,6 +222,10 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
         "envelope version 1 is refused"
     )
     assert domains.b_mail() == []
+    wait_for(lambda: len(domains.b.events("relay.refused")) >= 10, 10, "each refusal logged")
+    refusals = domains.b.events("relay.refused")
+    assert [e["code"] for e in refusals] == ["untrusted"] * 8 + ["invalid"] * 2
+    assert "does not match its hash" in refusals[0]["reason"]
     first = domains.post(good)
     assert first.status_code == 200, first.text
     replay = domains.post(good)
