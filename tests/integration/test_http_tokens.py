@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.support.daemon import DaemonProc, base_env
+from tests.support.daemon import DaemonProc, agent_cmd, base_env
 from tests.support.http_api import Api, base_url, error_of, http_env, mint
 from tests.support.waiting import wait_for
 
@@ -190,9 +190,15 @@ def _read_all(s: socket.socket) -> bytes:
 
 
 def test_slow_clients_get_408_and_others_are_served_meanwhile(
-    store: SqliteMailStore, daemons: Callable[..., DaemonProc]
+    store: SqliteMailStore, daemons: Callable[..., DaemonProc], tmp_path: Path
 ) -> None:
+    """Two connections that never finish their request: other clients are served while they
+    hang, a delivery loop goes on delivering, and each gets one JSON 408."""
+    rec = tmp_path / "worker.jsonl"
+    store.add_agent(Agent(name="worker", capability="builder", channel="spawn",
+                          command=agent_cmd("record_agent.py", str(rec))))  # fmt: skip
     d = _setup(store, daemons, timeout_s="1")
+    wait_for(lambda: "worker" in {a["name"] for a in d.ctl("agents")["agents"]}, 20, "the loop")
     url = base_url(d)
     token = mint(d, "operator")
     api = Api(d, token)
@@ -206,6 +212,10 @@ def test_slow_clients_get_408_and_others_are_served_meanwhile(
     )
     assert api.get("/v1/health").status_code == 200  # served while both wait
     assert api.post("/v1/messages", {"to": "alice", "subject": "s"}).status_code == 201
+    sent = api.post("/v1/messages", {"to": "worker", "subject": "meanwhile", "body": "go on"})
+    [mid] = sent.json()["ids"]
+    wait_for(lambda: store.get_message(mid).read, 20, "the delivery")  # type: ignore[union-attr]
+    assert "go on" in rec.read_text()
     for s in (headers_never_end, body_never_ends):
         answer = _read_all(s)  # the server closes after its answer
         s.close()
