@@ -162,3 +162,27 @@ def test_the_http_hot_paths_import_only_the_stdlib_client(
     assert "http.client" in modules and "agentmaild.http.client" in modules
     assert not {m for m in modules if m in HEAVY or m.split(".")[0] in HEAVY}
     assert done.returncode == 0 and "[agentmail] 1 new message for alice" in done.stdout
+
+
+def test_url_and_token_flags_and_refused_tokens(both: Both) -> None:
+    """``--url/--token`` (before or after the command) do what the variables do; no token, a
+    wrong one or another agent's is one error line and exit 1 (``--json``: the error object)."""
+    both.local("send", "--to", "alice", "--subject", "flags", "--from", "bob")
+    url, token = both.remote_env["AGENTMAIL_URL"], both.remote_env["AGENTMAIL_TOKEN"]
+    by_env = both.remote("inbox", "--agent", "alice")
+    assert by_env.returncode == 0 and "flags" in by_env.stdout
+    none = {"AGENTMAIL_URL": "", "AGENTMAIL_TOKEN": ""}
+    for args in (("--url", url, "--token", token, "inbox", "--agent", "alice"),
+                 ("inbox", "--agent", "alice", "--url", url, "--token", token)):  # fmt: skip
+        flagged = both.remote(*args, env=none)
+        assert (flagged.returncode, flagged.stdout, flagged.stderr) == (0, by_env.stdout, ""), args
+    carol = json.loads(both.local("tokens", "create", "carol", "--json").stdout)["token"]
+    for env, words in (({"AGENTMAIL_TOKEN": ""}, "no token"),
+                       ({"AGENTMAIL_TOKEN": "amt_wrong"}, "unknown token"),
+                       ({"AGENTMAIL_TOKEN": carol}, "acts as 'carol' only")):  # fmt: skip
+        refused = both.remote("inbox", "--agent", "alice", env=env)
+        assert (refused.returncode, refused.stdout) == (1, ""), env
+        assert refused.stderr.startswith("error: ") and words in refused.stderr, refused.stderr
+        assert refused.stderr.count("\n") == 1
+        as_json = both.remote("inbox", "--agent", "alice", "--json", env=env)
+        assert as_json.returncode == 1 and json.loads(as_json.stdout)["ok"] is False
