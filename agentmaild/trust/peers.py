@@ -8,7 +8,7 @@ Stdlib only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from agentmaild.errors import ValidationError
 from agentmaild.ids import check_name
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from agentmaild.models import Message
+    from agentmaild.store.base import MailStore
 
 PEER_PREFIX = "peer:"
 
@@ -50,11 +51,9 @@ class PeerOrigin:
         return {"peer": self.peer, "key_id": self.key_id, "origin_id": self.origin_id}
 
 
-class _Origins(Protocol):
-    def peer_origin(self, message_id: str) -> PeerOrigin | None: ...
-
-
-def with_origins(store: _Origins, found: Sequence[Message], *, whole: bool) -> list[dict[str, Any]]:
+def with_origins(
+    store: MailStore, found: Sequence[Message], *, whole: bool
+) -> list[dict[str, Any]]:
     """Each message as JSON (``whole``: ``to_dict``, else the probe's ``summary``); one that a
     peer's verified envelope delivered carries ``origin``: its peer domain, the key id its
     signature was checked against and the peer's own message id. The CLI and the API both
