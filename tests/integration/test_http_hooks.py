@@ -84,6 +84,9 @@ EVENTS: tuple[tuple[str, dict[str, Any]], ...] = (
 )  # fmt: skip
 
 
+DELIVERING = {"session-start", "user-prompt-submit", "post-tool-use", "stop"}
+
+
 @pytest.mark.timeout(600)  # about 40 CLI processes
 def test_every_hook_event_prints_and_records_what_the_local_hook_does(
     both: Both, store: SqliteMailStore
@@ -100,6 +103,8 @@ def test_every_hook_event_prints_and_records_what_the_local_hook_does(
         assert (there.returncode, there.stderr) == (here.returncode, here.stderr), event
         assert stamps(normalised(there.stdout, "alice")) == stamps(
             normalised(here.stdout, "carol")), event  # fmt: skip
+        if event in DELIVERING:
+            assert f"during {event}" in there.stdout, (event, there.stdout)
         alice, carol = store.get_agent("alice"), store.get_agent("carol")
         assert alice is not None and carol is not None
         assert (alice.turn_state, alice.session_id) == (carol.turn_state, carol.session_id), event
