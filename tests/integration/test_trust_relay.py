@@ -275,3 +275,19 @@ def test_the_relay_loop_forwards_new_mail_and_stops_on_ctrl_c(domains: Domains) 
         stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
     assert stdout.splitlines() == ["relayed 1", "relayed 1"]
+
+
+def test_relay_finds_each_peer_by_its_pinned_url_and_can_take_one_peer(domains: Domains) -> None:
+    a, b = domains.a, domains.b
+    b_key = json.loads(b.cli("keys", "show", "--json").stdout)["public_key"]
+    assert a.cli("peers", "add", "b", "--public-key", b_key, "--url", domains.b_url).returncode == 0
+    to_b = domains.send_a("by url")
+    done = a.cli("send", "--from", "bob", "--to", "peer:c/carol", "--subject", "nowhere")
+    to_c = done.stdout.strip()
+    only_b = a.cli("relay", "--once", "--peer", "b", "--json")  # no --to: the URL pinned for b
+    assert only_b.returncode == 0, only_b.stderr
+    assert json.loads(only_b.stdout) == {"ok": True, "relayed": [to_b], "failed": []}
+    assert [m["subject"] for m in domains.b_mail()] == ["by url"]
+    rest = a.cli("relay", "--once")
+    assert (rest.returncode, rest.stdout) == (1, "relayed 0\n")
+    assert rest.stderr == f"error: {to_c}: no URL for peer 'c' (peers add --url, or --to)\n"
