@@ -302,11 +302,30 @@ WHERE (%(older)s::double precision IS NULL OR at < %(older)s)
 
 -- name: send_one
 -- The common send in one statement (schema 6's am_send_one): 'sent', or 'slow' having written
--- nothing (then the general send runs).
+-- nothing (then the general send runs). Its locks are at most two names (the inbox, the
+-- digest), passed as two texts (NULL: none) and its refused states are constants written into
+-- the statement (postgres_send_one): no array is dumped client-side per send.
 SELECT am_send_one(
-  %(locks)s::text[], %(check)s::text, %(refused)s::text[], %(refuse_unknown)s::boolean,
+  array_remove(ARRAY[%(lock1)s::text, %(lock2)s::text], NULL), %(check)s::text,
+  {refused}::text[], %(refuse_unknown)s::boolean,
   %(unread_max)s::integer, %(digest)s::text, %(since)s::double precision,
   %(trim_before)s::double precision, %(now)s::double precision, %(id)s::text,
   %(from_agent)s::text, %(to_agent)s::text, %(subject)s::text, %(body)s::text, %(type)s::text,
   %(priority)s::text, %(thread_id)s::text, %(payload)s::text, %(created_at)s::text,
   %(broadcast_id)s::text, %(notify)s::text, %(nudge)s::text, %(stamp)s::text) AS outcome;
+
+-- name: claim_one
+-- The daemon's claim in one statement (schema 7's am_claim): the claim's rows; none when there
+-- is nothing; one row with claim_id NULL when the general claim must look at the agent's queues.
+SELECT * FROM am_claim(
+  %(agent)s::text, %(now)s::double precision, %(lease_until)s::double precision,
+  %(stamp)s::text, %(max_messages)s::integer, %(max_chars)s::integer, %(new_id)s::text);
+
+-- name: ack_one
+-- The ack in one statement (schema 7's am_ack): how many messages it marked read, and the error
+-- of a history row that could not be written (NULL when written or not asked for).
+SELECT * FROM am_ack(
+  %(id)s::text, %(stamp)s::text, %(reached_stamp)s::text, %(record)s::boolean,
+  %(record_id)s::text, %(agent)s::text, %(message_ids)s::jsonb, %(attempt)s::integer,
+  %(outcome)s::text, %(error)s::text, %(duration_s)s::double precision,
+  %(at)s::double precision);
