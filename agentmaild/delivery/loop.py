@@ -77,6 +77,9 @@ class DeliveryLoop(LoopFigures):
         self._confirmed = False
         self._lease_until = 0.0  # the lease the batch in flight holds (extended during its turn)
         self._more = True  # the last batch's claim may have left mail behind (more_after)
+        # A claim failed with the store: it may have committed with its answer lost (the
+        # connection died after COMMIT), so a batch of this agent may be claimed by nobody.
+        self.claim_unsure = False
         # Set whenever no delivery is in flight; drain() waits on it.
         self.quiet = anyio.Event()
         self.quiet.set()
@@ -134,13 +137,17 @@ class DeliveryLoop(LoopFigures):
             return StepResult.BUSY
         self._spell.clear()
         s = self.settings
-        batch = await self._store.claim(
-            self.agent.name,
-            max_messages=s.batch_max_messages,
-            max_chars=s.batch_max_chars,
-            lease_s=s.lease_s,
-            now=self._wall(),
-        )
+        try:
+            batch = await self._store.claim(
+                self.agent.name,
+                max_messages=s.batch_max_messages,
+                max_chars=s.batch_max_chars,
+                lease_s=s.lease_s,
+                now=self._wall(),
+            )
+        except AgentmaildError:
+            self.claim_unsure = True  # the loop ends here; the supervisor re-queues (supervise)
+            raise
         if batch is None:
             self.state = "idle"
             return StepResult.IDLE
@@ -151,7 +158,15 @@ class DeliveryLoop(LoopFigures):
         self._more = self._store.more_after(batch)
         body_limit = max(1000, self.settings.batch_max_chars - _RENDER_OVERHEAD_CHARS)
         with anyio.CancelScope(shield=True):  # the claimed batch must reach the try below
-            kept, gone = await split_read_elsewhere(self._store, batch)
+            try:
+                kept, gone = await split_read_elsewhere(self._store, batch)
+            except AgentmaildError as exc:
+                # The look is advisory; raising here would leave the batch claimed by nobody
+                # until its lease ended. Deliver it whole (the ack then waits for the store).
+                self._log.warning(
+                    "delivery.recheck_failed", delivery_id=batch.delivery_id, error=exc.message
+                )
+                kept, gone = batch.messages, []
         started = self._clock()
         if gone:
             self._log.info("delivery.read_elsewhere", delivery_id=batch.delivery_id, ids=gone)

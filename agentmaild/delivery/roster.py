@@ -26,6 +26,7 @@ class Entry:
     retired: bool = False
     crashes: int = 0
     last_crash: str | None = None
+    requeue: bool = False  # re-queue the agent's claims before its next loop (_requeue_own)
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     kick: anyio.Event = field(default_factory=anyio.Event)
 

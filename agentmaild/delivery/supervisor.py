@@ -209,6 +209,8 @@ class Supervisor(Roster):
 
     async def _run_once(self, entry: Entry) -> None:
         agent = entry.agent
+        if entry.requeue:
+            await self._requeue_own(entry)
         channel = self._factory(agent, self._config)
         loop = DeliveryLoop(
             agent,
@@ -230,11 +232,26 @@ class Supervisor(Roster):
         finally:
             for key in COUNTERS:
                 entry.totals[key] += getattr(loop, key)
+            entry.requeue = entry.requeue or loop.claim_unsure
             entry.loop = None
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_S):
                 await channel.aclose()  # idempotent; bounded even if __aexit__ was cut short
         if not loop.stopping:
             raise RuntimeError("delivery loop returned without being stopped")
+
+    async def _requeue_own(self, entry: Entry) -> None:
+        """Before a loop whose claim failed is restarted: that claim may have committed with its
+        answer lost, leaving a batch claimed by nobody for a whole lease. No loop of this agent
+        runs now and this daemon is its host's only one, so every claim of the agent is such an
+        orphan: back to pending under its delivery id. A failure here is one more crash."""
+        name = entry.agent.name
+        reaped = await self._store.reap_expired(
+            now=time.time(), everything=True, host=self._host, agent=name
+        )
+        entry.requeue = False
+        if reaped:
+            log.warning("supervisor.requeued_unsure_claims", agent=name,
+                        deliveries=[d for d, _ in reaped])
 
     def _restart_delay(self, crashes: int) -> float:
         d = self._config.daemon

@@ -105,10 +105,15 @@ class AsyncMailStore:
         return await self.run_sync(self.sync.extend_lease, delivery_id, lease_s=lease_s, now=now)
 
     async def reap_expired(
-        self, *, now: float, everything: bool = False, host: str | None = None
+        self,
+        *,
+        now: float,
+        everything: bool = False,
+        host: str | None = None,
+        agent: str | None = None,
     ) -> list[tuple[str, str]]:
         return await self.run_sync(
-            self.sync.reap_expired, now=now, everything=everything, host=host
+            self.sync.reap_expired, now=now, everything=everything, host=host, agent=agent
         )
 
     async def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:

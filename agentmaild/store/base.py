@@ -289,10 +289,16 @@ class MailStore(abc.ABC):
 
     @abc.abstractmethod
     def reap_expired(
-        self, *, now: float, everything: bool = False, host: str | None = None
+        self,
+        *,
+        now: float,
+        everything: bool = False,
+        host: str | None = None,
+        agent: str | None = None,
     ) -> list[tuple[str, str]]:
         """Re-queue claims whose lease ended (all claims with ``everything``, as at daemon start;
-        with ``host`` too, "all" means those of the agents of that host or of any host).
+        with ``host`` too, "all" means those of the agents of that host or of any host). With
+        ``agent``, only that agent's claims (a loop restarted after a claim whose answer was lost).
 
         Returns (delivery_id, agent) pairs; the delivery ids are kept for the redelivery.
         """

@@ -160,13 +160,20 @@ class MemoryDeliveries(MemoryState):
 
     @atomic
     def reap_expired(
-        self, *, now: float, everything: bool = False, host: str | None = None
+        self,
+        *,
+        now: float,
+        everything: bool = False,
+        host: str | None = None,
+        agent: str | None = None,
     ) -> list[tuple[str, str]]:
         reaped = []
         for d in self._deliveries.values():
+            if agent is not None and d.agent != agent:
+                continue
             expired = d.lease_until is not None and d.lease_until <= now
-            agent = self._agents.get(d.agent)
-            ours = host is None or (agent is not None and agent.host in (None, host))
+            holder = self._agents.get(d.agent)
+            ours = host is None or (holder is not None and holder.host in (None, host))
             if d.state == "claimed" and (expired or (everything and ours)):
                 d.state, d.lease_until, d.updated_at = "pending", None, iso_now(now)
                 reaped.append((d.id, d.agent))

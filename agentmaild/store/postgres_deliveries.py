@@ -147,9 +147,17 @@ class PostgresDeliveries(PostgresTransactions):
         )
 
     def reap_expired(
-        self, *, now: float, everything: bool = False, host: str | None = None
+        self,
+        *,
+        now: float,
+        everything: bool = False,
+        host: str | None = None,
+        agent: str | None = None,
     ) -> list[tuple[str, str]]:
-        params = {"stamp": iso_now(now), "now": now, "everything": everything, "host": host}
+        params = {
+            "stamp": iso_now(now), "now": now, "everything": everything, "host": host,
+            "agent": agent,
+        }
 
         def run(conn: Conn) -> list[tuple[str, str]]:
             rows = conn.execute(PQ["deliveries_expired"], params).fetchall()

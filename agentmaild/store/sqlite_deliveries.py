@@ -215,11 +215,17 @@ class SqliteDeliveries(SqliteTransactions):
         )
 
     def reap_expired(
-        self, *, now: float, everything: bool = False, host: str | None = None
+        self,
+        *,
+        now: float,
+        everything: bool = False,
+        host: str | None = None,
+        agent: str | None = None,
     ) -> list[tuple[str, str]]:
         def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             params = {
-                "stamp": iso_now(now), "now": now, "everything": int(everything), "host": host
+                "stamp": iso_now(now), "now": now, "everything": int(everything), "host": host,
+                "agent": agent,
             }
             rows = conn.execute(Q["deliveries_expired"], params).fetchall()
             return sorted((r["id"], r["agent"]) for r in rows)

@@ -923,3 +923,18 @@ def test_tokens_are_stored_by_hash_listed_and_revoked(store: MailStore) -> None:
     assert store.find_token(hash_secret(later_secret)) == later
     with pytest.raises(StoreError):
         store.add_token(record)  # the same id twice
+
+
+def test_reap_of_one_agent_requeues_only_its_claims(store: MailStore) -> None:
+    """A loop restarted after a claim whose answer was lost: its agent's claims, live or not."""
+    put(store, make(), make("carol"))
+    bob, carol = claim(store), claim(store, "carol")
+    assert bob is not None
+    assert carol is not None
+    assert store.reap_expired(now=T0, everything=True, agent="carol") == [
+        (carol.delivery_id, "carol")
+    ]
+    assert store.reap_expired(now=T0, everything=True, agent="carol") == []
+    assert store.counts()["bob"].in_flight == 1  # another agent's live claim is left alone
+    assert store.reap_expired(now=T0 + LEASE_S + 1, agent="dave") == []  # nor an expired one
+    assert store.reap_expired(now=T0 + LEASE_S + 1) == [(bob.delivery_id, "bob")]

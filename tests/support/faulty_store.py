@@ -2,7 +2,9 @@
 
 ``faults[name]`` lists errors the next calls of ``name`` raise, first in first out; ``before[name]``
 is called (in the store's worker thread) before every call of ``name``, to act at that moment.
-Every call that gets past both runs the real store.
+Every call that gets past both runs the real store. ``lost[name]`` lists errors raised *after*
+the real call ran: a write that committed but whose answer never came back (a connection that
+died after COMMIT). The agent-scoped re-queue is ``reap_agent``, apart from ``reap_expired``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentmaild.errors import StoreError
-from agentmaild.models import Attempt
+from agentmaild.models import Attempt, Batch, Message
 from agentmaild.store.base import InsertRequest, InsertResult, Released
 from agentmaild.store.sqlite import SqliteMailStore
 
@@ -28,6 +30,7 @@ class FaultyStore(SqliteMailStore):
         self.faults: dict[str, list[Exception]] = {}
         self.before: dict[str, Callable[[], None]] = {}
         self.calls: dict[str, int] = {}
+        self.lost: dict[str, list[Exception]] = {}
 
     def _fault(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -37,6 +40,25 @@ class FaultyStore(SqliteMailStore):
         queued = self.faults.get(name)
         if queued:
             raise queued.pop(0)
+
+    def _lose(self, name: str) -> None:
+        queued = self.lost.get(name)
+        if queued:
+            raise queued.pop(0)
+
+    def claim(self, agent: str, **kw: Any) -> Batch | None:
+        self._fault("claim")
+        batch = super().claim(agent, **kw)
+        self._lose("claim")
+        return batch
+
+    def get_message(self, message_id: str) -> Message | None:
+        self._fault("get_message")
+        return super().get_message(message_id)
+
+    def reap_expired(self, **kw: Any) -> list[tuple[str, str]]:
+        self._fault("reap_expired" if kw.get("agent") is None else "reap_agent")
+        return super().reap_expired(**kw)
 
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
         self._fault("ack_delivery")

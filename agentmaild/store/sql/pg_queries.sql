@@ -217,7 +217,8 @@ RETURNING state, failures;
 
 -- name: deliveries_expired
 UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = %(stamp)s
-WHERE state = 'claimed' AND (lease_until <= %(now)s OR (%(everything)s AND (
+WHERE state = 'claimed' AND (%(agent)s::text IS NULL OR agent = %(agent)s)
+  AND (lease_until <= %(now)s OR (%(everything)s AND (
   %(host)s::text IS NULL OR EXISTS (SELECT 1 FROM am_agents a WHERE a.name = am_deliveries.agent
                                       AND (a.host IS NULL OR a.host = %(host)s)))))
 RETURNING id, agent;

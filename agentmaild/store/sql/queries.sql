@@ -157,7 +157,8 @@ RETURNING state, failures;
 
 -- name: deliveries_expired
 UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = :stamp
-WHERE state = 'claimed' AND (lease_until <= :now OR (:everything AND (:host IS NULL OR EXISTS
+WHERE state = 'claimed' AND (:agent IS NULL OR agent = :agent)
+  AND (lease_until <= :now OR (:everything AND (:host IS NULL OR EXISTS
   (SELECT 1 FROM am_agents a WHERE a.name = am_deliveries.agent
      AND (a.host IS NULL OR a.host = :host)))))
 RETURNING id, agent;
