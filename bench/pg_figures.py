@@ -119,7 +119,8 @@ def bench_single(dsn: str, quick: bool) -> Figure:
     from agentmaild.mail import Mailer
     from agentmaild.store.postgres import PostgresMailStore
 
-    n, step = (200, 50) if quick else (1000, 100)
+    # Fine interleaving: on a shared machine ours and the baseline then see the same load.
+    n, step = (200, 20) if quick else (2000, 20)
     agents = [f"single-{i:03d}" for i in range(100)]
     _add_agents(dsn, dict.fromkeys(agents, "host-a"))
     store = PostgresMailStore(dsn)
