@@ -1,14 +1,13 @@
 """The delivery operations of the PostgreSQL store: claims, leases, acks, releases, dead letters.
 
-A claim is the one ``claim`` statement of ``pg_queries.sql`` (rows taken ``FOR UPDATE SKIP
-LOCKED``), after a transaction-scoped advisory lock on the agent: two daemons (or a daemon and
-the agent's own ``check``) taking mail for one agent at once run one after the other, so the
-second sees the first one's lease and takes nothing, as with SQLite's single writer. With no
-redelivery and no direct mail, the claim takes queue work (``postgres_queues.queue_batch``).
-
-The daemon's claim and ack are one statement each (schema 7's ``am_claim`` and ``am_ack``, the
-same lock and statements run server-side: one round trip, no BEGIN/COMMIT); ``claim_in`` is the
-general claim, run when ``am_claim`` says the agent's queues must be looked at.
+A claim is schema 7's ``am_claim`` (``sql/pg_schema_7.sql``): a transaction-scoped advisory
+lock on the agent, then one claim statement (rows taken ``FOR UPDATE SKIP LOCKED``): two daemons
+(or a daemon and the agent's own ``check``) taking mail for one agent at once run one after the
+other, so the second sees the first one's lease and takes nothing, as with SQLite's single
+writer. It is one statement in its own transaction (one round trip, no BEGIN/COMMIT). With no
+redelivery and no direct mail for a queue member it answers a marker, and ``claim_in`` takes
+queue work (``postgres_queues.queue_batch``) under the same lock. The ack is ``am_ack``, one
+statement too.
 """
 
 from __future__ import annotations
@@ -33,12 +32,15 @@ def _order(m: Message) -> tuple[int, str, str]:
 def claim_in(
     conn: Conn, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
 ) -> Batch | None:
-    """The claim inside the caller's transaction (exposed for the race tests and benchmarks)."""
-    lock(conn, f"agent:{agent}")
+    """The claim inside the caller's transaction (exposed for the race tests and benchmarks):
+    ``am_claim``, then the agent's queues when it answers the queue marker (claim_id NULL)."""
+    lock(conn, f"agent:{agent}")  # am_claim takes it again: advisory locks are re-entrant
     params = _claim_params(agent, max_messages=max_messages, lease_s=lease_s, now=now,
                            max_chars=max_chars)
-    rows = conn.execute(PQ["claim"], params).fetchall()
+    rows = conn.execute(PQ["claim_one"], params).fetchall()
     if not rows:
+        return None
+    if rows[0]["claim_id"] is None:
         return queue_batch(conn, agent, now, params["lease_until"], params["stamp"])
     return _claimed(agent, rows, params["lease_until"])
 

@@ -15,6 +15,7 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Attempt, Message
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.postgres_migrate import statements
 
 T0 = 1_700_000_000.0
 
@@ -106,4 +107,11 @@ def test_store_check_names_a_missing_claim_or_ack_function(pg_dsn: str) -> None:
     assert check_pg_store(pg_dsn).problems == []
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("DROP FUNCTION am_ack")
-    assert check_pg_store(pg_dsn).problems == ["function am_ack is missing: the daemon cannot ack"]
+        try:
+            assert check_pg_store(pg_dsn).problems == [
+                "function am_ack is missing: the daemon cannot ack"
+            ]
+        finally:  # the database goes back to the session's pool of empty ones: whole again
+            for stmt in statements("pg_schema_7.sql"):
+                conn.execute(stmt.encode())
+    assert check_pg_store(pg_dsn).problems == []

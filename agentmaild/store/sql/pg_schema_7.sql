@@ -2,10 +2,18 @@
 -- call each. A claim (BEGIN, the agent's advisory lock, the claim statement, COMMIT) and an ack
 -- (BEGIN, three updates, the history row in a savepoint, the agent reached, COMMIT) were two or
 -- three round trips each; as a server-side function each is one statement in its own
--- transaction. Same locks, same statements, same order as the general path
--- (postgres_deliveries.claim_in and _ack): the function takes the agent's lock first, and a
+-- transaction. Same locks, same statements, same order as before (the claim statement of
+-- pg_queries.sql, the ack's three updates): the function takes the agent's lock first, and a
 -- VOLATILE plpgsql function takes a fresh snapshot per statement, so the claim after the lock
--- sees whatever the previous holder committed, as the general path's next statement does.
+-- sees whatever the previous holder committed. The claim statement lives only here (the
+-- general claim, postgres_deliveries.claim_in, calls am_claim inside its own transaction).
+--
+-- The claim: the agent's oldest pending redelivery (not of a queue: those are claimed by queue,
+-- in postgres_queues) (same id, next attempt) when there is one, else new mail in delivery order
+-- cut at max_messages and max_chars (at least one), all only while the agent holds no live
+-- lease. Rows are taken FOR UPDATE SKIP LOCKED, so a row another transaction is working on is
+-- passed over, never waited for nor taken twice. Pending deliveries before the chosen one whose
+-- mail was all read another way are closed on the way.
 --
 -- am_claim returns the claim's rows (claim_id, claim_attempt, the message's columns). When the
 -- agent's own mail gave nothing and it is a member of a work queue, it returns one row whose
