@@ -218,10 +218,12 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
 
     def _ended(self, proc: _Process) -> None:
         super()._ended(proc)
-        reason = (
-            f"the agent process exited (exit code "
-            f"{proc.child.returncode if proc.child is not None else None})"
-        )
+        child = proc.child
+        if child is not None and child.stalled:  # e.g. OpenCode retrying an HTTP 500 in silence
+            reason = f"stalled: no output for {self._stall_timeout_s:g}s, process group killed"
+        else:
+            code = child.returncode if child is not None else None
+            reason = f"the agent process exited (exit code {code})"
         self._calls.fail_all(reason)
         if self._prompt is not None:
             self._prompt.settle(error=reason)  # a turn that is no call of ours (Codex)

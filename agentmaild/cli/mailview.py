@@ -4,29 +4,45 @@ check, thread), alike whether the mail came from the store or from the HTTP API.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentmaild.models import Message
 
 
 def summary_line(row: dict[str, Any], chars: int) -> str:
-    """``row`` is ``Message.summary()``; ``chars`` the body's length."""
+    """``row`` is ``Message.summary()`` (with ``origin`` for peer mail); ``chars`` the body's
+    length."""
     flag = " " if row["read"] else "*"
+    origin = row.get("origin")
     return (
         f"{flag} {row['id']}  {row['created_at']}  {row['from']} -> {row['to']}  "
         f"[{row['type']}/{row['priority']}]  {json.dumps(row['subject'], ensure_ascii=False)}  "
-        f"({chars} chars)"
+        f"({chars} chars)" + (f"  verified: {_origin(origin)}" if origin else "")
     )
 
 
-def line(m: Message) -> str:
-    return summary_line(m.summary(), len(m.body))
+def _origin(origin: Mapping[str, Any]) -> str:
+    return f"peer {origin['peer']}, key {origin['key_id']}, their id {origin['origin_id']}"
 
 
-def full(m: Message) -> str:
+def summaries_text(rows: Sequence[dict[str, Any]], found: Sequence[Message]) -> str:
+    """The probe lines of ``found``, whose JSON ``rows`` are ``with_origins(…, whole=False)``."""
+    return "\n".join(summary_line(r, len(m.body)) for r, m in zip(rows, found, strict=True))
+
+
+def messages_text(rows: Sequence[dict[str, Any]], found: Sequence[Message] | None = None) -> str:
+    """Whole messages, from their JSON ``rows`` (``with_origins(…, whole=True)`` or the API's
+    answer); ``found``: the messages themselves, when the rows came from the store."""
+    found = [from_api(r) for r in rows] if found is None else found
+    return "\n\n".join(full(m, r.get("origin")) for r, m in zip(rows, found, strict=True))
+
+
+def full(m: Message, origin: Mapping[str, Any] | None = None) -> str:
     lines = [
         f"id:       {m.id}",
         f"from:     {m.from_agent}",
+        *([f"origin:   verified: {_origin(origin)}"] if origin else []),
         f"to:       {m.to_agent}",
         f"subject:  {json.dumps(m.subject, ensure_ascii=False)}",
         f"type:     {m.type}",

@@ -27,8 +27,7 @@ from agentmaild.cli.common import (
     overstory_mode_of,
     remote,
 )
-from agentmaild.cli.mailview import full as _full
-from agentmaild.cli.mailview import line as _line
+from agentmaild.cli.mailview import messages_text, summaries_text
 from agentmaild.cli.read_remote import api_call, api_rows, check_remote, print_rows, thread_remote
 from agentmaild.errors import UsageError
 from agentmaild.ids import check_message_id, check_name, iso_now
@@ -37,6 +36,7 @@ from agentmaild.mail import Mailer
 from agentmaild.overstory.flavor import ORCHESTRATOR
 from agentmaild.store.base import MailStore
 from agentmaild.store.sqlite import SqliteMailStore
+from agentmaild.trust.peers import with_origins
 
 AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Whose mail.")]
 
@@ -61,10 +61,11 @@ def inbox(
         found = store.inbox(agent, unread_only=unread)
         if not found:
             known_agent(store, agent)
+        rows = with_origins(store, found, whole=False)
     out(
-        {"ok": True, "agent": agent, "messages": [m.summary() for m in found]},
+        {"ok": True, "agent": agent, "messages": rows},
         as_json,
-        lambda: echo_text("\n".join(_line(m) for m in found) or f"no mail for {agent}"),
+        lambda: echo_text(summaries_text(rows, found) or f"no mail for {agent}"),
     )
 
 
@@ -80,12 +81,12 @@ def read_cmd(
     api = remote(url, token)
     if api is not None:
         data = api_call(api, "GET", f"/v1/messages/{message_id}")
-        shown = mailview.from_api(data["message"])
-        out(data, as_json, lambda: echo_text(_full(shown)))
+        out(data, as_json, lambda: echo_text(messages_text([data["message"]])))
         return
     with open_store(db, readonly=True) as store:
         m = Mailer(store).get(message_id)
-    out({"ok": True, "message": m.to_dict()}, as_json, lambda: echo_text(_full(m)))
+        [row] = with_origins(store, [m], whole=True)
+    out({"ok": True, "message": row}, as_json, lambda: echo_text(messages_text([row], [m])))
 
 
 def ack(
@@ -166,10 +167,11 @@ def check(
         found = store.take_unread(name)
         if not found:
             known_agent(store, name)
+        rows = with_origins(store, found, whole=True)
     out(
-        {"ok": True, "agent": name, "messages": [m.to_dict() for m in found]},
+        {"ok": True, "agent": name, "messages": rows},
         as_json,
-        lambda: echo_text("\n\n".join(_full(m) for m in found) or f"no unread mail for {name}"),
+        lambda: echo_text(messages_text(rows, found) or f"no unread mail for {name}"),
     )
 
 
@@ -198,10 +200,11 @@ def list_cmd(
         found = store.list_messages(
             from_agent=sender, to_agent=to, type=type, unread=True if unread else None, limit=limit
         )
+        rows = with_origins(store, found, whole=False)
     out(
-        {"ok": True, "messages": [m.summary() for m in found]},
+        {"ok": True, "messages": rows},
         as_json,
-        lambda: echo_text("\n".join(_line(m) for m in found) or "no messages"),
+        lambda: echo_text(summaries_text(rows, found) or "no messages"),
     )
 
 
@@ -218,18 +221,16 @@ def thread(
     check_message_id(message_id)
     api = remote(url, token)
     if api is not None:
-        found = [mailview.from_api(m) for m in thread_remote(api, message_id)]
+        rows = thread_remote(api, message_id)
+        found = [mailview.from_api(r) for r in rows]
     else:
         with open_store(db, readonly=True) as store:
             root = store.get_message(message_id)
             found = store.thread(root.thread_id or root.id if root else message_id)
+            rows = with_origins(store, found, whole=True)
     if not found:
         raise typer.Exit(_not_found(f"no thread {message_id}", as_json))
-    out(
-        {"ok": True, "messages": [m.to_dict() for m in found]},
-        as_json,
-        lambda: echo_text("\n\n".join(_full(m) for m in found)),
-    )
+    out({"ok": True, "messages": rows}, as_json, lambda: echo_text(messages_text(rows, found)))
 
 
 def _not_found(message: str, as_json: bool) -> int:

@@ -8,7 +8,6 @@ from typing import Any
 
 from agentmaild.cli import mailview
 from agentmaild.cli.common import echo_text, out
-from agentmaild.cli.mailview import full as _full
 
 Api = tuple[str, str | None]
 
@@ -46,9 +45,8 @@ def check_remote(api: Api, name: str, inject: bool, as_json: bool) -> None:
     if inject:
         out(data, as_json, lambda: echo_text(str(data["text"]), nl=False))
         return
-    found = [mailview.from_api(m) for m in data["messages"]]
     out(data, as_json,
-        lambda: echo_text("\n\n".join(_full(m) for m in found) or f"no unread mail for {name}"))
+        lambda: echo_text(mailview.messages_text(data["messages"]) or f"no unread mail for {name}"))
 
 
 def thread_remote(api: Api, message_id: str) -> list[dict[str, Any]]:

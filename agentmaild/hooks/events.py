@@ -48,7 +48,18 @@ def post_tool_use(hook: Hook) -> int:
 def stop(hook: Hook) -> int:
     if _stop_with_mail(hook):
         return 0  # blocking the stop handed mail over and the turn goes on: still busy
-    return hook.in_write(lambda: hook.set_state("idle"), poke=True)
+    held: list[str] = []
+    if hook.vendor == "gemini":  # AfterAgent: the model answered the turn that held this mail
+        from agentmaild.hooks import deferred
+
+        held = deferred.take_held(hook)
+
+    def work() -> None:
+        if held:
+            hook.mark_delivered(held)
+        hook.set_state("idle")
+
+    return hook.in_write(work, poke=True)
 
 
 def _stop_with_mail(hook: Hook) -> bool:

@@ -26,12 +26,11 @@ def run_remote(hook: Hook) -> int:
 
     remote = target()
     assert remote is not None  # the caller saw AGENTMAIL_URL
-    body = {"agent": hook.agent, "input": hook.raw.decode("utf-8", "replace"), "quiet": hook.quiet}
+    body = {"agent": hook.agent, "input": hook.raw.decode("utf-8", "replace"), "quiet": hook.quiet,
+            "vendor": hook.vendor}  # fmt: skip
     answer = call(remote, "POST", f"/v1/hooks/{hook.event}", body)
     text = answer.get("stdout")
-    if isinstance(text, str) and text:
-        if hook.name in ("SessionStart", "UserPromptSubmit"):  # the daemon renders plain text
-            text = hook.context()(text)
+    if isinstance(text, str) and text:  # in the vendor's shape already
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.buffer.flush()
     code = answer.get("exit")
@@ -46,14 +45,16 @@ def serve_hook(
     conn: sqlite3.Connection | None,
     db_path: str,
     adopt: Callable[[Hook], Hook] | None = None,
+    vendor: str = "claude",
 ) -> tuple[int, str, bool]:
     """(exit code, output, whether the daemon should wake the agent's loop).
 
-    ``adopt``: the hook made to work on another store (``run_pg.PgHook.adopt``; ``conn`` None)."""
+    ``adopt``: the hook made to work on another store (``run_pg.PgHook.adopt``; ``conn`` None).
+    ``vendor``: the output's shape and the ack rule (Gemini's waits for AfterAgent)."""
     from agentmaild.hooks.run import Hook
 
     hook = Hook(event, [])
-    hook.agent, hook.raw, hook.quiet = agent, raw, quiet
+    hook.agent, hook.raw, hook.quiet, hook.vendor = agent, raw, quiet, vendor
     hook.conn, hook.db_path = conn, db_path
     buffer = io.BytesIO()
     hook.out = buffer

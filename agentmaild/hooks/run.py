@@ -204,8 +204,10 @@ class Hook:
             seen = re.findall(HEADER_RE, self.text("prompt"))
             if seen:
                 self._record_seen(seen)
-            else:
-                self.deliver(self.context())
+            elif not self.deliver(self.context()) and self.vendor == "gemini":
+                from agentmaild.hooks import deferred
+
+                deferred.turn_began(self)
 
         return self.in_write(work)
 
@@ -276,23 +278,45 @@ class Hook:
         """In the caller's write transaction: take, render, write, then mark what was written."""
         if self.quiet:
             return False
-        from agentmaild.store import pull
-
-        conn, limit = self.db(), output_limit()
-        rows = pull.take_unread_rows(conn, self.agent, limit - 2500)
-        if not rows:
+        taken = self.take(wrap)
+        if taken is None:
             return False
-        from agentmaild.overstory.nudges import take_banner  # Overstory's marker, if any
-
-        lead = take_banner(conn, self.db_path or "", self.agent, [r["id"] for r in rows])
-        out, ids = inject.fit(conn, self.agent, rows, wrap, limit, lead)
+        out, ids = taken
         if before_ack is not None:
             before_ack()
         self.out.write(out.encode("utf-8"))
         self.out.flush()
+        if self.vendor == "gemini":  # acked by AfterAgent, once the model answered
+            from agentmaild.hooks import deferred
+
+            deferred.hold(self, ids)
+        else:
+            self.mark_delivered(ids)
+        return True
+
+    def take(self, wrap: Callable[[str], str]) -> tuple[str, list[str]] | None:
+        """The unread mail that fits, rendered: (output, its ids); None when there is none."""
+        from agentmaild.store import pull
+
+        conn, limit = self.db(), output_limit()
+        rows = pull.take_unread_rows(conn, self.agent, limit - 2500)
+        if self.vendor == "gemini":
+            from agentmaild.hooks import deferred
+
+            rows = deferred.skip_printed(self, rows)
+        if not rows:
+            return None
+        from agentmaild.overstory.nudges import take_banner  # Overstory's marker, if any
+
+        lead = take_banner(conn, self.db_path or "", self.agent, [r["id"] for r in rows])
+        return inject.fit(conn, self.agent, rows, wrap, limit, lead)
+
+    def mark_delivered(self, ids: list[str]) -> None:
+        from agentmaild.store import pull
+
+        conn = self.db()
         pull.mark_read(conn, ids, "hook")
         pull.mark_reached(conn, self.agent)
-        return True
 
 
 def delivery_seen(conn: sqlite3.Connection, delivery_id: str) -> bool:

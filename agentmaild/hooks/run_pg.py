@@ -22,6 +22,7 @@ import psycopg
 
 from agentmaild import inject
 from agentmaild.errors import StoreError
+from agentmaild.hooks import deferred
 from agentmaild.hooks.io import output_limit
 from agentmaild.hooks.run import _SESSION_RE, SEEN_KEEP_S, Hook
 from agentmaild.ids import iso_now
@@ -53,8 +54,9 @@ def run_pg(hook: Hook, dsn: str) -> int:
 
 
 def serve_hook_pg(
-    event: str, agent: str, raw: bytes, quiet: bool, store: PostgresTransactions
-) -> tuple[int, str, bool]:
+    event: str, agent: str, raw: bytes, quiet: bool, store: PostgresTransactions,
+    vendor: str = "claude",
+) -> tuple[int, str, bool]:  # fmt: skip
     """``remote.serve_hook`` on the daemon's PostgreSQL store (``/v1/hooks/{event}``), on a
     connection of its own (from the pool when the daemon has one)."""
     from agentmaild.hooks.remote import serve_hook
@@ -62,7 +64,7 @@ def serve_hook_pg(
     anchor = str(anchor_for(store.dsn))
     try:
         with store._lease() as conn:
-            return serve_hook(event, agent, raw, quiet, None, anchor,
+            return serve_hook(event, agent, raw, quiet, None, anchor, vendor=vendor,
                               adopt=lambda hook: PgHook.adopt(hook, conn))  # fmt: skip
     except psycopg.Error as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -118,21 +120,14 @@ class PgHook(Hook):
         sql = "SELECT 1 FROM messages WHERE to_agent = %(a)s AND read = 0 LIMIT 1"
         return self.pg.execute(sql, {"a": self.agent}).fetchone() is not None
 
-    def deliver(
-        self, wrap: Callable[[str], str], before_ack: Callable[[], None] | None = None
-    ) -> bool:
-        """In the caller's write transaction: take, render, write, then mark what was written."""
-        if self.quiet:
-            return False
+    def take(self, wrap: Callable[[str], str]) -> tuple[str, list[str]] | None:
         limit = output_limit()
         rows, unread, nudges = take_rows(self.pg, self.agent, limit - 2500)
+        rows = deferred.skip_printed(self, rows)
         if not rows:
-            return False
-        out, ids = inject.fit_rows(rows, self.agent, unread, nudges, wrap, limit)
-        if before_ack is not None:
-            before_ack()
-        self.out.write(out.encode("utf-8"))
-        self.out.flush()
+            return None
+        return inject.fit_rows(rows, self.agent, unread, nudges, wrap, limit)
+
+    def mark_delivered(self, ids: list[str]) -> None:
         mark_read(self.pg, ids, "hook")
         mark_reached(self.pg, self.agent)
-        return True

@@ -1,6 +1,7 @@
 """``POST /v1/hooks/{event}``: a remote Claude Code hook's event, run on the daemon's store.
 
-The body is ``{"agent", "input": <the hook's stdin as text>, "quiet"}``; the answer is
+The body is ``{"agent", "input": <the hook's stdin as text>, "quiet", "vendor"}`` (``vendor``:
+the hook's ``--vendor``, default ``claude``: the output's shape and the ack rule); the answer is
 ``{"ok", "exit", "stdout"}`` for the hook process to print (``hooks.remote``). Delivering mail
 acks it, so the token needs the read and ack scopes. On a PostgreSQL store the same handlers run
 on a pooled connection (``hooks.run_pg``).
@@ -15,6 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from agentmaild.errors import NotFound
+from agentmaild.hooks.vendors import VENDORS
 from agentmaild.http.app import context_of
 from agentmaild.http.auth import authorize
 from agentmaild.http.body import read_json, text_field
@@ -40,22 +42,26 @@ async def hook(request: Request) -> JSONResponse:
     http = ctx.http
     data = await read_json(request, max_bytes=http.max_body_bytes,
                            timeout_s=http.request_timeout_s,
-                           allowed=frozenset({"agent", "input", "quiet"}))  # fmt: skip
+                           allowed=frozenset({"agent", "input", "quiet", "vendor"}))  # fmt: skip
     agent = check_name(text_field(data, "agent") or caller.agent, "agent")
     caller.act_as(agent)
     raw = (text_field(data, "input") or "").encode("utf-8", "surrogatepass")
     store, quiet = ctx.store.sync, data.get("quiet") is True
+    vendor = text_field(data, "vendor") or "claude"
+    if vendor not in VENDORS:
+        raise RequestRefused("invalid", f"vendor must be one of {', '.join(VENDORS)}")
     conn = getattr(store, "connection", None)
     if isinstance(conn, sqlite3.Connection):  # the hook runner reads SQLite directly
         path = str(getattr(store, "path", ""))
-        code, out, poked = await ctx.run(serve_hook, event, agent, raw, quiet, conn, path)
+        code, out, poked = await ctx.run(serve_hook, event, agent, raw, quiet, conn, path,
+                                         vendor=vendor)  # fmt: skip
     else:
         from agentmaild.hooks.run_pg import serve_hook_pg
         from agentmaild.store.postgres_tx import PostgresTransactions
 
         if not isinstance(store, PostgresTransactions):
             raise RequestRefused("unsupported", "hooks over HTTP need a SQLite or PostgreSQL store")
-        code, out, poked = await ctx.run(serve_hook_pg, event, agent, raw, quiet, store)
+        code, out, poked = await ctx.run(serve_hook_pg, event, agent, raw, quiet, store, vendor)
     if poked:
         ctx.wake([agent])
     return JSONResponse({"ok": True, "exit": code, "stdout": out})

@@ -20,6 +20,7 @@ from agentmaild.http.body import flag, payload_field, read_json, required_text, 
 from agentmaild.ids import check_message_id, check_name
 from agentmaild.mail import OPERATOR, Sent
 from agentmaild.models import Message
+from agentmaild.trust.peers import with_origins
 
 REPLY_FIELDS = frozenset(
     {"body", "type", "priority", "payload", "payload_json", "idempotency_key", "from"}
@@ -40,8 +41,14 @@ def routes() -> list[BaseRoute]:
     ]
 
 
-def _probe(m: Message) -> dict[str, Any]:
-    return {**m.summary(), "body_length": len(m.body)}
+async def _rows(ctx: ApiContext, found: list[Message], *, whole: bool) -> list[dict[str, Any]]:
+    """The messages as the CLI's ``--json`` shows them (peer mail with its verified origin); a
+    probe row also carries ``body_length``."""
+    rows = await ctx.run(with_origins, ctx.store.sync, found, whole=whole)
+    if not whole:
+        for row, m in zip(rows, found, strict=True):
+            row["body_length"] = len(m.body)
+    return rows
 
 
 async def _body(request: Request, allowed: frozenset[str]) -> dict[str, Any]:
@@ -65,7 +72,8 @@ async def inbox(request: Request) -> JSONResponse:
     found = await ctx.run(ctx.store.sync.inbox, agent, unread_only=unread)
     if not found:
         await _known(ctx, agent)
-    return JSONResponse({"ok": True, "agent": agent, "messages": [_probe(m) for m in found]})
+    rows = await _rows(ctx, found, whole=False)
+    return JSONResponse({"ok": True, "agent": agent, "messages": rows})
 
 
 async def _message(request: Request, caller: Caller) -> Message:
@@ -82,7 +90,8 @@ async def fetch(request: Request) -> JSONResponse:
     """The whole message; does not mark it read."""
     caller = await authorize(request, "read")
     m = await _message(request, caller)
-    return JSONResponse({"ok": True, "message": m.to_dict()})
+    [row] = await _rows(context_of(request), [m], whole=True)
+    return JSONResponse({"ok": True, "message": row})
 
 
 async def ack(request: Request) -> JSONResponse:
@@ -176,7 +185,7 @@ async def thread(request: Request) -> JSONResponse:
     found = [m for m in await ctx.run(load) if caller.involved(m.from_agent, m.to_agent)]
     if not found:
         raise NotFound(f"no thread {mid}")
-    return JSONResponse({"ok": True, "messages": [m.to_dict() for m in found]})
+    return JSONResponse({"ok": True, "messages": await _rows(ctx, found, whole=True)})
 
 
 async def list_messages(request: Request) -> JSONResponse:
@@ -200,7 +209,7 @@ async def list_messages(request: Request) -> JSONResponse:
         unread=True if flag(q.get("unread"), "unread") else None,
         limit=int(limit_text),
     )
-    return JSONResponse({"ok": True, "messages": [_probe(m) for m in found]})
+    return JSONResponse({"ok": True, "messages": await _rows(ctx, found, whole=False)})
 
 
 async def take(request: Request) -> JSONResponse:
@@ -221,7 +230,8 @@ async def take(request: Request) -> JSONResponse:
     found = await ctx.run(ctx.store.sync.take_unread, agent)
     if not found:
         await _known(ctx, agent)
-    return JSONResponse({"ok": True, "agent": agent, "messages": [m.to_dict() for m in found]})
+    rows = await _rows(ctx, found, whole=True)
+    return JSONResponse({"ok": True, "agent": agent, "messages": rows})
 
 
 def _take_and_render(store: Any, agent: str) -> tuple[str, list[str]]:

@@ -25,8 +25,13 @@ _SUMMARY = {
         k: {"type": t}
         for k, t in (("id", "string"), ("from", "string"), ("to", "string"), ("type", "string"),
                      ("priority", "string"), ("subject", "string"), ("created_at", "string"),
-                     ("size", "integer"), ("read", "boolean"))
-    },
+                     ("size", "integer"), ("read", "boolean"), ("body_length", "integer"))
+    } | {"origin": {
+        "description": "mail a peer domain's verified envelope delivered: that domain, the key "
+                       "id its signature was checked against, the peer's own message id",
+        "type": "object", "required": ["peer", "key_id", "origin_id"],
+        "properties": {k: {"type": "string"} for k in ("peer", "key_id", "origin_id")},
+    }},
 }  # fmt: skip
 _MESSAGE = {
     "allOf": [
@@ -114,7 +119,8 @@ def document() -> dict[str, Any]:
                                              "inject": {"type": "boolean"}}}  # fmt: skip
     hook = {"type": "object", "properties": {"agent": {"type": "string"},
                                              "input": {"type": "string"},
-                                             "quiet": {"type": "boolean"}}}  # fmt: skip
+                                             "quiet": {"type": "boolean"},
+                                             "vendor": {"type": "string"}}}  # fmt: skip
     relay = {"type": "object", "required": ["version", "envelope", "signature", "key_id", "body",
                                             "message_id"],
              "properties": {"version": {"const": 2}}}  # fmt: skip

@@ -1,5 +1,6 @@
 """``POST /v1/relay``: mail from a peer trust domain, authenticated by its envelope's signature
-(no token): see ``agentmaild.trust.receive`` for the checks. Answers the ids delivered here."""
+(no token): see ``agentmaild.trust.receive`` for the checks. Answers the ids delivered here;
+each refusal is logged (``relay.refused``, with the reason and the claimed domain)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ import time
 
 import anyio
 import anyio.to_thread
+import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from agentmaild.errors import AgentmaildError
 from agentmaild.http.app import context_of
 from agentmaild.http.body import read_json
 from agentmaild.trust.receive import REQUEST_FIELDS, accept, own_domain
+
+log = structlog.get_logger(__name__)
 
 
 def routes() -> list[BaseRoute]:
@@ -21,6 +26,15 @@ def routes() -> list[BaseRoute]:
 
 
 async def relay(request: Request) -> JSONResponse:
+    try:
+        return await _relay(request)
+    except AgentmaildError as exc:
+        log.warning("relay.refused", code=exc.code, reason=exc.message[:300],
+                    client=request.client.host if request.client else None)  # fmt: skip
+        raise
+
+
+async def _relay(request: Request) -> JSONResponse:
     ctx = context_of(request)
     http = ctx.http
     data = await read_json(request, max_bytes=http.max_body_bytes,

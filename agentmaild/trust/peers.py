@@ -8,9 +8,17 @@ Stdlib only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from agentmaild.errors import ValidationError
 from agentmaild.ids import check_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from agentmaild.models import Message
+    from agentmaild.store.base import MailStore
 
 PEER_PREFIX = "peer:"
 
@@ -38,6 +46,26 @@ class PeerOrigin:
     peer: str
     key_id: str
     origin_id: str  # the sender's message id (the idempotency key of the relay)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"peer": self.peer, "key_id": self.key_id, "origin_id": self.origin_id}
+
+
+def with_origins(
+    store: MailStore, found: Sequence[Message], *, whole: bool
+) -> list[dict[str, Any]]:
+    """Each message as JSON (``whole``: ``to_dict``, else the probe's ``summary``); one that a
+    peer's verified envelope delivered carries ``origin``: its peer domain, the key id its
+    signature was checked against and the peer's own message id. The CLI and the API both
+    answer with these rows."""
+    rows = []
+    for m in found:
+        row = m.to_dict() if whole else m.summary()
+        origin = store.peer_origin(m.id) if is_peer_address(m.from_agent) else None
+        if origin is not None:
+            row["origin"] = origin.to_dict()
+        rows.append(row)
+    return rows
 
 
 def is_peer_address(address: str) -> bool:

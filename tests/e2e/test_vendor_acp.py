@@ -1,7 +1,8 @@
 """The acp channel with the REAL ``gemini --acp`` and ``opencode acp`` against loopback API
-stand-ins: batches reach the model with their message ids, the second batch lands in the same
-session, an API error is not acked and the retry (same delivery id) succeeds in that session, and
-a daemon stopped by SIGTERM leaves no vendor process behind. One CLI set-up per vendor."""
+stand-ins: batches reach the model with their message ids, the ack waits for the turn's
+``end_turn`` (busy meanwhile), the second batch lands in the same session, an API error is not
+acked and the retry (same delivery id) succeeds in that session, and a daemon stopped by SIGTERM
+leaves no vendor process behind. One CLI set-up per vendor."""
 
 from __future__ import annotations
 
@@ -16,17 +17,22 @@ import anyio
 import pytest
 
 from agentmaild.channels.acp import AcpChannel
+from agentmaild.errors import DeliveryFailed
 from tests.support.vendor_env import vendor_binary
-from tests.support.vendor_world import World, daemon_then_sigterm, vendor_world
+from tests.support.vendor_world import World, daemon_then_sigterm, deliver_held, vendor_world
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.vendors, pytest.mark.timeout(240)]
 
 BOUND = 120.0  # a node CLI's initialize took ~20 s on a loaded machine
 ACP_ARGS = {"gemini": ["--acp", "--skip-trust"], "opencode": ["acp"]}
-# Gemini fails a 429 at once (maxAttempts 1). OpenCode retries 5xx/429 without end; a 400 it
-# reports as a JSON-RPC error.
+# Gemini fails a 429 at once (maxAttempts 1). OpenCode retries 5xx/429 without end (see
+# test_opencode_retrying_a_500_without_end_is_ended_by_the_stall_timeout); a 400 it reports as a
+# JSON-RPC error.
 ERROR_STATUS = {"gemini": 429, "opencode": 400}
+# Silence that ends a turn OpenCode keeps retrying; long enough for a healthy turn on a loaded
+# machine (its first output comes with the model's answer).
+OPENCODE_STALL_S = 30.0
 
 
 def _channel(world: World, name: str) -> AcpChannel:
@@ -47,7 +53,10 @@ async def test_batches_in_one_session_and_an_api_error_retried(world: World) -> 
     first = world.mail("alice", "first body MARKER-1")
     batch1, text1 = world.claim("alice")
     async with _channel(world, "alice") as channel:
-        await world.deliver_acked(channel, batch1, text1, BOUND)
+        # Held at the stand-in: busy meanwhile, and deliver (so the ack) waits for end_turn.
+        await deliver_held(world, channel, batch1, text1, BOUND)
+        assert world.store.ack_delivery(batch1.delivery_id, now=time.time()) == 1
+        assert not await channel.is_busy()
         stored = world.store.get_agent("alice")
         assert stored is not None and stored.session_id
         request = world.api.conversation_requests("MARKER-1")[-1]
@@ -97,6 +106,34 @@ async def test_killed_agent_restarts_and_loads_its_session(world: World) -> None
         # Gemini 0.61's session/load after a SIGKILL answered -32603 in some runs (not all):
         # the channel then opens a new session, stores it, and the batch still gets through.
         assert "after MARKER-K2" in history
+
+
+@pytest.mark.parametrize("world", ["opencode"], indirect=True)
+async def test_opencode_retrying_a_500_without_end_is_ended_by_the_stall_timeout(
+    world: World,
+) -> None:
+    """Measured: ``opencode acp`` retries an HTTP 500 with growing pauses, without end, and
+    writes nothing meanwhile. The stall timeout ends the turn (not acked, the process group
+    killed); the retry under the same delivery id restarts it, loads the session and is acked."""
+    world.register("erin", "acp", stall_timeout_s=OPENCODE_STALL_S)
+    world.mail("erin", "body MARKER-R")
+    batch, text = world.claim("erin")
+    async with _channel(world, "erin") as channel:
+        world.api.fail_next(1000, status=500)
+        with anyio.fail_after(BOUND), pytest.raises(DeliveryFailed, match="stalled"):
+            await channel.deliver(batch, text)
+        world.api.clear_failures()
+        failed = world.api.conversation_requests("MARKER-R")
+        assert len(failed) >= 2 and {r.answered_with for r in failed} == {500}  # it retried
+        session = world.store.get_agent("erin")
+        assert session is not None and session.session_id
+        world.store.release(batch.delivery_id, error="failed", max_attempts=5, now=time.time())
+        retry, retry_text = world.claim("erin")
+        assert (retry.delivery_id, retry.attempt) == (batch.delivery_id, 2)
+        await world.deliver_acked(channel, retry, retry_text, BOUND)
+        assert channel.describe()["starts"] == 2
+        assert channel.describe()["session_id"] == session.session_id  # session/load
+    assert world.api.conversation_requests("MARKER-R")[-1].answered_with == 200
 
 
 def test_daemon_delivers_then_sigterm_leaves_no_vendor_process(world: World) -> None:

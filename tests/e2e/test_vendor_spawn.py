@@ -5,7 +5,9 @@ stopped by SIGTERM leaves no vendor process behind."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,11 +16,13 @@ from typing import Any
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from agentmaild.channels.factory import make_channel
 from agentmaild.channels.vendor_spawn import VendorSpawnChannel
+from agentmaild.channels.vendors import PRESETS, codex_thread_holder
 from agentmaild.config import Config, SpawnConfig
-from agentmaild.errors import DeliveryFailed
+from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed, StoreError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.render import render_batch
@@ -37,6 +41,7 @@ BOUND = 60.0
 # timeout is what ends such a turn. Codex and Gemini are told not to retry and fail at once.
 ERROR_STATUS = {"codex": 500, "gemini": 429, "opencode": 500}
 ERROR_STALL_S = 25.0  # generous: under load OpenCode may take 15 s to its first request
+CONFIG = Config(spawn=SpawnConfig(stall_timeout_s=60.0, kill_grace_s=2.0))
 
 
 @dataclass
@@ -88,8 +93,7 @@ class World:
     def channel(self) -> VendorSpawnChannel:
         agent = self.store.get_agent("alice")
         assert agent is not None
-        cfg = Config(spawn=SpawnConfig(stall_timeout_s=60.0, kill_grace_s=2.0))
-        channel = make_channel(agent, cfg, self.db)
+        channel = make_channel(agent, CONFIG, self.db)
         assert isinstance(channel, VendorSpawnChannel)
         return channel
 
@@ -138,12 +142,17 @@ async def test_batches_reach_the_model_ack_after_turn_and_resume(world: World) -
                 if world.vendor != "opencode":  # its first event comes after the model's answer
                     # The id is in the store while the model is still answering.
                     await wait_until(lambda: world.stored_session() is not None)
+                if world.vendor == "codex":  # a running codex holds its thread's writer lock
+                    held_by = codex_thread_holder(world.home, world.stored_session() or "")
+                    assert held_by is not None and held_by != os.getpid()
                 assert not returned.is_set()  # the turn is still running: no ack yet
                 world.api.release()
                 await returned.wait()
         assert world.store.ack_delivery(batch1.delivery_id, now=time.time()) == 1
         session = world.stored_session()
         assert session is not None and session == channel.session_id
+        if world.vendor == "codex":  # Codex's own busy signal: the thread's writer lock
+            await _held_thread_is_busy(world, channel, session)
         request = world.api.conversation_requests("MARKER-1")[-1]
         assert first.id in request.last_user_text()
         assert batch1.delivery_id in request.last_user_text()
@@ -158,6 +167,27 @@ async def test_batches_reach_the_model_ack_after_turn_and_resume(world: World) -
     assert "first body MARKER-1" in history  # the same session, resumed
     assert REPLY in history
     assert world.stored_session() == session
+
+
+async def _held_thread_is_busy(world: World, channel: VendorSpawnChannel, thread: str) -> None:
+    """A person's ``codex resume`` holds the thread's writer lock: busy, and no turn starts."""
+    lock = world.home / ".codex" / "thread-writer-locks" / f"{thread}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)  # where `codex resume` takes it
+    world.mail("held body MARKER-H")
+    batch, text = world.claim()
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert await channel.is_busy()
+        assert channel.busy_reason() == f"session held by pid {os.getpid()}"
+        with pytest.raises(AgentBusy):
+            await channel.deliver(batch, text)
+    assert not await channel.is_busy()
+    assert world.api.conversation_requests("MARKER-H") == []  # no turn ran
+    world.store.release(batch.delivery_id, error="busy", max_attempts=5, now=time.time())
+    retry, retry_text = world.claim()
+    with anyio.fail_after(BOUND):
+        await channel.deliver(retry, retry_text)
+    assert world.store.ack_delivery(retry.delivery_id, now=time.time()) == 1
 
 
 async def test_api_error_is_not_acked_and_the_retry_succeeds(world: World) -> None:
@@ -189,6 +219,42 @@ async def test_api_error_is_not_acked_and_the_retry_succeeds(world: World) -> No
     assert answered[0] == status, failed.value
     assert answered[-1] == 200
     assert world.store.ack_delivery(retry.delivery_id, now=time.time()) == 1
+
+
+@pytest.mark.parametrize("world", ["codex", "opencode"], indirect=True)
+async def test_a_session_id_never_stored_is_not_acked_and_the_new_session_is_logged(
+    world: World,
+) -> None:
+    """Codex and OpenCode choose their session ids. When the id the turn announced never reached
+    the store (here the write fails; a daemon killed mid-turn is the same case), the batch is not
+    acked, and its redelivery starts a new session that says so in the log: no silent fork."""
+    agent = world.register()
+    world.mail("body MARKER-S")
+    batch, text = world.claim()
+
+    async def refuse(session_id: str) -> None:
+        raise StoreError(f"cannot write {session_id} (test)")
+
+    channel = VendorSpawnChannel(
+        agent, CONFIG, world.db, preset=PRESETS[world.vendor], save_session=refuse
+    )
+    with anyio.fail_after(BOUND), pytest.raises(AgentUnavailable, match="cannot store the session"):
+        await channel.deliver(batch, text)
+    assert world.stored_session() is None
+    world.store.release(batch.delivery_id, error="failed", max_attempts=5, now=time.time())
+    retry, retry_text = world.claim()
+    assert (retry.delivery_id, retry.attempt) == (batch.delivery_id, 2)
+    with capture_logs() as logs:
+        async with world.channel() as again:
+            with anyio.fail_after(BOUND):
+                await again.deliver(retry, retry_text)
+    [line] = [e for e in logs if e["event"] == "spawn.session_started_on_redelivery"]
+    assert (line["delivery_id"], line["preset"]) == (batch.delivery_id, world.vendor)
+    assert world.stored_session() == again.session_id is not None
+    first, *_, last = world.api.conversation_requests("MARKER-S")
+    assert first.answered_with == 200
+    # A new session: the redelivery's request does not carry the first attempt's turn.
+    assert sum("MARKER-S" in t for t in last.user_texts()) == 1 and REPLY not in last.all_text()
 
 
 def test_daemon_delivers_then_sigterm_leaves_no_vendor_process(world: World) -> None:

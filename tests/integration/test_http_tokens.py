@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from tests.support.daemon import DaemonProc, base_env
+from tests.support.daemon import DaemonProc, agent_cmd, base_env
 from tests.support.http_api import Api, base_url, error_of, http_env, mint
 from tests.support.waiting import wait_for
 
@@ -59,6 +59,62 @@ def test_tokens_act_as_their_agent_within_their_scopes(
     assert op.post("/v1/messages", {"to": "@all", "subject": "all"}).status_code == 201
     for client in (bob, alice_read, op, outsider):
         client.close()
+
+
+SCOPE_SETS = (("read",), ("send",), ("ack",), ("read", "ack"), ("read", "send", "ack"))
+
+
+def _scoped_requests(mid: str) -> list[tuple[str, str, dict[str, object] | None, set[str]]]:
+    """Every route that needs a token: (method, path, body, the scopes it needs)."""
+    return [
+        ("GET", "/v1/inbox", None, {"read"}),
+        ("GET", "/v1/messages?to=alice", None, {"read"}),
+        ("GET", f"/v1/messages/{mid}", None, {"read"}),
+        ("GET", f"/v1/threads/{mid}", None, {"read"}),
+        ("POST", "/v1/messages", {"to": "bob", "subject": "scoped"}, {"send"}),
+        ("POST", f"/v1/messages/{mid}/reply", {"body": "scoped reply"}, {"send"}),
+        ("POST", "/v1/ack", {"ids": [mid]}, {"ack"}),
+        ("POST", "/v1/inbox/take", {}, {"read", "ack"}),
+        ("POST", "/v1/hooks/session-start", {"input": "{}"}, {"read", "ack"}),
+    ]
+
+
+def test_each_scope_is_enforced_on_every_route(
+    store: SqliteMailStore, daemons: Callable[..., DaemonProc]
+) -> None:
+    """read, send and ack each open exactly the routes that need them; every other route answers
+    403 naming a missing scope and changes nothing; each refusal is logged by the token's id,
+    never the token."""
+    d = _setup(store, daemons)
+    bob = Api(d, mint(d, "bob"))
+    [mid] = bob.post("/v1/messages", {"to": "alice", "subject": "s", "body": "b"}).json()["ids"]
+    bob.close()
+    refused = 0
+    secrets = []
+    for scopes in SCOPE_SETS:
+        secret = mint(d, "alice", *(arg for s in scopes for arg in ("--scope", s)))
+        secrets.append(secret)
+        alice = Api(d, secret)
+        for method, path, body, needs in _scoped_requests(mid):
+            before = (len(store.list_messages(from_agent="alice")), store.get_message(mid))
+            r = alice.client.request(method, path, json=body)
+            if needs <= set(scopes):
+                assert r.status_code in (200, 201), (scopes, method, path, r.text)
+                continue
+            refused += 1
+            assert error_of(r) == (403, "forbidden"), (scopes, method, path, r.text)
+            assert "scope" in r.json()["error"]["message"], r.text
+            after = (len(store.list_messages(from_agent="alice")), store.get_message(mid))
+            assert after == before, (scopes, method, path)  # a refusal changes nothing
+        alice.close()
+    assert store.get_message(mid).read is True  # type: ignore[union-attr]  # the ack scope did
+    assert {m.subject for m in store.list_messages(from_agent="alice")} == {"scoped", "Re: s"}
+    wait_for(lambda: len(d.events("http.refused")) >= refused, 10, "every refusal logged")
+    events = d.events("http.refused")
+    assert len(events) == refused and {e["status"] for e in events} == {403}
+    assert all(e["token_id"].startswith("tok-") for e in events)
+    log = d.log.read_text()
+    assert not [s for s in secrets if s in log]
 
 
 def test_missing_unknown_expired_and_revoked_tokens_are_401_and_logged_without_the_token(
@@ -134,9 +190,15 @@ def _read_all(s: socket.socket) -> bytes:
 
 
 def test_slow_clients_get_408_and_others_are_served_meanwhile(
-    store: SqliteMailStore, daemons: Callable[..., DaemonProc]
+    store: SqliteMailStore, daemons: Callable[..., DaemonProc], tmp_path: Path
 ) -> None:
+    """Two connections that never finish their request: other clients are served while they
+    hang, a delivery loop goes on delivering, and each gets one JSON 408."""
+    rec = tmp_path / "worker.jsonl"
+    store.add_agent(Agent(name="worker", capability="builder", channel="spawn",
+                          command=agent_cmd("record_agent.py", str(rec))))  # fmt: skip
     d = _setup(store, daemons, timeout_s="1")
+    wait_for(lambda: "worker" in {a["name"] for a in d.ctl("agents")["agents"]}, 20, "the loop")
     url = base_url(d)
     token = mint(d, "operator")
     api = Api(d, token)
@@ -150,6 +212,10 @@ def test_slow_clients_get_408_and_others_are_served_meanwhile(
     )
     assert api.get("/v1/health").status_code == 200  # served while both wait
     assert api.post("/v1/messages", {"to": "alice", "subject": "s"}).status_code == 201
+    sent = api.post("/v1/messages", {"to": "worker", "subject": "meanwhile", "body": "go on"})
+    [mid] = sent.json()["ids"]
+    wait_for(lambda: store.get_message(mid).read, 20, "the delivery")  # type: ignore[union-attr]
+    assert "go on" in rec.read_text()
     for s in (headers_never_end, body_never_ends):
         answer = _read_all(s)  # the server closes after its answer
         s.close()

@@ -89,6 +89,14 @@ def test_a_vendor_hook_gets_its_json_shape_on_postgres(tmp_path: Path, pg_dsn: s
         out = json.loads(done.stdout)["hookSpecificOutput"]
         assert out["hookEventName"] == "BeforeAgent"
         assert mid in out["additionalContext"] and "body of for gemini" in out["additionalContext"]
+        assert unread(store) == {mid}  # Gemini's ack waits for AfterAgent (hooks.deferred)
+        stop = subprocess.run(
+            [sys.executable, "-m", "agentmaild", "hook", "stop", "--db", pg_dsn, "--agent", "bob",
+             "--vendor", "gemini"],
+            input=b'{"prompt": "go on"}', capture_output=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        assert (stop.returncode, stop.stdout) == (0, b""), stop.stderr
+        assert unread(store) == set()
     finally:
         store.close()
 

@@ -53,6 +53,12 @@ class Domains:
         assert done.returncode == 0, done.stderr
         return str(done.stdout).strip()
 
+    def b_over_http(self, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        """The CLI against B's API, with no store file (no --db, and one that does not exist)."""
+        return subprocess.run([sys.executable, "-m", "agentmaild", *args],
+                              env={**self.b.env, **env}, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+
     def post(self, data: dict[str, object]) -> httpx.Response:
         return httpx.post(self.b_url + "/v1/relay", json=data, timeout=20)
 
@@ -98,32 +104,75 @@ def test_relayed_mail_arrives_from_the_verified_peer_once(domains: Domains) -> N
     assert json.loads(again.stdout)["relayed"] == [] and len(domains.b_mail()) == 3
 
 
-def test_the_verified_sender_and_the_payload_show_everywhere(domains: Domains) -> None:
+def test_the_verified_origin_and_the_payload_show_everywhere(domains: Domains) -> None:
     """The signed payload arrives with the message, and every reading path names the sender as
-    ``peer:a/bob``: the CLI's read, inbox, list, thread and check, and the HTTP API."""
+    ``peer:a/bob`` and shows the verified origin (peer domain, key id, A's message id): the CLI's
+    read, inbox, list, thread and check in text and ``--json``, the HTTP API, and the CLI over
+    the API printing exactly what it prints on the store file."""
     done = domains.a.cli("send", "--from", "bob", "--to", "peer:b/alice", "--subject", "pay",
                          "--body", "with payload", "--payload", '{"pr": 12}')  # fmt: skip
     assert done.returncode == 0, done.stderr
+    a_id = done.stdout.strip()
     assert domains.relay("--once").returncode == 0
     [row] = domains.b_mail()
     mid = str(row["id"])
-    assert row["from"] == "peer:a/bob"
+    origin = {"peer": "a", "key_id": domains.a_key.key_id, "origin_id": a_id}
+    assert row["from"] == "peer:a/bob" and row["origin"] == origin
     b = domains.b
-    read = json.loads(b.cli("read", mid, "--json").stdout)
-    assert read["message"]["payload"] == {"pr": 12}
+    local = b.cli("send", "--from", "carol", "--to", "alice", "--subject", "local")
+    assert local.returncode == 0, local.stderr
+    read = json.loads(b.cli("read", mid, "--json").stdout)["message"]
+    assert read["payload"] == {"pr": 12} and read["origin"] == origin
+    local_row = json.loads(b.cli("read", local.stdout.strip(), "--json").stdout)["message"]
+    assert "origin" not in local_row  # only a verified envelope gives mail an origin
+    shown_origin = f"verified: peer a, key {domains.a_key.key_id}, their id {a_id}"
+    token = json.loads(b.cli("tokens", "create", "operator", "--json").stdout)["token"]
+    url_env = {"AGENTMAIL_URL": domains.b_url, "AGENTMAIL_TOKEN": token,
+               "AGENTMAIL_DB": "/nonexistent/mail.db"}  # fmt: skip
     for args in (("inbox", "--agent", "alice"), ("list", "--to", "alice"), ("read", mid),
-                 ("thread", mid), ("read", mid, "--json"), ("thread", mid, "--json")):  # fmt: skip
+                 ("thread", mid), ("inbox", "--agent", "alice", "--json"),
+                 ("read", mid, "--json"), ("thread", mid, "--json"),
+                 ("list", "--from", "peer:a/bob", "--json")):  # fmt: skip
         shown = b.cli(*args)
         assert shown.returncode == 0 and "peer:a/bob" in shown.stdout, (args, shown.stdout)
-    checked = b.cli("check", "--agent", "alice", "--inject")
-    assert checked.returncode == 0 and "peer:a/bob" in checked.stdout, checked.stdout
-    token = json.loads(b.cli("tokens", "create", "alice", "--json").stdout)["token"]
+        if "--json" in args:
+            rows = json.loads(shown.stdout)
+            [peer_row] = [r for r in rows.get("messages", [rows.get("message")])
+                          if r["from"] == "peer:a/bob"]  # fmt: skip
+            assert peer_row["origin"] == origin, args
+        else:
+            [line] = [x for x in shown.stdout.splitlines() if shown_origin in x]
+            assert line.startswith(("origin:   verified", "* ")), (args, shown.stdout)
+        over_http = domains.b_over_http(*args, env=url_env)
+        assert (over_http.returncode, over_http.stdout) == (0, shown.stdout), args
     with httpx.Client(base_url=domains.b_url, timeout=20,
                       headers={"authorization": f"Bearer {token}"}) as api:  # fmt: skip
-        [probe] = api.get("/v1/inbox").json()["messages"]
+        probe = api.get("/v1/inbox", params={"agent": "alice"}).json()["messages"]
         fetched = api.get(f"/v1/messages/{mid}").json()["message"]
-    assert probe["from"] == fetched["from"] == "peer:a/bob"
+        thread = api.get(f"/v1/threads/{mid}").json()["messages"]
+        listed = api.get("/v1/messages", params={"to": "alice"}).json()["messages"]
+        taken = api.post("/v1/inbox/take", json={"agent": "alice"}).json()["messages"]
+    for rows in (probe, [fetched], thread, listed, taken):
+        assert [r.get("origin") for r in rows if r["from"] == "peer:a/bob"] == [origin]
+        assert [r for r in rows if r["from"] != "peer:a/bob" and "origin" in r] == []
     assert fetched["payload"] == {"pr": 12}
+    checked = b.cli("check", "--agent", "alice", "--json")  # taken above: nothing left
+    assert json.loads(checked.stdout)["messages"] == []
+
+
+def test_check_shows_the_verified_origin_in_text_and_json(domains: Domains) -> None:
+    a_id = domains.send_a("to check")
+    assert domains.relay("--once").returncode == 0
+    first = domains.b.cli("check", "--agent", "alice")
+    assert first.returncode == 0, first.stderr
+    key_id = domains.a_key.key_id
+    assert f"origin:   verified: peer a, key {key_id}, their id {a_id}\n" in first.stdout
+    domains.send_a("to check as json")
+    assert domains.relay("--once").returncode == 0
+    [taken] = json.loads(domains.b.cli("check", "--agent", "alice", "--json").stdout)["messages"]
+    assert taken["origin"]["peer"] == "a" and taken["origin"]["key_id"] == key_id
+    injected = domains.b.cli("check", "--agent", "alice", "--inject")
+    assert injected.returncode == 0 and injected.stdout == ""
 
 
 def _signed(d: Domains, **changes: object) -> dict[str, object]:
@@ -144,6 +193,17 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
     wrong = wire(env, envelope.sign(other, env), domains.a_key.key_id, "hello", "msg-abc1234568")
     r = domains.post(wrong)
     assert r.status_code == 403 and "bad signature" in r.json()["error"]["message"]
+    rekeyed = wire(env, envelope.sign(other, env), envelope.key_id(envelope.public_text(other)),
+                   "hello", "msg-abc1234569")  # signed and named by a key B never pinned
+    r = domains.post(rekeyed)
+    assert r.status_code == 403 and f"the pinned key is {domains.a_key.key_id}" in r.json()[
+        "error"]["message"]  # fmt: skip
+    resubjected = {**good, "envelope": {**good["envelope"], "subject": "changed"}}  # type: ignore[dict-item]
+    r = domains.post(resubjected)
+    assert r.status_code == 403 and "bad signature" in r.json()["error"]["message"]
+    ahead = _signed(domains, created_at=time.time() + 600)
+    r = domains.post(ahead)
+    assert r.status_code == 403 and "in the future" in r.json()["error"]["message"]
     old = _signed(domains, created_at=time.time() - 600)
     r = domains.post(old)
     assert r.status_code == 403 and "the window is 300s" in r.json()["error"]["message"]
@@ -162,6 +222,10 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
         "envelope version 1 is refused"
     )
     assert domains.b_mail() == []
+    wait_for(lambda: len(domains.b.events("relay.refused")) >= 10, 10, "each refusal logged")
+    refusals = domains.b.events("relay.refused")
+    assert [e["code"] for e in refusals] == ["untrusted"] * 8 + ["invalid"] * 2
+    assert "does not match its hash" in refusals[0]["reason"]
     first = domains.post(good)
     assert first.status_code == 200, first.text
     replay = domains.post(good)
@@ -211,3 +275,19 @@ def test_the_relay_loop_forwards_new_mail_and_stops_on_ctrl_c(domains: Domains) 
         stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
     assert stdout.splitlines() == ["relayed 1", "relayed 1"]
+
+
+def test_relay_finds_each_peer_by_its_pinned_url_and_can_take_one_peer(domains: Domains) -> None:
+    a, b = domains.a, domains.b
+    b_key = json.loads(b.cli("keys", "show", "--json").stdout)["public_key"]
+    assert a.cli("peers", "add", "b", "--public-key", b_key, "--url", domains.b_url).returncode == 0
+    to_b = domains.send_a("by url")
+    done = a.cli("send", "--from", "bob", "--to", "peer:c/carol", "--subject", "nowhere")
+    to_c = done.stdout.strip()
+    only_b = a.cli("relay", "--once", "--peer", "b", "--json")  # no --to: the URL pinned for b
+    assert only_b.returncode == 0, only_b.stderr
+    assert json.loads(only_b.stdout) == {"ok": True, "relayed": [to_b], "failed": []}
+    assert [m["subject"] for m in domains.b_mail()] == ["by url"]
+    rest = a.cli("relay", "--once")
+    assert (rest.returncode, rest.stdout) == (1, "relayed 0\n")
+    assert rest.stderr == f"error: {to_c}: no URL for peer 'c' (peers add --url, or --to)\n"

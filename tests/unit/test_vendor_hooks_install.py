@@ -60,7 +60,82 @@ def test_codex_and_gemini_get_additional_context_json_once(
     out = json.loads(done.stdout)
     assert out["hookSpecificOutput"]["hookEventName"] == name
     assert "BODY-1" in out["hookSpecificOutput"]["additionalContext"]
+    if vendor == "gemini":  # acked by AfterAgent only (see test_gemini_acks_after_the_turn)
+        stop = ["hook", "stop", "--agent", "bob", "--db", str(db), "--vendor", vendor]
+        assert _run(stop, tmp_path, payload).returncode == 0
     assert _run(argv, tmp_path, payload).stdout == ""  # acked: never twice
+
+
+def _unread(db: Path) -> list[str]:
+    store = SqliteMailStore(db, readonly=True)
+    try:
+        return [m.body for m in store.inbox("bob") if not m.read]
+    finally:
+        store.close()
+
+
+def test_gemini_acks_after_the_turn_and_prints_a_failed_turns_mail_again(
+    db: Path, tmp_path: Path
+) -> None:
+    """Gemini CLI keeps no trace of a turn whose model call failed (measured: tests/e2e): its
+    mail stays unread until AfterAgent, and a prompt after a failed turn gets it again."""
+
+    def hook(event: str, session: str = "s-1") -> str:
+        argv = ["hook", event, "--agent", "bob", "--db", str(db), "--vendor", "gemini"]
+        done = _run(argv, tmp_path, json.dumps({"session_id": session, "prompt": "go"}))
+        assert done.returncode == 0, done.stderr
+        if not done.stdout:
+            return ""
+        return str(json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"])
+
+    assert "BODY-1" in hook("session-start")
+    assert hook("user-prompt-submit") == ""  # SessionStart's mail is in this turn's context
+    assert _unread(db) == ["BODY-1"]  # printed, not acked: the turn has not answered yet
+    # That turn failed (no AfterAgent): the next prompt prints it again, and the new mail.
+    store = SqliteMailStore(db)
+    Mailer(store).send(sender="alice", to="bob", subject="hi", body="BODY-2")
+    store.close()
+    again = hook("user-prompt-submit")
+    assert "BODY-1" in again and "BODY-2" in again
+    assert hook("stop") == ""  # AfterAgent: the model answered; both acked
+    assert _unread(db) == []
+    assert hook("user-prompt-submit") == ""
+    # A resumed session (a new process: SessionStart again) after a failed first turn.
+    store = SqliteMailStore(db)
+    Mailer(store).send(sender="alice", to="bob", subject="hi", body="BODY-3")
+    store.close()
+    assert "BODY-3" in hook("session-start", "s-2")
+    assert "BODY-3" in hook("session-start", "s-2")  # the first start's turn never answered
+    assert hook("user-prompt-submit", "s-2") == ""
+    assert hook("stop", "s-2") == "" and _unread(db) == []
+
+
+@pytest.mark.parametrize("vendor", ["codex", "gemini", "opencode"])
+def test_vendor_hooks_keep_the_banner_and_the_cap(db: Path, tmp_path: Path, vendor: str) -> None:
+    store = SqliteMailStore(db)
+    mailer = Mailer(store)
+    for n in (2, 3):  # with BODY-1: three mails, ~12,000 characters
+        mailer.send(sender="alice", to="bob", subject=f"big {n}", body=f"BODY-{n} " + "x" * 6000)
+    mailer.send(sender="alice", to="bob", subject="now", body="URGENT-BODY", priority="urgent")
+    store.close()
+    argv = ["hook", "user-prompt-submit", "--agent", "bob", "--db", str(db), "--vendor", vendor]
+    payload = json.dumps({"session_id": "s-1", "prompt": "go"})
+    seen: list[str] = []
+    for _ in range(4):  # bounded: three would do
+        done = _run(argv, tmp_path, payload)
+        assert done.returncode == 0, done.stderr
+        if not done.stdout:
+            break
+        assert len(done.stdout) <= 10_000  # the cap holds for the vendor's shape too
+        seen.append(done.stdout)
+        if vendor == "gemini":  # its ack waits for AfterAgent
+            stop = ["hook", "stop", "--agent", "bob", "--db", str(db), "--vendor", vendor]
+            assert _run(stop, tmp_path, payload).returncode == 0
+    assert len(seen) >= 2  # ~12,000 characters do not fit one hook's output
+    text = seen[0] if vendor == "opencode" else json.loads(seen[0])["hookSpecificOutput"][
+        "additionalContext"]  # fmt: skip
+    assert text.startswith("PRIORITY") and "URGENT-BODY" in text  # the banner, urgent first
+    assert [sum(f"BODY-{n}" in out for out in seen) for n in (1, 2, 3)] == [1, 1, 1]  # once each
 
 
 def test_opencode_gets_plain_text(db: Path, tmp_path: Path) -> None:
