@@ -85,14 +85,16 @@ def bench_woken(tmp: Path, dsn: str, quick: bool) -> list[Figure]:
                 ours.append(row["t"] - t0)
                 base.append(fl)
                 ph = row["ph"]  # claim in/run/done/back, delivered, ack in/run/done
-                phases.append([t1 - t0, ph[0] - t1, ph[2] - ph[1], ph[4] - ph[3],
+                phases.append([t1 - t0, ph[0] - t1, ph[1] - ph[0], ph[2] - ph[1],
+                               ph[3] - ph[2], ph[4] - ph[3], ph[5] - ph[4], ph[6] - ph[5],
                                ph[7] - ph[6]])
     finally:
         store.close()
         floor.close()
         h.stop()
-    names = ("Mailer.send", "send commit → claim starts", "claim txn", "deliver",
-             "ack txn")
+    names = ("Mailer.send", "send commit → claim called", "claim thread hop", "claim txn",
+             "claim hop back", "deliver (re-read, render, inject)", "delivered → ack called",
+             "ack thread hop", "ack txn")
     cols = list(zip(*phases, strict=True))
     where = "; ".join(f"{name} {1000 * statistics.median(c):.2f}/{1000 * pct(list(c), 0.99):.2f}"
                       for name, c in zip(names, cols, strict=True))
@@ -117,7 +119,8 @@ def bench_single(dsn: str, quick: bool) -> Figure:
     from agentmaild.mail import Mailer
     from agentmaild.store.postgres import PostgresMailStore
 
-    n, step = (200, 50) if quick else (1000, 100)
+    # Fine interleaving: on a shared machine ours and the baseline then see the same load.
+    n, step = (200, 20) if quick else (2000, 20)
     agents = [f"single-{i:03d}" for i in range(100)]
     _add_agents(dsn, dict.fromkeys(agents, "host-a"))
     store = PostgresMailStore(dsn)

@@ -5,8 +5,9 @@ PostgreSQL keeps its own pages consistent (WAL, checksums when enabled), so ther
 
 - the schema version (``am_schema_version``): none is an error (no store there); older than this
   agentmaild's is a warning (the next write command or ``serve`` migrates it), newer is a warning;
-- every table of the version, the registry triggers (their NOTIFY wakes the daemons) and, from
-  version 6, the ``am_send_one`` function: a missing one is a problem;
+- every table of the version, the registry triggers (their NOTIFY wakes the daemons) and the
+  functions (``am_send_one`` from version 6, ``am_claim`` and ``am_ack`` from 7): a missing one is
+  a problem;
 - invalid indexes (an interrupted build, which queries silently skip): a warning;
 - the SQLite store's cross-table checks (unread mail of a delivery that does not exist is a
   problem; nudges of deleted messages a warning);
@@ -30,7 +31,10 @@ PG_RECOVERY_HINT = (
     "database with `agentmaild store copy` and point agentmaild at it"
 )
 _CORE_TABLES = ("messages", "am_agents", "am_deliveries", "am_nudges", "am_prompt_seen")
-_HOSTS_VERSION, _SEND_ONE_VERSION = 4, 6
+_HOSTS_VERSION = 4
+# The server-side functions, by the version that made them and what fails without them.
+_FUNCTIONS = (("am_send_one", 6, "sends fail"), ("am_claim", 7, "the daemon cannot claim"),
+              ("am_ack", 7, "the daemon cannot ack"))
 _TRIGGERS = ("am_registry_on_insert", "am_registry_on_delete", "am_registry_on_update")
 _INVALID_INDEXES = (
     "SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
@@ -112,10 +116,11 @@ def _missing(conn: Conn, version: int) -> list[str]:
     if lost:
         problems.append(f"registry trigger(s) missing (daemons miss registry changes): "
                         f"{', '.join(lost)}")
-    if version >= _SEND_ONE_VERSION and _count(
-        conn, "SELECT count(*) FROM pg_proc WHERE proname = 'am_send_one'"
-    ) == 0:
-        problems.append("function am_send_one is missing: sends fail")
+    for name, since, fails in _FUNCTIONS:
+        if version >= since and _count(
+            conn, "SELECT count(*) FROM pg_proc WHERE proname = %s", (name,)
+        ) == 0:
+            problems.append(f"function {name} is missing: {fails}")
     return problems
 
 
@@ -133,8 +138,8 @@ def _amcheck(conn: Conn) -> tuple[list[str], list[str]]:
     return problems, []
 
 
-def _count(conn: Conn, sql: str) -> int:
-    row = conn.execute(sql).fetchone()
+def _count(conn: Conn, sql: str, params: tuple[object, ...] | None = None) -> int:
+    row = conn.execute(sql, params).fetchone()
     return int(row["count"]) if row else 0
 
 

@@ -1,25 +1,28 @@
 """The delivery operations of the PostgreSQL store: claims, leases, acks, releases, dead letters.
 
-A claim is the one ``claim`` statement of ``pg_queries.sql`` (rows taken ``FOR UPDATE SKIP
-LOCKED``), after a transaction-scoped advisory lock on the agent: two daemons (or a daemon and
-the agent's own ``check``) taking mail for one agent at once run one after the other, so the
-second sees the first one's lease and takes nothing, as with SQLite's single writer. With no
-redelivery and no direct mail, the claim takes queue work (``postgres_queues.queue_batch``).
+A claim is schema 7's ``am_claim`` (``sql/pg_schema_7.sql``): a transaction-scoped advisory
+lock on the agent, then one claim statement (rows taken ``FOR UPDATE SKIP LOCKED``): two daemons
+(or a daemon and the agent's own ``check``) taking mail for one agent at once run one after the
+other, so the second sees the first one's lease and takes nothing, as with SQLite's single
+writer. It is one statement in its own transaction (one round trip, no BEGIN/COMMIT). With no
+redelivery and no direct mail for a queue member it answers a marker, and ``claim_in`` takes
+queue work (``postgres_queues.queue_batch``) under the same lock. The ack is ``am_ack``, one
+statement too.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import PRIORITY_RANK, AgentCounts, Attempt, Batch, DeadLetter, Message
 from agentmaild.store.base import Released, with_outcome
-from agentmaild.store.postgres_history import insert_attempt
-from agentmaild.store.postgres_messages import mark_reached
+from agentmaild.store.postgres_history import ack_params, insert_attempt, unrecorded
 from agentmaild.store.postgres_queues import queue_batch
 from agentmaild.store.postgres_rows import dead_letter_from_row, message_from_row
-from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, lock, one
+from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, Row, lock, one
 
 
 def _order(m: Message) -> tuple[int, str, str]:
@@ -29,21 +32,34 @@ def _order(m: Message) -> tuple[int, str, str]:
 def claim_in(
     conn: Conn, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
 ) -> Batch | None:
-    """The claim inside the caller's transaction (exposed for the race tests and benchmarks)."""
-    lock(conn, f"agent:{agent}")
-    lease_until = now + lease_s
-    params = {
+    """The claim inside the caller's transaction (exposed for the race tests and benchmarks):
+    ``am_claim``, then the agent's queues when it answers the queue marker (claim_id NULL)."""
+    lock(conn, f"agent:{agent}")  # am_claim takes it again: advisory locks are re-entrant
+    params = _claim_params(agent, max_messages=max_messages, lease_s=lease_s, now=now,
+                           max_chars=max_chars)
+    rows = conn.execute(PQ["claim_one"], params).fetchall()
+    if not rows:
+        return None
+    if rows[0]["claim_id"] is None:
+        return queue_batch(conn, agent, now, params["lease_until"], params["stamp"])
+    return _claimed(agent, rows, params["lease_until"])
+
+
+def _claim_params(
+    agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+) -> dict[str, Any]:
+    return {
         "agent": agent,
         "now": now,
-        "lease_until": lease_until,
+        "lease_until": now + lease_s,
         "stamp": iso_now(now),
         "max_messages": None if max_messages < 0 else max_messages,  # LIMIT NULL: no limit
         "max_chars": max_chars,
         "new_id": new_id("dlv"),
     }
-    rows = conn.execute(PQ["claim"], params).fetchall()
-    if not rows:
-        return queue_batch(conn, agent, now, lease_until, iso_now(now))
+
+
+def _claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
     delivery_id = rows[0]["claim_id"]
     messages = sorted((message_from_row(r) for r in rows), key=_order)
     return Batch(
@@ -56,18 +72,12 @@ def claim_in(
 
 
 def _ack(conn: Conn, delivery_id: str, now: float, record: Attempt | None) -> int:
-    params = {"id": delivery_id, "stamp": iso_now(now)}
-    conn.execute(PQ["delivery_ack_read_elsewhere"], params)
-    acked = conn.execute(PQ["delivery_ack"], params)
-    closed = conn.execute(PQ["delivery_close"], params)  # sent before either result is read
-    rows = acked.fetchall()
-    holder = closed.fetchone()
-    if record is not None:
-        insert_attempt(conn, record)
-    if rows:
-        # The holder, not the address: queue mail is addressed to the queue.
-        mark_reached(conn, holder["agent"] if holder is not None else rows[0]["to_agent"])
-    return len(rows)
+    """The ack as one statement (schema 7's ``am_ack``; see ``sql/pg_schema_7.sql``)."""
+    row = one(conn, PQ["ack_one"], ack_params(delivery_id, now, record))
+    assert row is not None  # am_ack always answers one row
+    if row["unrecorded"] is not None and record is not None:
+        unrecorded(record, row["unrecorded"])
+    return int(row["acked"])
 
 
 def _release(
@@ -92,6 +102,17 @@ class PostgresDeliveries(PostgresTransactions):
     def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
     ) -> Batch | None:
+        """One call of schema 7's ``am_claim`` (the lock and the claim, its own transaction);
+        the general claim (``claim_in``) only when the agent's queues must be looked at."""
+        params = _claim_params(agent, max_messages=max_messages, max_chars=max_chars,
+                               lease_s=lease_s, now=now)
+        rows = self._write(
+            lambda conn: conn.execute(PQ["claim_one"], params).fetchall(), single=True
+        )
+        if not rows:
+            return None
+        if rows[0]["claim_id"] is not None:
+            return _claimed(agent, rows, params["lease_until"])
         return self._write(
             lambda conn: claim_in(
                 conn, agent, max_messages=max_messages, max_chars=max_chars,
@@ -101,7 +122,7 @@ class PostgresDeliveries(PostgresTransactions):
         )
 
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
-        return self._write(lambda conn: _ack(conn, delivery_id, now, record), pipeline=True)
+        return self._write(lambda conn: _ack(conn, delivery_id, now, record), single=True)
 
     def release(
         self,

@@ -7,6 +7,7 @@ import dataclasses
 import psycopg
 from psycopg.types.json import Jsonb
 
+from agentmaild.ids import iso_now
 from agentmaild.models import Attempt
 from agentmaild.store.base import AgentProc
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, Row
@@ -51,11 +52,28 @@ def insert_attempt(conn: Conn, record: Attempt) -> None:
         with conn.transaction():
             conn.execute(PQ["attempt_insert"], _params(record))
     except psycopg.Error as exc:
-        import structlog  # rare path: the CLI need not pay for structlog
+        unrecorded(record, str(exc))
 
-        structlog.get_logger(__name__).warning(
-            "store.attempt_unrecorded", delivery_id=record.delivery_id, error=str(exc)
-        )
+
+def unrecorded(record: Attempt, error: str) -> None:
+    """Log a history row that could not be written (the operation it belongs to went on)."""
+    import structlog  # rare path: the CLI need not pay for structlog
+
+    structlog.get_logger(__name__).warning(
+        "store.attempt_unrecorded", delivery_id=record.delivery_id, error=error
+    )
+
+
+def ack_params(delivery_id: str, now: float, record: Attempt | None) -> dict[str, object]:
+    """The named parameters of ``ack_one`` (schema 7's ``am_ack``)."""
+    history: dict[str, object] = (
+        {**_params(record), "record_id": record.delivery_id} if record is not None
+        else dict.fromkeys(("record_id", "agent", "message_ids", "attempt", "outcome", "error",
+                            "duration_s", "at"))
+    )
+    history.pop("delivery_id", None)
+    return {"id": delivery_id, "stamp": iso_now(now), "reached_stamp": iso_now(),
+            "record": record is not None, **history}
 
 
 class PostgresHistory(PostgresTransactions):

@@ -15,8 +15,9 @@ from agentmaild.store.queries import read_sql
 # am_peer_messages, am_relayed); 4: agents per host (am_agents.host, also SQLite schema 5) and
 # the host daemons' heartbeats (am_hosts); 5: the dashboard's indexes (full-text search over
 # subject and body, the newest mail by (created_at, id)); 6: the common send as one server-side
-# function call (am_send_one). An older database is brought up in the same locked transaction.
-PG_SCHEMA_VERSION = 6
+# function call (am_send_one); 7: the daemon's claim and ack as one function call each (am_claim,
+# am_ack). An older database is brought up in the same locked transaction.
+PG_SCHEMA_VERSION = 7
 _STEPS: dict[int, str] = {
     1: "pg_schema.sql",
     2: "pg_schema_2.sql",
@@ -24,6 +25,7 @@ _STEPS: dict[int, str] = {
     4: "pg_schema_4.sql",
     5: "pg_schema_5.sql",
     6: "pg_schema_6.sql",
+    7: "pg_schema_7.sql",
 }
 
 # Any constant both processes agree on: the advisory lock "agentmaild schema migration".

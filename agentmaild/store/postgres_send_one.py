@@ -23,7 +23,11 @@ from agentmaild.store.postgres_tx import PQ, Conn, lock_names
 
 # NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
 NOTIFY_MAX_BYTES = 7900
-_REFUSED = sorted(REFUSED_STATES)
+# psycopg dumps a list parameter in Python (tens of µs a send); the refused states are constants,
+# so they are written into the statement once, as an array literal.
+_SEND_ONE = PQ["send_one"].replace(
+    "{refused}", "'{" + ",".join(sorted(REFUSED_STATES)) + "}'"
+)
 
 
 def insert_lock_keys(req: InsertRequest) -> list[str]:
@@ -52,6 +56,9 @@ def send_one_params(req: InsertRequest) -> dict[str, Any] | None:
         or len(req.check_recipients) > 1
     ):
         return None
+    locks = lock_names(insert_lock_keys(req))
+    if len(locks) > 2:  # one message, no idempotency key, no thread guard: never more than two
+        return None
     m = req.messages[0]
     nudge = None
     if req.nudges:
@@ -67,9 +74,9 @@ def send_one_params(req: InsertRequest) -> dict[str, Any] | None:
             trim_before = since
     return {
         **message_params(m),
-        "locks": lock_names(insert_lock_keys(req)),
+        "lock1": locks[0] if locks else None,
+        "lock2": locks[1] if len(locks) > 1 else None,
         "check": req.check_recipients[0] if req.check_recipients else None,
-        "refused": _REFUSED,
         "refuse_unknown": req.refuse_unknown,
         "unread_max": max(req.unread_max, 0),
         "digest": digest,
@@ -84,5 +91,5 @@ def send_one_params(req: InsertRequest) -> dict[str, Any] | None:
 
 def send_one(conn: Conn, params: dict[str, Any]) -> bool:
     """True when ``am_send_one`` sent; False when it wrote nothing (the general send runs)."""
-    row = conn.execute(PQ["send_one"], params).fetchone()
+    row = conn.execute(_SEND_ONE, params).fetchone()
     return row is not None and row["outcome"] == "sent"

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION
 from tests.support.pg import PgDatabases
 
 pytestmark = pytest.mark.timeout(120)
@@ -129,7 +130,7 @@ def test_store_check_on_a_dsn_checks_the_schema_and_the_rows(
     conn.execute("DROP TABLE am_prompt_seen")
     code, report = check(env, dsn)
     assert code == 1 and report["problems"] == [
-        "schema version 6 but table(s) missing: am_prompt_seen",
+        f"schema version {PG_SCHEMA_VERSION} but table(s) missing: am_prompt_seen",
         "registry trigger(s) missing (daemons miss registry changes): am_registry_on_update",
     ]
     conn.execute("UPDATE am_schema_version SET version = 99")

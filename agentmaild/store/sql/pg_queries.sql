@@ -122,71 +122,6 @@ RETURNING *;
 -- name: agent_delete
 DELETE FROM am_agents WHERE name = %(name)s;
 
--- name: claim
--- One statement: the agent's oldest pending redelivery (not of a queue: those are claimed by
--- queue, in postgres_queues) (same id, next attempt) when there is
--- one, else new mail in delivery order cut at max_messages and max_chars (at least one), all
--- only while the agent holds no live lease. Rows are taken FOR UPDATE SKIP LOCKED, so a row
--- another transaction is working on is passed over, never waited for nor taken twice. Pending
--- deliveries before the chosen one whose mail was all read another way are closed on the way.
-WITH active AS (
-  SELECT 1 FROM am_deliveries
-  WHERE agent = %(agent)s AND state = 'claimed' AND lease_until > %(now)s
-  LIMIT 1
-), pick AS (
-  SELECT d.id, d.created_at FROM am_deliveries d
-  WHERE d.agent = %(agent)s AND d.state = 'pending' AND d.queue IS NULL
-    AND NOT EXISTS (SELECT 1 FROM active)
-    AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
-  ORDER BY d.created_at, d.id
-  LIMIT 1
-  FOR UPDATE SKIP LOCKED
-), drained AS (
-  UPDATE am_deliveries d SET state = 'acked', updated_at = %(stamp)s
-  WHERE d.agent = %(agent)s AND d.state = 'pending' AND d.queue IS NULL
-    AND NOT EXISTS (SELECT 1 FROM active)
-    AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
-    AND (NOT EXISTS (SELECT 1 FROM pick)
-         OR (d.created_at, d.id) < (SELECT p.created_at, p.id FROM pick p))
-), redo AS (
-  UPDATE am_deliveries d
-  SET state = 'claimed', attempts = d.attempts + 1, lease_until = %(lease_until)s,
-      updated_at = %(stamp)s
-  FROM pick WHERE d.id = pick.id
-  RETURNING d.id, d.attempts
-), fresh AS (
-  SELECT m.id, m.created_at,
-         CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END
-           AS rank,
-         char_length(m.subject) + char_length(m.body) + coalesce(char_length(m.payload), 0)
-           AS size
-  FROM messages m
-  WHERE m.to_agent = %(agent)s AND m.read = 0 AND m.delivery_id IS NULL
-    AND NOT EXISTS (SELECT 1 FROM active) AND NOT EXISTS (SELECT 1 FROM pick)
-  ORDER BY rank, m.created_at, m.id
-  LIMIT %(max_messages)s
-  FOR UPDATE SKIP LOCKED
-), chosen AS (
-  SELECT id FROM (
-    SELECT id, row_number() OVER w AS n, sum(size) OVER w AS used
-    FROM fresh WINDOW w AS (ORDER BY rank, created_at, id ROWS UNBOUNDED PRECEDING)
-  ) c
-  WHERE n = 1 OR used <= %(max_chars)s
-), born AS (
-  INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at,
-                             updated_at)
-  SELECT %(new_id)s, %(agent)s, 'claimed', 1, 0, %(lease_until)s, %(stamp)s, %(stamp)s
-  WHERE EXISTS (SELECT 1 FROM chosen)
-  RETURNING id, attempts
-), marked AS (
-  UPDATE messages m SET delivery_id = %(new_id)s FROM chosen WHERE m.id = chosen.id
-  RETURNING m.*
-)
-SELECT r.id AS claim_id, r.attempts AS claim_attempt, m.*
-FROM redo r JOIN messages m ON m.delivery_id = r.id AND m.read = 0
-UNION ALL
-SELECT b.id, b.attempts, k.* FROM born b CROSS JOIN marked k;
-
 -- name: delivery_unread
 SELECT * FROM messages WHERE delivery_id = %(id)s AND read = 0
 ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
@@ -303,11 +238,30 @@ WHERE (%(older)s::double precision IS NULL OR at < %(older)s)
 
 -- name: send_one
 -- The common send in one statement (schema 6's am_send_one): 'sent', or 'slow' having written
--- nothing (then the general send runs).
+-- nothing (then the general send runs). Its locks are at most two names (the inbox, the
+-- digest), passed as two texts (NULL: none) and its refused states are constants written into
+-- the statement (postgres_send_one): no array is dumped client-side per send.
 SELECT am_send_one(
-  %(locks)s::text[], %(check)s::text, %(refused)s::text[], %(refuse_unknown)s::boolean,
+  array_remove(ARRAY[%(lock1)s::text, %(lock2)s::text], NULL), %(check)s::text,
+  {refused}::text[], %(refuse_unknown)s::boolean,
   %(unread_max)s::integer, %(digest)s::text, %(since)s::double precision,
   %(trim_before)s::double precision, %(now)s::double precision, %(id)s::text,
   %(from_agent)s::text, %(to_agent)s::text, %(subject)s::text, %(body)s::text, %(type)s::text,
   %(priority)s::text, %(thread_id)s::text, %(payload)s::text, %(created_at)s::text,
   %(broadcast_id)s::text, %(notify)s::text, %(nudge)s::text, %(stamp)s::text) AS outcome;
+
+-- name: claim_one
+-- The daemon's claim in one statement (schema 7's am_claim): the claim's rows; none when there
+-- is nothing; one row with claim_id NULL when the general claim must look at the agent's queues.
+SELECT * FROM am_claim(
+  %(agent)s::text, %(now)s::double precision, %(lease_until)s::double precision,
+  %(stamp)s::text, %(max_messages)s::integer, %(max_chars)s::integer, %(new_id)s::text);
+
+-- name: ack_one
+-- The ack in one statement (schema 7's am_ack): how many messages it marked read, and the error
+-- of a history row that could not be written (NULL when written or not asked for).
+SELECT * FROM am_ack(
+  %(id)s::text, %(stamp)s::text, %(reached_stamp)s::text, %(record)s::boolean,
+  %(record_id)s::text, %(agent)s::text, %(message_ids)s::jsonb, %(attempt)s::integer,
+  %(outcome)s::text, %(error)s::text, %(duration_s)s::double precision,
+  %(at)s::double precision);
