@@ -30,8 +30,7 @@ async def split_read_elsewhere(
     @quick_read
     @groupable
     def look() -> set[str]:
-        found = (store.sync.get_message(i) for i in ids)
-        return {m.id for m in found if m is not None and not m.read}
+        return store.sync.unread_among(ids)
 
     unread = await store.run_sync(look)
     kept = tuple(m for m in batch.messages if m.id in unread)

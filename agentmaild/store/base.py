@@ -161,6 +161,12 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def get_message(self, message_id: str) -> Message | None: ...
 
+    def unread_among(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` name a stored message that is still unread (the loop's look for mail
+        read elsewhere). A store a round trip away answers it in one query."""
+        found = (self.get_message(i) for i in ids)
+        return {m.id for m in found if m is not None and not m.read}
+
     @abc.abstractmethod
     def inbox(self, agent: str, *, unread_only: bool = False) -> list[Message]: ...
 

@@ -223,6 +223,12 @@ class PostgresMessages(PostgresTransactions):
     def get_message(self, message_id: str) -> Message | None:
         return self._read_with(lambda conn: _get(conn, message_id))
 
+    def unread_among(self, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        rows = self._read(PQ["unread_among"], {"ids": list(ids)})
+        return {str(r["id"]) for r in rows}
+
     def inbox(self, agent: str, *, unread_only: bool = False) -> list[Message]:
         sql = PQ["inbox_unread"] if unread_only else PQ["inbox_all"]
         return [message_from_row(r) for r in self._read(sql, {"agent": agent})]

@@ -938,3 +938,12 @@ def test_reap_of_one_agent_requeues_only_its_claims(store: MailStore) -> None:
     assert store.counts()["bob"].in_flight == 1  # another agent's live claim is left alone
     assert store.reap_expired(now=T0 + LEASE_S + 1, agent="dave") == []  # nor an expired one
     assert store.reap_expired(now=T0 + LEASE_S + 1) == [(bob.delivery_id, "bob")]
+
+
+def test_unread_among_names_only_stored_unread_messages(store: MailStore) -> None:
+    """The loop's look for mail read elsewhere, before it injects a claimed batch."""
+    a, b, c = make(at=T0), make(at=T0 + 1), make(at=T0 + 2)
+    put(store, a, b, c)
+    store.ack([b.id])
+    assert store.unread_among([a.id, b.id, c.id, "msg-gone"]) == {a.id, c.id}
+    assert store.unread_among([]) == set()

@@ -26,6 +26,9 @@ VALUES (%(id)s, %(from_agent)s, %(to_agent)s, %(subject)s, %(body)s, %(type)s, %
 -- name: get_message
 SELECT * FROM messages WHERE id = %(id)s;
 
+-- name: unread_among
+SELECT id FROM messages WHERE id = ANY (%(ids)s::text[]) AND read = 0;
+
 -- name: unread_count_reaches
 SELECT 1 FROM messages WHERE to_agent = %(to)s AND read = 0 LIMIT 1 OFFSET %(cap)s - 1;
 
