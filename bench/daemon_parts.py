@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,16 @@ def ms_line(xs: list[float]) -> str:
             f"{1000 * pct(xs, 0.99):.2f} / max {1000 * max(xs):.2f} ms")
 
 
+def _when_committed(sync: Any, fn: Callable[[], object]) -> None:
+    """``fn`` right after the COMMIT of the call just made: at once on a store whose calls commit
+    on their own (PostgreSQL: it has no ``after_commit``), after the group's COMMIT on SQLite."""
+    after = getattr(sync, "after_commit", None)
+    if after is None:
+        fn()
+    else:
+        after(fn)
+
+
 # -- the daemon child (harness) ---------------------------------------------------------------
 def _harness_types() -> tuple[type, type]:
     """The instant channel and the phase-stamping store wrapper of the daemon child."""
@@ -100,7 +111,7 @@ def _harness_types() -> tuple[type, type]:
             def claim() -> tuple[Batch | None, float]:
                 t_run = time.monotonic()
                 batch = self.sync.claim(agent, **kw)
-                self.sync.after_commit(lambda: done.append(time.monotonic()))  # group commit
+                _when_committed(self.sync, lambda: done.append(time.monotonic()))
                 return batch, t_run
 
             batch, t_run = await self.run_sync(claim)
@@ -120,7 +131,7 @@ def _harness_types() -> tuple[type, type]:
             def ack() -> tuple[int, float]:
                 t_run = time.monotonic()
                 n = self.sync.ack_delivery(delivery_id, now=now, record=record)
-                self.sync.after_commit(lambda: done.append(time.monotonic()))  # group commit
+                _when_committed(self.sync, lambda: done.append(time.monotonic()))
                 return n, t_run
 
             n, t_run = await self.run_sync(ack)
@@ -197,15 +208,18 @@ def wait_loops(sock: Path, n: int, proc: subprocess.Popen[Any], timeout: float =
     from agentmaild.control.client import request
 
     start = time.monotonic()
+    seen: Any = "no answer"
     while time.monotonic() - start < timeout:
         if proc.poll() is not None:
             raise RuntimeError(f"daemon exited early with status {proc.returncode}")
         with contextlib.suppress(Exception):
             loops = request(sock, "agents", timeout=5.0)["agents"]
+            seen = sorted({str(r["state"]) for r in loops}), len(loops)
             if len(loops) == n and all(r["state"] == "idle" for r in loops):
                 return time.monotonic() - start
         time.sleep(0.05)
-    raise RuntimeError(f"daemon on {sock} did not start {n} idle loops within {timeout:.0f} s")
+    raise RuntimeError(f"daemon on {sock} did not start {n} idle loops within {timeout:.0f} s "
+                       f"(last seen: states, loops = {seen})")
 
 
 def stop_proc(proc: subprocess.Popen[Any], timeout: float = 20.0) -> int | None:
@@ -235,7 +249,12 @@ class ChildHarness:
         self.cond = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.startup_s = wait_loops(self.sock, n_agents, self.proc)
+        try:
+            self.startup_s = wait_loops(self.sock, n_agents, self.proc)
+        except RuntimeError as exc:
+            self.log.flush()
+            tail = logpath.read_text(errors="replace").splitlines()[-5:]
+            raise RuntimeError("\n".join([str(exc), f"{logpath} ends:", *tail])) from None
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
