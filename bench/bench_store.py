@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import Figure, fmt, median
+from benchlib import Figure, fmt, median, page_size_pragma
 
 BODY = ("Build step 3 finished; 14 files changed, tests green. Next: review the store module "
         "and the CLI error paths, then report back with the diff summary and open questions. ")
@@ -56,7 +56,8 @@ def _our_store(path: Path, agents: int, prefix: str = "agent") -> tuple[Any, lis
 
 
 def _messages_ddl(our_db: Path) -> list[str]:
-    """The ``messages`` table and its indexes exactly as agentmaild created them."""
+    """Our file's page size, then the ``messages`` table and its indexes exactly as agentmaild
+    created them (``_baseline_conn`` runs the first before the PRAGMAs, the rest after)."""
     conn = sqlite3.connect(our_db)
     try:
         rows = conn.execute(
@@ -65,14 +66,15 @@ def _messages_ddl(our_db: Path) -> list[str]:
         ).fetchall()
     finally:
         conn.close()
-    return [r[0] for r in rows]
+    return [page_size_pragma(our_db), *(r[0] for r in rows)]
 
 
 def _baseline_conn(path: Path, ddl: list[str]) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    conn.execute(ddl[0])  # the page size: on the empty file, before WAL mode
     for p in PRAGMAS:
         conn.execute(p)
-    for stmt in ddl:
+    for stmt in ddl[1:]:
         conn.execute(stmt)
     return conn
 
@@ -365,7 +367,8 @@ def run(quick: bool) -> list[Figure]:
         figures = [bench_single(tmp, quick, ddl), bench_broadcast(tmp, quick, ddl)]
         figures += bench_concurrent(tmp, quick, ddl)
     figures[0].notes.append(f"identical messages DDL copied from agentmaild's store: "
-                            f"{len(ddl)} statements (table + {len(ddl) - 1} indexes)")
+                            f"{len(ddl) - 1} statements (table + {len(ddl) - 2} indexes), in a "
+                            f"file of the same page size ({ddl[0].split('= ')[1]} bytes)")
     return figures
 
 

@@ -120,6 +120,20 @@ def agentmaild_script() -> Path:
     raise FileNotFoundError("agentmaild console script not found: run `make venv` first")
 
 
+def page_size_pragma(our_db: Path | str) -> str:
+    """``PRAGMA page_size`` as agentmaild's store file has it, for a baseline's fresh file: the
+    baselines write the same DDL with the same PRAGMAs into the same file format, so a ratio
+    shows our own overhead, not the page size agentmaild gives the stores it creates (1 KiB).
+    Run it on an empty file, before ``journal_mode``."""
+    import sqlite3
+
+    src = sqlite3.connect(our_db)
+    try:
+        return f"PRAGMA page_size = {int(src.execute('PRAGMA page_size').fetchone()[0])}"
+    finally:
+        src.close()
+
+
 def clean_env(tmp: str) -> dict[str, str]:
     """The environment for child processes: no agentmaild settings leak in from the caller."""
     env = {k: v for k, v in os.environ.items()

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchlib import page_size_pragma
 from daemon_parts import BODY, INSERT, PRAGMAS, SENDER, Harness, pct, socket_of
 
 
@@ -151,7 +152,7 @@ def raw_baseline(ddl_db: Path, tmp: Path, duration: float, writers: int) -> dict
         "ORDER BY type DESC, name")]
     src.close()
     conn = sqlite3.connect(db, isolation_level=None)
-    for stmt in (*PRAGMAS, *ddl):
+    for stmt in (page_size_pragma(ddl_db), *PRAGMAS, *ddl):
         conn.execute(stmt)
     conn.close()
     argv = [sys.executable, __file__, "raw", str(db), str(duration)]

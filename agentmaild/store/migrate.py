@@ -17,9 +17,11 @@ from agentmaild.vocab import MESSAGE_TYPES
 # (agent process groups, for recovery); 4: am_tokens (HTTP API tokens), the team rules' tables
 # (loop guard, escalations, queues) and columns; 5: the trust domains (am_peers, am_nonces,
 # am_peer_messages, am_relayed) and am_agents.host (agents per host); 6: drops the loop guard's
-# index on am_recent_sends(at) (it prunes in rowid order now). Every upgrade step below is
-# idempotent, so one function takes any older file (or Overstory's) to the current version.
-SCHEMA_VERSION = 6
+# index on am_recent_sends(at) (it prunes in rowid order now); 7: am_idx_delivery holds only
+# claimed mail (``WHERE delivery_id IS NOT NULL``), so a send writes no page of it. Every upgrade
+# step below is idempotent, so one function takes any older file (or Overstory's) to the current
+# version.
+SCHEMA_VERSION = 7
 
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.
@@ -29,8 +31,14 @@ EXTRA_COLUMNS = {
     "acked_at": "TEXT",
     "acked_by": "TEXT",
 }
+# Every lookup by delivery id (``delivery_id = ?``) implies NOT NULL, so SQLite takes the partial
+# index for it; new mail (NULL) is not in it (schema 7).
+DELIVERY_INDEX = (
+    "CREATE INDEX IF NOT EXISTS am_idx_delivery ON messages(delivery_id)"
+    " WHERE delivery_id IS NOT NULL"
+)
 EXTRA_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS am_idx_delivery ON messages(delivery_id)",
+    DELIVERY_INDEX,
     "CREATE INDEX IF NOT EXISTS am_idx_unread ON messages(to_agent) WHERE read = 0",
 )
 # Schema 4: columns added to agentmaild's own tables (nullable; the team rules' state).
@@ -86,6 +94,7 @@ def _upgrade(conn: sqlite3.Connection) -> None:
     for name, decl in EXTRA_COLUMNS.items():
         if name not in have:
             conn.execute(f"ALTER TABLE messages ADD COLUMN {name} {decl}")
+    _drop_full_delivery_index(conn)
     for stmt in EXTRA_INDEXES:
         conn.execute(stmt)
     conn.execute("DROP INDEX IF EXISTS am_idx_recent_sends_at")  # schema 6
@@ -94,6 +103,15 @@ def _upgrade(conn: sqlite3.Connection) -> None:
         for name, decl in columns.items():
             if name not in have:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+
+
+def _drop_full_delivery_index(conn: sqlite3.Connection) -> None:
+    """Schema 7: the index on every message's delivery id gives way to the partial one."""
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'am_idx_delivery'"
+    ).fetchone()
+    if row is not None and "WHERE" not in (row[0] or "").upper():
+        conn.execute("DROP INDEX am_idx_delivery")
 
 
 def _rebuild_messages(conn: sqlite3.Connection) -> None:
