@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchlib import clean_env
+from benchlib import clean_env, page_size_pragma
 
 BODY = ("Build step 3 finished; 14 files changed, tests green. Next: review the store module "
         "and the CLI error paths, then report back with the diff summary. ")
@@ -168,7 +168,7 @@ def _harness_main(db: str) -> None:
     path = Path(db)
 
     async def main() -> int:
-        store = TimedStore(SqliteMailStore(path))
+        store = TimedStore(SqliteMailStore(path), inline_writes=True)  # as serve wires it
         gate = await PollGate.open(path)
         try:
             return await BenchDaemon(path, config, store, gate).run()
@@ -178,7 +178,8 @@ def _harness_main(db: str) -> None:
                 await store.aclose()
             hops = store.hops  # how many store calls shared a worker-thread hop
             print(f"harness: {hops.calls} store calls in {hops.hops} hops, "
-                  f"{getattr(hops, 'inline', 0)} quick reads inline", file=sys.stderr)
+                  f"{getattr(hops, 'inline', 0)} quick reads and "
+                  f"{getattr(hops, 'inline_writes', 0)} writes inline", file=sys.stderr)
 
     with hold_lock(path):
         sys.exit(anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True}))
@@ -316,7 +317,7 @@ class Floor:
             "ORDER BY type DESC, name")]
         src.close()
         self.conn = sqlite3.connect(tmp / "floor.db", isolation_level=None, timeout=5.0)
-        for stmt in (*PRAGMAS, *ddl):
+        for stmt in (page_size_pragma(ddl_db), *PRAGMAS, *ddl):
             self.conn.execute(stmt)
         self.path = str(tmp / "floor.sock")
         self.server = subprocess.Popen([sys.executable, "-c", TRIVIAL_SERVER, self.path],

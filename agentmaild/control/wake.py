@@ -18,6 +18,7 @@ Only our uid can send: the file is 0600 (Linux checks write permission on ``send
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import stat
@@ -83,6 +84,8 @@ class WakeReceiver:
         self._check_interval_s = check_interval_s
         self._sock: socket.socket | None = None
         self._bound: Identity | None = None
+        self._watched: socket.socket | None = None  # the socket the event loop reads for us
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.received = 0  # datagrams read
         self.ignored = 0  # of which not a wake
         self.bursts = 0  # on_wake calls
@@ -120,26 +123,41 @@ class WakeReceiver:
         return False
 
     def close(self) -> None:
+        self._unwatch()
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
             remove_if_ours(self.path, self._bound)
 
     async def run(self) -> None:
-        """Until cancelled: wait for datagrams, drain them, wake; re-bind a removed file."""
+        """Until cancelled: drain datagrams as they come and wake; re-bind a removed file.
+
+        The socket is watched by the event loop itself (``add_reader``): a datagram costs one
+        callback, not a wait with its own timeout per datagram (issue 15).
+        """
+        self._loop = asyncio.get_running_loop()
         try:
             while True:
-                sock = self._sock
-                if sock is None:
-                    await anyio.sleep(self._check_interval_s)
-                else:
-                    with anyio.move_on_after(self._check_interval_s):
-                        await anyio.wait_readable(sock)
-                        self.drain()
-                        continue
+                if self._sock is not None and self._watched is not self._sock:
+                    self._unwatch()
+                    self._loop.add_reader(self._sock, self._readable)
+                    self._watched = self._sock
+                    self.drain()  # what came before the watch began
+                await anyio.sleep(self._check_interval_s)
                 self._check_file()
         finally:
             self.close()
+
+    def _unwatch(self) -> None:
+        watched, self._watched = self._watched, None
+        if watched is not None and self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(watched)
+
+    def _readable(self) -> None:
+        try:
+            self.drain()
+        except Exception:  # a callback's error would only reach the loop's handler: log it here
+            log.exception("control.wake_failed")
 
     def drain(self) -> None:
         """Read what is queued (up to ``_DRAIN_MAX``) and wake each named agent once."""
@@ -181,6 +199,7 @@ class WakeReceiver:
         if identity(self.path) is not None:
             return
         if self._sock is not None:
+            self._unwatch()
             self._sock.close()
             self._sock = None
         if self.bind():

@@ -125,7 +125,7 @@ async def _main(given: Path, db: Path, config: Config) -> int:
     subreaper = become_subreaper()  # logged once start-up succeeded: a failure is one line
     store = SqliteMailStore(db, flavor=config.store.flavor)
     opened = identity(db)
-    astore = AsyncMailStore(store)
+    astore = AsyncMailStore(store, inline_writes=True)
     try:
         gate = await PollGate.open(db)
     except BaseException:

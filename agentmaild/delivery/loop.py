@@ -8,10 +8,12 @@ delivery id; after ``max_attempts`` failures it is a dead letter and its senders
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -214,14 +216,17 @@ class DeliveryLoop(LoopFigures):
         if self._aborted:
             scope.cancel()  # abandoned between the claim and now: nothing is typed
         outcome = Outcome(StepResult.DELIVERED)
+        keeper = _LeaseKeeper(self._keep_lease(batch.delivery_id), self._lease_interval())
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._keep_lease, batch.delivery_id)
-                with scope:
-                    outcome = await self._inject(batch, text)
-                tg.cancel_scope.cancel()
+            with scope:
+                outcome = await self._inject(batch, text)
         finally:
             self._deliver_scope = None
+            with anyio.CancelScope(shield=True):
+                await keeper.stop()
+        # A cancel from outside that came while the channel ran lands here, before the settle
+        # (as it did at the task group's exit): _attempt then settles what the channel said.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         if scope.cancelled_caught and not self._confirmed:
             if self._aborted:
                 return Outcome(StepResult.CANCELLED, self._abort_reason or "cancelled")
@@ -252,11 +257,15 @@ class DeliveryLoop(LoopFigures):
         failing store is retried until the *extended* lease ends, not the first one."""
         return replace(batch, lease_until=max(batch.lease_until, self._lease_until))
 
+    def _lease_interval(self) -> float:
+        return max(self.settings.lease_s / 3, 0.01)
+
     async def _keep_lease(self, delivery_id: str) -> None:
-        """Extend the lease while a long turn runs, so no reaper hands the batch out twice."""
-        interval = max(self.settings.lease_s / 3, 0.01)
+        """Extend the lease while a long turn runs, so no reaper hands the batch out twice.
+
+        Started one interval into the turn (``_LeaseKeeper``); cancelled once the turn ends."""
+        interval = self._lease_interval()
         while True:
-            await anyio.sleep(interval)  # cancelled as soon as the delivery settles
             now = self._wall()
             try:
                 kept = await self._store.extend_lease(
@@ -266,11 +275,13 @@ class DeliveryLoop(LoopFigures):
                 self._log.warning(
                     "delivery.lease_extend_failed", delivery_id=delivery_id, error=exc.message
                 )
+                await anyio.sleep(interval)
                 continue
             if not kept:
                 self._log.warning("delivery.lease_lost", delivery_id=delivery_id)
                 return
             self._lease_until = now + self.settings.lease_s
+            await anyio.sleep(interval)
 
     # -- the loop ---------------------------------------------------------------------------
     async def run(self) -> None:
@@ -301,7 +312,55 @@ class DeliveryLoop(LoopFigures):
 
     async def _wait(self, *, deadline_s: float | None) -> None:
         event = self._wake
-        if not event.is_set():
-            with anyio.move_on_after(deadline_s if deadline_s is not None else float("inf")):
+        if event.is_set():
+            pass
+        elif deadline_s is None:  # a gated idle loop: no timer to set (most loops, most time)
+            await event.wait()
+        else:
+            with anyio.move_on_after(deadline_s):
                 await event.wait()
         self._wake = anyio.Event()
+
+
+class _LeaseKeeper:
+    """Runs ``keep`` (the lease extensions of one turn) from one interval into the turn on.
+
+    Most turns end long before a third of the lease, so the task is made only when one lasts
+    that long: a timer per delivery instead of a task group and a task (issue 15: they were a
+    tenth of the daemon's CPU per delivery). ``stop()`` cancels the timer, or cancels the task's
+    scope (an anyio cancel: it waits for a store call in flight, as a task group's did) and
+    waits for the task; an unexpected error of the task is raised there, as the group raised it.
+    """
+
+    __slots__ = ("_keep", "_scope", "_stopped", "_task", "_timer")
+
+    def __init__(self, keep: Coroutine[Any, Any, None], interval: float) -> None:
+        self._keep = keep
+        self._task: asyncio.Task[None] | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._stopped = False
+        self._timer = asyncio.get_running_loop().call_later(interval, self._start)
+
+    def _start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        if self._stopped:  # stopped between the timer and the task's first step
+            self._keep.close()
+            return
+        with anyio.CancelScope() as self._scope:
+            await self._keep
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._timer.cancel()
+        task = self._task
+        if task is None:
+            self._keep.close()  # never started: nothing ran
+            return
+        if self._scope is not None:
+            self._scope.cancel()
+        await asyncio.wait([task])
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error

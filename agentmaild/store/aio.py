@@ -39,12 +39,19 @@ T = TypeVar("T")
 class AsyncMailStore:
     """Async facade over a sync ``MailStore``; the daemon's only way to touch it."""
 
-    def __init__(self, store: MailStore, *, concurrency: int = 1) -> None:
-        """``concurrency`` > 1 only for a store whose calls may overlap (a connection pool)."""
+    def __init__(
+        self, store: MailStore, *, concurrency: int = 1, inline_writes: bool = False
+    ) -> None:
+        """``concurrency`` > 1 only for a store whose calls may overlap (a connection pool).
+
+        ``inline_writes`` (the daemon's SQLite store): a claim or ack made while the store's
+        thread is idle runs at once in the event loop's thread when it needs no wait
+        (``store.hops``), saving two thread wake-ups each."""
         self.sync = store
         # One call at a time, as a CapacityLimiter(1) would; groupable calls queued together
         # share a transaction where the store can (SQLite).
-        self.hops = Hops(getattr(store, "run_grouped", None))
+        inline = getattr(store, "run_inline", None) if inline_writes else None
+        self.hops = Hops(getattr(store, "run_grouped", None), inline=inline)
         # A pooled store (PostgreSQL) takes overlapping calls: a thread each, up to the pool size.
         self._limiter = anyio.CapacityLimiter(concurrency) if concurrency > 1 else None
 

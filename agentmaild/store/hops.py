@@ -16,6 +16,12 @@ elsewhere) run at once in the caller's thread when no hop is running or queued: 
 then nobody else's, and a WAL reader waits for no lock, so this saves a hop there and back (two
 thread wake-ups) on the path of a single woken delivery.
 
+With an ``inline`` runner (SQLite's ``run_inline``, turned on by the daemon), a grouped call
+(a claim, an ack: one short write) made while no hop runs or waits is tried the same way: at once
+in the caller's thread, if it can take the write lock without waiting. When it cannot, the runner
+says ``NOT_NOW`` having written nothing, and the call takes its hop as ever.
+
+Each hop runs in the store's own thread (``store.worker``: lighter than ``anyio.to_thread``).
 Same guarantees as one ``anyio.to_thread.run_sync`` per call behind a ``CapacityLimiter(1)``: the
 calls never overlap, each runs once (or, when its group fails as a whole, once more on its own),
 and a caller cancelled while its call is queued or running still waits for it to finish (its
@@ -26,10 +32,13 @@ committed always reaches its caller.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
-import anyio.to_thread
+
+from agentmaild.store.notnow import NOT_NOW
+from agentmaild.store.worker import Worker
 
 T = TypeVar("T")
 
@@ -43,6 +52,7 @@ class Runnable(Protocol):
 
 
 GroupRunner = Callable[[Sequence[Runnable]], None]
+InlineRunner = Callable[[Callable[[], Any]], Any]
 F = TypeVar("F", bound=Callable[..., Any])
 _GROUPABLE = "_agentmail_groupable"
 
@@ -72,7 +82,11 @@ def is_quick_read(fn: Callable[..., Any]) -> bool:
 
 
 class _Call(Generic[T]):
-    __slots__ = ("error", "finished", "fn", "grouped", "value")
+    """One queued call. ``finished`` is set in the worker thread once it ran; ``settled`` in the
+    event loop's thread once its whole hop is over: only then is the result the caller's (a group
+    commits after its last call ran, and may still fail and run every call again on its own)."""
+
+    __slots__ = ("error", "finished", "fn", "grouped", "settled", "value")
 
     def __init__(self, fn: Callable[[], T], grouped: bool) -> None:
         self.fn = fn
@@ -80,6 +94,7 @@ class _Call(Generic[T]):
         self.value: T | None = None
         self.error: BaseException | None = None
         self.finished = False
+        self.settled = False
 
     def run(self) -> None:
         try:
@@ -124,25 +139,36 @@ class Hops:
     ``group``: the store's ``run_grouped``, or None (every call stands alone).
     """
 
-    def __init__(self, group: GroupRunner | None = None) -> None:
+    def __init__(
+        self, group: GroupRunner | None = None, *, inline: InlineRunner | None = None
+    ) -> None:
         self._group = group
+        self._inline = inline
         self._queue: list[_Call[Any]] = []
         self._running = False
         self._idle: anyio.Event | None = None  # set when a hop ends; made inside the event loop
+        self._worker = Worker()
         self.hops = 0  # worker-thread hops taken
         self.calls = 0  # calls run
         self.inline = 0  # quick reads run in the caller's thread
+        self.inline_writes = 0  # grouped calls run in the caller's thread (``inline``)
 
     async def run(self, fn: Callable[[], T], *, grouped: bool = False, quick: bool = False) -> T:
         """``quick``: a read that runs in the caller's thread when no hop runs or waits: nothing
         else uses the connection then, and a WAL reader takes no lock another holds."""
-        if quick and not self._running and not self._queue:
-            self.inline += 1
-            return fn()
+        if not self._running and not self._queue:
+            if quick:
+                self.inline += 1
+                return fn()
+            if grouped and self._inline is not None:
+                value = self._inline(fn)
+                if value is not NOT_NOW:
+                    self.inline_writes += 1
+                    return value  # type: ignore[no-any-return]
         call: _Call[T] = _Call(fn, grouped)
         self._queue.append(call)
         with anyio.CancelScope(shield=True):
-            while not call.finished:
+            while not call.settled:
                 if self._running:
                     if self._idle is None:
                         self._idle = anyio.Event()
@@ -155,12 +181,14 @@ class Hops:
         self._running = True
         batch, self._queue = self._queue, []
         try:
-            await anyio.to_thread.run_sync(_run_all, batch, self._group)
+            await self._worker.run(partial(_run_all, batch, self._group))
         except BaseException as exc:  # the hop itself failed: every call left gets the error
             for call in batch:
                 if not call.finished:
                     call.error, call.finished = exc, True
         finally:
+            for call in batch:
+                call.settled = True
             self.hops += 1
             self.calls += len(batch)
             self._running = False

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentmaild.errors import StoreError
+from agentmaild.store.notnow import NOT_NOW
 from agentmaild.store.sqlite_group import Group, run_group
 
 if TYPE_CHECKING:
@@ -32,6 +33,10 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+class WouldWait(Exception):
+    """An inline write (``run_inline``) met a lock it would have to wait for; nothing was done."""
+
+
 class SqliteTransactions:
     """One connection; each write is one short ``BEGIN IMMEDIATE … COMMIT``, retried while busy."""
 
@@ -43,6 +48,28 @@ class SqliteTransactions:
     # reads retry (``_retrying``); ``SqliteMailStore.connection`` puts 5000 back for its users.
     _busy_polled = False
     _grouped: Group | None = None  # while ``run_grouped`` runs: the writes join its transaction
+    _nowait = False  # while ``run_inline`` runs: a busy lock raises WouldWait instead of a wait
+    # An inline write is not tried while the WAL is past this size: its COMMIT could start a
+    # checkpoint (``wal_autocheckpoint``), which is no work for the event loop's thread.
+    _inline_wal_max = 0
+
+    def run_inline(self, fn: Callable[[], T]) -> T:
+        """``fn`` (one store call of a single write) now, in the caller's thread, if it needs no
+        wait: when a write lock another holds (or a large WAL) would make it wait, it returns
+        ``NOT_NOW`` with nothing written, and the caller runs ``fn`` in the store's thread
+        as ever. See ``store.hops``."""
+        if self._grouped is not None or self._wal_large():
+            return NOT_NOW  # type: ignore[no-any-return]
+        self._nowait = True
+        try:
+            return fn()
+        except WouldWait:
+            return NOT_NOW  # type: ignore[no-any-return]
+        finally:
+            self._nowait = False
+
+    def _wal_large(self) -> bool:
+        return False
 
     def run_grouped(self, calls: Sequence[Runnable]) -> None:
         """Run ``calls`` (store calls that never raise) in one transaction; when that fails as a
@@ -82,6 +109,8 @@ class SqliteTransactions:
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) or time.monotonic() > deadline:
                     raise
+                if self._nowait:
+                    raise WouldWait from exc
             time.sleep(delay)
             delay = min(delay * 1.5, _EAGER_MAX_S)
 
@@ -101,6 +130,8 @@ class SqliteTransactions:
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) or time.monotonic() > deadline:
                     raise
+                if self._nowait:
+                    raise WouldWait from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 0.2)
 

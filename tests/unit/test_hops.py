@@ -3,12 +3,20 @@ never loses a result."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import threading
+from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.to_thread
 import pytest
 
 from agentmaild.store.hops import Hops
+from agentmaild.store.notnow import NOT_NOW
+from agentmaild.store.worker import Worker
+from tests.support.waiting import wait_until
 
 
 async def test_calls_queued_meanwhile_share_one_hop_and_keep_their_order() -> None:
@@ -98,3 +106,128 @@ async def test_a_quick_read_runs_in_the_callers_thread_only_while_no_hop_runs() 
         gate.set()
     assert seen and seen[0] != here and hops.inline == 1
     assert await hops.run(threading.get_ident) != here  # not marked quick: always a hop
+
+
+async def test_an_inline_runner_takes_grouped_calls_only_while_no_hop_runs() -> None:
+    tried: list[int] = []
+
+    def inline(fn: Any) -> Any:
+        tried.append(threading.get_ident())
+        return fn()
+
+    hops = Hops(inline=inline)
+    here = threading.get_ident()
+    assert await hops.run(threading.get_ident, grouped=True) == here  # idle: run at once
+    assert (hops.inline_writes, hops.hops) == (1, 0)
+    assert await hops.run(threading.get_ident) != here  # not grouped: always a hop
+    gate = threading.Event()
+    seen: list[int] = []
+
+    async def grouped_meanwhile() -> None:
+        seen.append(await hops.run(threading.get_ident, grouped=True))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hops.run, lambda: gate.wait(30))
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(grouped_meanwhile)  # a hop runs: it queues behind it, as ever
+        await anyio.wait_all_tasks_blocked()
+        gate.set()
+    assert seen and seen[0] != here
+    assert tried == [here] and hops.inline_writes == 1
+
+
+async def test_a_call_the_inline_runner_declines_takes_its_hop_once() -> None:
+    ran: list[int] = []
+
+    def work() -> str:
+        ran.append(threading.get_ident())
+        return "done"
+
+    hops = Hops(inline=lambda fn: NOT_NOW)  # e.g. another process holds the write lock
+    assert await hops.run(work, grouped=True) == "done"
+    assert len(ran) == 1 and ran[0] != threading.get_ident()
+    assert (hops.inline_writes, hops.hops) == (0, 1)
+
+
+async def test_the_worker_thread_ends_when_idle_and_starts_again_on_demand() -> None:
+    worker = Worker(name="test-worker", idle_s=0.05)
+    first = await worker.run(threading.get_ident)
+    assert first != threading.get_ident()
+    await wait_until(lambda: not any(t.name == "test-worker" for t in threading.enumerate()))
+    assert await worker.run(lambda: 7) == 7  # a new thread for the next call
+
+
+async def test_the_worker_keeps_context_and_lets_a_call_use_anyio_from_thread() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    var.set("caller's")
+    worker = Worker()
+    assert await worker.run(var.get) == "caller's"
+    assert await worker.run(lambda: anyio.from_thread.run_sync(lambda: 41) + 1) == 42
+    with pytest.raises(ZeroDivisionError):
+        await worker.run(lambda: 1 // 0)
+
+
+async def test_a_natively_cancelled_caller_waits_for_its_call_to_finish() -> None:
+    worker = Worker()
+    started, gate, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def slow() -> None:
+        started.set()
+        gate.wait(30)
+        finished.set()
+
+    task = asyncio.get_running_loop().create_task(worker.run(slow))
+    await anyio.to_thread.run_sync(started.wait, 30)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    assert not task.done()  # still waiting for the thread: the next call could not overlap it
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished.is_set()
+
+
+async def test_no_result_of_a_group_is_handed_back_before_the_group_commits() -> None:
+    """A caller woken by the hop before reads its result only once its own hop is over: a
+    group's calls have all run before its COMMIT, which may still fail and run them again."""
+    first_gate, ran_all, commit = threading.Event(), threading.Event(), threading.Event()
+
+    def group(calls: Any) -> None:
+        for call in calls:
+            call.run()
+        ran_all.set()
+        commit.wait(30)  # the COMMIT, slow
+
+    hops = Hops(group)
+    real = hops._worker
+
+    class BusyLoop:
+        """The second hop's thread runs its calls before the loop gets to the next waiter (a
+        busy event loop: here, held until the group ran every call)."""
+
+        async def run(self, fn: Any) -> Any:
+            if hops.hops == 0:
+                return await real.run(fn)
+            thread = threading.Thread(target=fn)
+            thread.start()
+            ran_all.wait(30)  # blocks the event loop's thread, as a busy loop would be
+            await anyio.to_thread.run_sync(thread.join, 30)
+
+    hops._worker = BusyLoop()  # type: ignore[assignment]
+    results: dict[str, str] = {}
+
+    async def grouped(name: str) -> None:
+        results[name] = await hops.run(lambda: name, grouped=True)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hops.run, lambda: first_gate.wait(30))
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(grouped, "b")
+        tg.start_soon(grouped, "c")  # both queue behind the first hop, to share the next one
+        await anyio.wait_all_tasks_blocked()
+        first_gate.set()
+        await anyio.to_thread.run_sync(ran_all.wait, 30)  # b and c ran; their group commits
+        await anyio.wait_all_tasks_blocked()
+        assert results == {}  # neither is told of a write that is not committed yet
+        commit.set()
+    assert results == {"b": "b", "c": "c"} and hops.hops == 2
