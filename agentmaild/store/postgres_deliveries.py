@@ -35,17 +35,17 @@ def claim_in(
     """The claim inside the caller's transaction (exposed for the race tests and benchmarks):
     ``am_claim``, then the agent's queues when it answers the queue marker (claim_id NULL)."""
     lock(conn, f"agent:{agent}")  # am_claim takes it again: advisory locks are re-entrant
-    params = _claim_params(agent, max_messages=max_messages, lease_s=lease_s, now=now,
+    params = claim_params(agent, max_messages=max_messages, lease_s=lease_s, now=now,
                            max_chars=max_chars)
     rows = conn.execute(PQ["claim_one"], params).fetchall()
     if not rows:
         return None
     if rows[0]["claim_id"] is None:
         return queue_batch(conn, agent, now, params["lease_until"], params["stamp"])
-    return _claimed(agent, rows, params["lease_until"])
+    return claimed(agent, rows, params["lease_until"])
 
 
-def _claim_params(
+def claim_params(
     agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
 ) -> dict[str, Any]:
     return {
@@ -59,7 +59,7 @@ def _claim_params(
     }
 
 
-def _claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
+def claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
     delivery_id = rows[0]["claim_id"]
     messages = sorted((message_from_row(r) for r in rows), key=_order)
     return Batch(
@@ -72,9 +72,15 @@ def _claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
 
 
 def _ack(conn: Conn, delivery_id: str, now: float, record: Attempt | None) -> int:
-    """The ack as one statement (schema 7's ``am_ack``; see ``sql/pg_schema_7.sql``)."""
+    """The ack as one statement (``am_ack``; see ``sql/pg_schema_8.sql``)."""
     row = one(conn, PQ["ack_one"], ack_params(delivery_id, now, record))
     assert row is not None  # am_ack always answers one row
+    return settled(row, record)
+
+
+def settled(row: Row, record: Attempt | None) -> int:
+    """What ``am_ack``'s row says: how many messages it marked read (a history row it could not
+    write is logged)."""
     if row["unrecorded"] is not None and record is not None:
         unrecorded(record, row["unrecorded"])
     return int(row["acked"])
@@ -104,7 +110,7 @@ class PostgresDeliveries(PostgresTransactions):
     ) -> Batch | None:
         """One call of schema 7's ``am_claim`` (the lock and the claim, its own transaction);
         the general claim (``claim_in``) only when the agent's queues must be looked at."""
-        params = _claim_params(agent, max_messages=max_messages, max_chars=max_chars,
+        params = claim_params(agent, max_messages=max_messages, max_chars=max_chars,
                                lease_s=lease_s, now=now)
         rows = self._write(
             lambda conn: conn.execute(PQ["claim_one"], params).fetchall(), single=True
@@ -112,7 +118,16 @@ class PostgresDeliveries(PostgresTransactions):
         if not rows:
             return None
         if rows[0]["claim_id"] is not None:
-            return _claimed(agent, rows, params["lease_until"])
+            return claimed(agent, rows, params["lease_until"])
+        return self.claim_with_queues(
+            agent, max_messages=max_messages, max_chars=max_chars, lease_s=lease_s, now=now
+        )
+
+    def claim_with_queues(
+        self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+    ) -> Batch | None:
+        """The general claim (``claim_in``), for an agent whose own mail gave nothing and who is
+        a member of a work queue."""
         return self._write(
             lambda conn: claim_in(
                 conn, agent, max_messages=max_messages, max_chars=max_chars,

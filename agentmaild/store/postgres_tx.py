@@ -127,14 +127,14 @@ class PostgresTransactions:
             except AgentmaildError:
                 raise
             except psycopg.Error as exc:
-                raise StoreError(f"store write failed: {_first_line(exc)}") from exc
+                raise StoreError(f"store write failed: {first_line(exc)}") from exc
 
     def _read_with(self, fn: Callable[[Conn], T]) -> T:
         try:
             with self._lease() as conn:
                 return fn(conn)
         except psycopg.Error as exc:
-            raise StoreError(f"store read failed: {_first_line(exc)}") from exc
+            raise StoreError(f"store read failed: {first_line(exc)}") from exc
 
     def _read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         return self._read_with(lambda conn: conn.execute(sql, params).fetchall())
@@ -178,5 +178,5 @@ def lock_names(keys: Iterable[str]) -> list[str]:
     return [f"agentmaild:{key}" for key in sorted(set(keys))]
 
 
-def _first_line(exc: psycopg.Error) -> str:
+def first_line(exc: psycopg.Error) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
