@@ -1,7 +1,7 @@
 """The delivery operations of the PostgreSQL store: claims, leases, acks, releases, dead letters.
 
-A claim is schema 7's ``am_claim`` (``sql/pg_schema_7.sql``): a transaction-scoped advisory
-lock on the agent, then one claim statement (rows taken ``FOR UPDATE SKIP LOCKED``): two daemons
+A claim is ``am_claim`` (``sql/pg_schema_7.sql``, ``sql/pg_schema_8.sql``): a transaction-scoped
+advisory lock on the agent, then one claim statement (rows taken ``FOR UPDATE SKIP LOCKED``): two daemons
 (or a daemon and the agent's own ``check``) taking mail for one agent at once run one after the
 other, so the second sees the first one's lease and takes nothing, as with SQLite's single
 writer. It is one statement in its own transaction (one round trip, no BEGIN/COMMIT). With no
@@ -108,7 +108,7 @@ class PostgresDeliveries(PostgresTransactions):
     def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
     ) -> Batch | None:
-        """One call of schema 7's ``am_claim`` (the lock and the claim, its own transaction);
+        """One call of ``am_claim`` (the lock and the claim, its own transaction);
         the general claim (``claim_in``) only when the agent's queues must be looked at."""
         params = claim_params(agent, max_messages=max_messages, max_chars=max_chars,
                                lease_s=lease_s, now=now)
