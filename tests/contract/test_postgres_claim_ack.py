@@ -131,7 +131,7 @@ def test_the_ack_settles_mail_read_elsewhere_by_name_and_unread_in_one_update(pg
                 " ('bob', %s, 'high status', 'x')", [(i,) for i in ids])  # fmt: skip
         batch = store.claim("bob", max_messages=5, max_chars=10_000, lease_s=30, now=T0)
         assert batch is not None and sorted(batch.message_ids) == sorted(ids)
-        silent, named, unread = ids
+        silent, named, _unread = ids
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute("UPDATE messages SET read = 1 WHERE id = %s", (silent,))
         store.ack([named], by="someone")
