@@ -78,7 +78,8 @@ class AsyncMailStore:
 
     def more_after(self, batch: Batch) -> bool:
         """Whether more may be claimable once ``batch`` settles: False only when its claim saw
-        nothing else (SQLite's ``drained``); any other store always says True."""
+        nothing else (the store's ``drained``: SQLite, PostgreSQL); any other store always says
+        True."""
         drained: set[str] | None = getattr(self.sync, "drained", None)
         if drained is None or batch.delivery_id not in drained:
             return True

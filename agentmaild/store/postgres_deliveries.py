@@ -102,8 +102,26 @@ def _release(
     return Released(state=row["state"], failures=row["failures"], messages=messages)
 
 
+_DRAINED_MAX = 1024
+
+
 class PostgresDeliveries(PostgresTransactions):
-    """The ``MailStore`` delivery and lease operations on PostgreSQL."""
+    """The ``MailStore`` delivery and lease operations on PostgreSQL.
+
+    ``drained``: ids of batches whose claim saw nothing else claimable for the agent (``am_claim``
+    answered ``claim_more`` false), as SQLite's store keeps them; the daemon's loop then waits for
+    a wake-up instead of claiming again (``AsyncMailStore.more_after`` takes them out).
+    """
+
+    drained: set[str]
+
+    def note_claimed(self, batch: Batch, rows: list[Row]) -> Batch:
+        """``batch``, its id kept in ``drained`` when its claim said nothing more is left."""
+        if rows[0].get("claim_more") is False:
+            if len(self.drained) >= _DRAINED_MAX:  # claims nobody asked about (pull consumers)
+                self.drained.clear()
+            self.drained.add(batch.delivery_id)
+        return batch
 
     def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
@@ -118,7 +136,7 @@ class PostgresDeliveries(PostgresTransactions):
         if not rows:
             return None
         if rows[0]["claim_id"] is not None:
-            return claimed(agent, rows, params["lease_until"])
+            return self.note_claimed(claimed(agent, rows, params["lease_until"]), rows)
         return self.claim_with_queues(
             agent, max_messages=max_messages, max_chars=max_chars, lease_s=lease_s, now=now
         )

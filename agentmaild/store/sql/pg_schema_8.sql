@@ -9,13 +9,22 @@
 -- redelivery update have nothing to work on then. Anything else runs version 7's statement as it
 -- was. The probe and the statement after it are two snapshots under the agent's lock, as the lock
 -- and the statement were in version 7.
-CREATE OR REPLACE FUNCTION am_claim(
+--
+-- Its rows also say whether more may be claimable right after this claim (claim_more): false
+-- only when the new-mail part took every row it found (fewer than max_messages, none cut by
+-- max_chars) and the agent is in no work queue, as SQLite's claim says it (the daemon's loop then
+-- waits for a wake-up instead of claiming again; mail sent after the claim wakes it by NOTIFY).
+-- Version 7's statement always says true. A new column: the function is dropped and made again.
+DROP FUNCTION IF EXISTS am_claim(text, double precision, double precision, text, integer, integer, text)
+-- ;
+CREATE FUNCTION am_claim(
   p_agent text, p_now double precision, p_lease_until double precision, p_stamp text,
   p_max_messages integer, p_max_chars integer, p_new_id text
 ) RETURNS TABLE (
   claim_id text, claim_attempt integer, id text, from_agent text, to_agent text, subject text,
   body text, type text, priority text, thread_id text, payload text, read integer,
-  created_at text, broadcast_id text, delivery_id text, acked_at text, acked_by text
+  created_at text, broadcast_id text, delivery_id text, acked_at text, acked_by text,
+  claim_more boolean
 ) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
@@ -81,12 +90,12 @@ BEGIN
     )
     SELECT r.id::text, r.attempts, m.id::text, m.from_agent::text, m.to_agent::text, m.subject,
            m.body, m.type, m.priority, m.thread_id::text, m.payload, m.read, m.created_at::text,
-           m.broadcast_id::text, m.delivery_id::text, m.acked_at::text, m.acked_by::text
+           m.broadcast_id::text, m.delivery_id::text, m.acked_at::text, m.acked_by::text, true
     FROM redo r JOIN messages m ON m.delivery_id = r.id AND m.read = 0
     UNION ALL
     SELECT b.id::text, b.attempts, k.id::text, k.from_agent::text, k.to_agent::text, k.subject,
            k.body, k.type, k.priority, k.thread_id::text, k.payload, k.read, k.created_at::text,
-           k.broadcast_id::text, k.delivery_id::text, k.acked_at::text, k.acked_by::text
+           k.broadcast_id::text, k.delivery_id::text, k.acked_at::text, k.acked_by::text, true
     FROM born b CROSS JOIN marked k;
   ELSE
     RETURN QUERY
@@ -116,16 +125,21 @@ BEGIN
     ), marked AS (
       UPDATE messages m SET delivery_id = p_new_id FROM chosen WHERE m.id = chosen.id
       RETURNING m.*
+    ), more AS (
+      SELECT coalesce((SELECT count(*) FROM fresh) >= p_max_messages, true)
+             OR (SELECT count(*) FROM fresh) > (SELECT count(*) FROM chosen)
+             OR EXISTS (SELECT 1 FROM am_queue_members q WHERE q.agent = p_agent) AS any_left
     )
     SELECT b.id::text, b.attempts, k.id::text, k.from_agent::text, k.to_agent::text, k.subject,
            k.body, k.type, k.priority, k.thread_id::text, k.payload, k.read, k.created_at::text,
-           k.broadcast_id::text, k.delivery_id::text, k.acked_at::text, k.acked_by::text
-    FROM born b CROSS JOIN marked k;
+           k.broadcast_id::text, k.delivery_id::text, k.acked_at::text, k.acked_by::text,
+           o.any_left
+    FROM born b CROSS JOIN marked k CROSS JOIN more o;
   END IF;
   IF NOT FOUND AND EXISTS (SELECT 1 FROM am_queue_members q WHERE q.agent = p_agent) THEN
     RETURN QUERY SELECT NULL::text, NULL::integer, NULL::text, NULL::text, NULL::text,
       NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::integer,
-      NULL::text, NULL::text, NULL::text, NULL::text, NULL::text;
+      NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::boolean;
   END IF;
 END
 $$
