@@ -73,7 +73,8 @@ def claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
 
 def _ack(conn: Conn, delivery_id: str, now: float, record: Attempt | None) -> int:
     """The ack as one statement (``am_ack``; see ``sql/pg_schema_8.sql``)."""
-    row = one(conn, PQ["ack_one"], ack_params(delivery_id, now, record))
+    params = ack_params(delivery_id, now, record)
+    row = conn.kept_cursor().execute(PQ["ack_one"], params).fetchone()
     assert row is not None  # am_ack always answers one row
     return settled(row, record)
 
@@ -131,7 +132,8 @@ class PostgresDeliveries(PostgresTransactions):
         params = claim_params(agent, max_messages=max_messages, max_chars=max_chars,
                                lease_s=lease_s, now=now)
         rows = self._write(
-            lambda conn: conn.execute(PQ["claim_one"], params).fetchall(), single=True
+            lambda conn: conn.kept_cursor().execute(PQ["claim_one"], params).fetchall(),
+            single=True,
         )
         if not rows:
             return None
