@@ -70,7 +70,7 @@ def _harness_main(dsn: str, host: str) -> None:
     from agentmaild.store.files import make_store_dir
     from agentmaild.store.postgres import PostgresMailStore
 
-    instant, timed = _harness_types()
+    instant, timed = _harness_types(pg=True)
 
     class BenchDaemon(Daemon):
         def _make_channel(self, agent: Any, config: Any) -> Any:

@@ -78,8 +78,9 @@ def _when_committed(sync: Any, fn: Callable[[], object]) -> None:
 
 
 # -- the daemon child (harness) ---------------------------------------------------------------
-def _harness_types() -> tuple[type, type]:
-    """The instant channel and the phase-stamping store wrapper of the daemon child."""
+def _harness_types(*, pg: bool = False) -> tuple[type, type]:
+    """The instant channel and the phase-stamping store wrapper of the daemon child (``pg``:
+    over ``PgAsyncMailStore``, whose claim and ack run in the event loop: stamped on return)."""
     from agentmaild.channels.base import Channel
     from agentmaild.models import Attempt, Batch
     from agentmaild.store.aio import AsyncMailStore
@@ -143,7 +144,43 @@ def _harness_types() -> tuple[type, type]:
                 out.flush()
             return n
 
-    return InstantChannel, TimedStore
+    if not pg:
+        return InstantChannel, TimedStore
+    return InstantChannel, _timed_pg_type(claimed, delivered)
+
+
+def _timed_pg_type(claimed: dict[str, list[float]], delivered: dict[str, tuple[Any, list[float]]]
+                   ) -> type:
+    """``TimedStore``'s stamps over ``PgAsyncMailStore``: a call's "hop" stamps coincide (its
+    claim and ack run in the event loop), the commit is stamped when the answer is back."""
+    from agentmaild.models import Attempt, Batch
+    from agentmaild.store.aio_postgres import PgAsyncMailStore
+
+    out = sys.stdout
+
+    class TimedPgStore(PgAsyncMailStore):
+        async def claim(self, agent: str, **kw: Any) -> Batch | None:
+            t_in = time.monotonic()
+            batch = await super().claim(agent, **kw)
+            t_done = time.monotonic()
+            if batch is not None:
+                claimed[batch.delivery_id] = [t_in, t_in, t_done, t_done]
+            return batch
+
+        async def ack_delivery(
+            self, delivery_id: str, *, now: float, record: Attempt | None = None
+        ) -> int:
+            t_in = time.monotonic()
+            n = await super().ack_delivery(delivery_id, now=now, record=record)
+            t = time.monotonic()
+            batch, stamps = delivered.pop(delivery_id, (None, []))
+            if batch is not None:
+                t0 = [float(m.subject[3:]) for m in batch.messages if m.subject.startswith("t0=")]
+                out.write(json.dumps({"t": t, "t0": t0, "ph": [*stamps, t_in, t_in, t]}) + "\n")
+                out.flush()
+            return n
+
+    return TimedPgStore
 
 
 def _harness_main(db: str) -> None:

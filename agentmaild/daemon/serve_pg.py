@@ -46,14 +46,14 @@ def serve_pg(dsn: str, config: Config) -> int:
 
 async def _main(dsn: str, config: Config, lock: PgHostLock) -> int:
     from agentmaild.daemon.serve import Daemon
-    from agentmaild.store.aio import AsyncMailStore
     from agentmaild.store.aio_pg import PgPollGate
+    from agentmaild.store.aio_postgres import PgAsyncMailStore
     from agentmaild.store.postgres import PostgresMailStore
 
     subreaper = become_subreaper()
     size = config.store.pg_pool_size
     store = await anyio.to_thread.run_sync(lambda: PostgresMailStore(dsn, pool_size=size))
-    astore = AsyncMailStore(store, concurrency=size)
+    astore = PgAsyncMailStore(store, concurrency=size)
     try:
         gate = await PgPollGate.open(dsn)
     except BaseException:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentmaild.models import Batch, Message
-from agentmaild.store.hops import groupable, quick_read
 
 if TYPE_CHECKING:
     from agentmaild.store.aio import AsyncMailStore
@@ -24,15 +23,7 @@ async def split_read_elsewhere(
 ) -> tuple[tuple[Message, ...], list[str]]:
     """The batch's messages still unread, and the ids of those read or deleted elsewhere."""
     ids = [m.id for m in batch.messages]
-
-    # A read by key: it may join the transaction of the claims and acks queued with it, or run at
-    # once when the store's thread is idle (the common case when one message comes in).
-    @quick_read
-    @groupable
-    def look() -> set[str]:
-        return store.sync.unread_among(ids)
-
-    unread = await store.run_sync(look)
+    unread = await store.unread_among(ids)
     kept = tuple(m for m in batch.messages if m.id in unread)
     return kept, [i for i in ids if i not in unread]
 

@@ -30,7 +30,7 @@ import anyio.to_thread
 from agentmaild.errors import StoreError
 from agentmaild.models import Agent, AgentCounts, Attempt, Batch, DeadLetter
 from agentmaild.store.base import MailStore, Released
-from agentmaild.store.hops import Hops, groupable, is_groupable, is_quick_read
+from agentmaild.store.hops import Hops, groupable, is_groupable, is_quick_read, quick_read
 from agentmaild.store.queries import Q
 
 T = TypeVar("T")
@@ -85,7 +85,8 @@ class AsyncMailStore:
 
     def more_after(self, batch: Batch) -> bool:
         """Whether more may be claimable once ``batch`` settles: False only when its claim saw
-        nothing else (SQLite's ``drained``); any other store always says True."""
+        nothing else (the store's ``drained``: SQLite, PostgreSQL); any other store always says
+        True."""
         drained: set[str] | None = getattr(self.sync, "drained", None)
         if drained is None or batch.delivery_id not in drained:
             return True
@@ -116,6 +117,18 @@ class AsyncMailStore:
             count=count,
             record=record,
         )
+
+    async def unread_among(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` are still unread: the loop's look for mail read elsewhere."""
+
+        # A read by key: it may join the transaction of the claims and acks queued with it, or run
+        # at once when the store's thread is idle (the common case when one message comes in).
+        @quick_read
+        @groupable
+        def look() -> set[str]:
+            return self.sync.unread_among(ids)
+
+        return await self.run_sync(look)
 
     async def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
         return await self._grouped(self.sync.extend_lease, delivery_id, lease_s=lease_s, now=now)

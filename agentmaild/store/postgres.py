@@ -49,6 +49,7 @@ class PostgresMailStore(
         """``pool_size`` > 0 (the daemon's ``[store] pg_pool_size``): operations take their
         connections from a pool of that many, and may be called from several threads at once."""
         self.dsn = dsn
+        self.drained = set()
         self.path = redacted(dsn)  # what messages and `status` show for "where the store is"
         try:
             self._conn = connect(dsn)

@@ -1,13 +1,13 @@
 """The delivery operations of the PostgreSQL store: claims, leases, acks, releases, dead letters.
 
-A claim is schema 7's ``am_claim`` (``sql/pg_schema_7.sql``): a transaction-scoped advisory
-lock on the agent, then one claim statement (rows taken ``FOR UPDATE SKIP LOCKED``): two daemons
-(or a daemon and the agent's own ``check``) taking mail for one agent at once run one after the
-other, so the second sees the first one's lease and takes nothing, as with SQLite's single
-writer. It is one statement in its own transaction (one round trip, no BEGIN/COMMIT). With no
-redelivery and no direct mail for a queue member it answers a marker, and ``claim_in`` takes
-queue work (``postgres_queues.queue_batch``) under the same lock. The ack is ``am_ack``, one
-statement too.
+A claim is ``am_claim`` (``sql/pg_schema_7.sql``, ``sql/pg_schema_8.sql``): a
+transaction-scoped advisory lock on the agent, then one claim statement (rows taken ``FOR UPDATE
+SKIP LOCKED``): two daemons (or a daemon and the agent's own ``check``) taking mail for one agent
+at once run one after the other, so the second sees the first one's lease and takes nothing, as
+with SQLite's single writer. It is one statement in its own transaction (one round trip, no
+BEGIN/COMMIT). With no redelivery and no direct mail for a queue member it answers a marker, and
+``claim_in`` takes queue work (``postgres_queues.queue_batch``) under the same lock. The ack is
+``am_ack``, one statement too.
 """
 
 from __future__ import annotations
@@ -35,17 +35,17 @@ def claim_in(
     """The claim inside the caller's transaction (exposed for the race tests and benchmarks):
     ``am_claim``, then the agent's queues when it answers the queue marker (claim_id NULL)."""
     lock(conn, f"agent:{agent}")  # am_claim takes it again: advisory locks are re-entrant
-    params = _claim_params(agent, max_messages=max_messages, lease_s=lease_s, now=now,
+    params = claim_params(agent, max_messages=max_messages, lease_s=lease_s, now=now,
                            max_chars=max_chars)
     rows = conn.execute(PQ["claim_one"], params).fetchall()
     if not rows:
         return None
     if rows[0]["claim_id"] is None:
         return queue_batch(conn, agent, now, params["lease_until"], params["stamp"])
-    return _claimed(agent, rows, params["lease_until"])
+    return claimed(agent, rows, params["lease_until"])
 
 
-def _claim_params(
+def claim_params(
     agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
 ) -> dict[str, Any]:
     return {
@@ -59,7 +59,7 @@ def _claim_params(
     }
 
 
-def _claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
+def claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
     delivery_id = rows[0]["claim_id"]
     messages = sorted((message_from_row(r) for r in rows), key=_order)
     return Batch(
@@ -72,9 +72,16 @@ def _claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
 
 
 def _ack(conn: Conn, delivery_id: str, now: float, record: Attempt | None) -> int:
-    """The ack as one statement (schema 7's ``am_ack``; see ``sql/pg_schema_7.sql``)."""
-    row = one(conn, PQ["ack_one"], ack_params(delivery_id, now, record))
+    """The ack as one statement (``am_ack``; see ``sql/pg_schema_8.sql``)."""
+    params = ack_params(delivery_id, now, record)
+    row = conn.kept_cursor().execute(PQ["ack_one"], params).fetchone()
     assert row is not None  # am_ack always answers one row
+    return settled(row, record)
+
+
+def settled(row: Row, record: Attempt | None) -> int:
+    """What ``am_ack``'s row says: how many messages it marked read (a history row it could not
+    write is logged)."""
     if row["unrecorded"] is not None and record is not None:
         unrecorded(record, row["unrecorded"])
     return int(row["acked"])
@@ -96,23 +103,51 @@ def _release(
     return Released(state=row["state"], failures=row["failures"], messages=messages)
 
 
+_DRAINED_MAX = 1024
+
+
 class PostgresDeliveries(PostgresTransactions):
-    """The ``MailStore`` delivery and lease operations on PostgreSQL."""
+    """The ``MailStore`` delivery and lease operations on PostgreSQL.
+
+    ``drained``: ids of batches whose claim saw nothing else claimable for the agent (``am_claim``
+    answered ``claim_more`` false), as SQLite's store keeps them; the daemon's loop then waits for
+    a wake-up instead of claiming again (``AsyncMailStore.more_after`` takes them out).
+    """
+
+    drained: set[str]
+
+    def note_claimed(self, batch: Batch, rows: list[Row]) -> Batch:
+        """``batch``, its id kept in ``drained`` when its claim said nothing more is left."""
+        if rows[0].get("claim_more") is False:
+            if len(self.drained) >= _DRAINED_MAX:  # claims nobody asked about (pull consumers)
+                self.drained.clear()
+            self.drained.add(batch.delivery_id)
+        return batch
 
     def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
     ) -> Batch | None:
-        """One call of schema 7's ``am_claim`` (the lock and the claim, its own transaction);
+        """One call of ``am_claim`` (the lock and the claim, its own transaction);
         the general claim (``claim_in``) only when the agent's queues must be looked at."""
-        params = _claim_params(agent, max_messages=max_messages, max_chars=max_chars,
+        params = claim_params(agent, max_messages=max_messages, max_chars=max_chars,
                                lease_s=lease_s, now=now)
         rows = self._write(
-            lambda conn: conn.execute(PQ["claim_one"], params).fetchall(), single=True
+            lambda conn: conn.kept_cursor().execute(PQ["claim_one"], params).fetchall(),
+            single=True,
         )
         if not rows:
             return None
         if rows[0]["claim_id"] is not None:
-            return _claimed(agent, rows, params["lease_until"])
+            return self.note_claimed(claimed(agent, rows, params["lease_until"]), rows)
+        return self.claim_with_queues(
+            agent, max_messages=max_messages, max_chars=max_chars, lease_s=lease_s, now=now
+        )
+
+    def claim_with_queues(
+        self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+    ) -> Batch | None:
+        """The general claim (``claim_in``), for an agent whose own mail gave nothing and who is
+        a member of a work queue."""
         return self._write(
             lambda conn: claim_in(
                 conn, agent, max_messages=max_messages, max_chars=max_chars,

@@ -65,7 +65,7 @@ def unrecorded(record: Attempt, error: str) -> None:
 
 
 def ack_params(delivery_id: str, now: float, record: Attempt | None) -> dict[str, object]:
-    """The named parameters of ``ack_one`` (schema 7's ``am_ack``)."""
+    """The named parameters of ``ack_one`` (``am_ack``, schemas 7 and 8)."""
     history: dict[str, object] = (
         {**_params(record), "record_id": record.delivery_id} if record is not None
         else dict.fromkeys(("record_id", "agent", "message_ids", "attempt", "outcome", "error",

@@ -16,8 +16,11 @@ from agentmaild.store.queries import read_sql
 # the host daemons' heartbeats (am_hosts); 5: the dashboard's indexes (full-text search over
 # subject and body, the newest mail by (created_at, id)); 6: the common send as one server-side
 # function call (am_send_one); 7: the daemon's claim and ack as one function call each (am_claim,
-# am_ack). An older database is brought up in the same locked transaction.
-PG_SCHEMA_VERSION = 7
+# am_ack); 8: the same three functions with less server work per call (am_claim's common case
+# without the redelivery part, am_ack's two message updates as one, am_send_one's recent-sends
+# row without a speculative insertion). An older database is brought up in the same locked
+# transaction.
+PG_SCHEMA_VERSION = 8
 _STEPS: dict[int, str] = {
     1: "pg_schema.sql",
     2: "pg_schema_2.sql",
@@ -26,6 +29,7 @@ _STEPS: dict[int, str] = {
     5: "pg_schema_5.sql",
     6: "pg_schema_6.sql",
     7: "pg_schema_7.sql",
+    8: "pg_schema_8.sql",
 }
 
 # Any constant both processes agree on: the advisory lock "agentmaild schema migration".

@@ -91,5 +91,5 @@ def send_one_params(req: InsertRequest) -> dict[str, Any] | None:
 
 def send_one(conn: Conn, params: dict[str, Any]) -> bool:
     """True when ``am_send_one`` sent; False when it wrote nothing (the general send runs)."""
-    row = conn.execute(_SEND_ONE, params).fetchone()
+    row = conn.kept_cursor().execute(_SEND_ONE, params).fetchone()
     return row is not None and row["outcome"] == "sent"

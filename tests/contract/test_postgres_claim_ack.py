@@ -1,4 +1,4 @@
-"""Schema 7's ``am_claim`` and ``am_ack``: the daemon's claim and ack as one statement each.
+"""``am_claim`` and ``am_ack`` (schemas 7 and 8): the daemon's claim and ack as one statement each.
 
 The contract suite checks their answers (every ``PostgresMailStore.claim`` and ``ack_delivery``
 goes through them); these check what only the one-statement forms can get wrong: the fall-back
@@ -112,6 +112,63 @@ def test_store_check_names_a_missing_claim_or_ack_function(pg_dsn: str) -> None:
                 "function am_ack is missing: the daemon cannot ack"
             ]
         finally:  # the database goes back to the session's pool of empty ones: whole again
-            for stmt in statements("pg_schema_7.sql"):
+            for stmt in statements("pg_schema_8.sql"):  # remakes am_claim, am_ack, am_send_one
                 conn.execute(stmt.encode())
     assert check_pg_store(pg_dsn).problems == []
+
+
+def test_the_ack_settles_mail_read_elsewhere_by_name_and_unread_in_one_update(pg_dsn: str) -> None:
+    """Schema 8's am_ack marks a message read with no reader as read 'elsewhere', keeps a named
+    reader, and reads the rest under this delivery (dropping their nudges), as version 7 did."""
+    store = PostgresMailStore(pg_dsn)
+    try:
+        _agent(store, "bob")
+        ids = _put(store, "bob", 3)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.cursor().executemany(
+                "INSERT INTO am_nudges (agent, message_id, reason, created_at) VALUES"
+                " ('bob', %s, 'high status', 'x')", [(i,) for i in ids])  # fmt: skip
+        batch = store.claim("bob", max_messages=5, max_chars=10_000, lease_s=30, now=T0)
+        assert batch is not None and sorted(batch.message_ids) == sorted(ids)
+        silent, named, _unread = ids
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("UPDATE messages SET read = 1 WHERE id = %s", (silent,))
+        store.ack([named], by="someone")
+        assert store.ack_delivery(batch.delivery_id, now=T0 + 1) == 1
+        got = {i: store.get_message(i) for i in ids}
+        assert [(m.read, m.acked_by) for m in got.values() if m is not None] == [
+            (True, "elsewhere"), (True, "someone"), (True, batch.delivery_id)]
+        assert got[silent] is not None and got[silent].acked_at == iso_now(T0 + 1)
+        with psycopg.connect(pg_dsn) as conn:
+            left = conn.execute("SELECT message_id FROM am_nudges ORDER BY 1").fetchall()
+        assert left == [(silent,)]  # only the acked message's nudge (and the pull's) are gone
+    finally:
+        store.close()
+
+
+def test_a_claim_that_took_everything_says_so_and_the_loop_need_not_claim_again(
+    pg_dsn: str,
+) -> None:
+    """Schema 8's claim_more: false only for a batch that took all the agent's mail of a member
+    of no queue; a full batch, one cut by size, a redelivery or a queue member say true."""
+    store = PostgresMailStore(pg_dsn)
+    try:
+        _agent(store, "bob")
+        _put(store, "bob")
+        lone = store.claim("bob", max_messages=5, max_chars=10_000, lease_s=30, now=T0)
+        assert lone is not None and lone.delivery_id in store.drained
+        store.ack_delivery(lone.delivery_id, now=T0 + 1)
+        _put(store, "bob", 2)
+        full = store.claim("bob", max_messages=2, max_chars=10_000, lease_s=30, now=T0 + 2)
+        assert full is not None and full.delivery_id not in store.drained
+        store.release(full.delivery_id, error="x", max_attempts=5, now=T0 + 3)
+        again = store.claim("bob", max_messages=5, max_chars=10_000, lease_s=30, now=T0 + 4)
+        assert again is not None and again.delivery_id == full.delivery_id
+        assert again.delivery_id not in store.drained  # a redelivery: version 7's statement
+        store.ack_delivery(again.delivery_id, now=T0 + 5)
+        store.join_queue("work", "bob")
+        _put(store, "bob")
+        member = store.claim("bob", max_messages=5, max_chars=10_000, lease_s=30, now=T0 + 6)
+        assert member is not None and member.delivery_id not in store.drained
+    finally:
+        store.close()

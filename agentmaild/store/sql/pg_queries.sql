@@ -254,14 +254,14 @@ SELECT am_send_one(
   %(broadcast_id)s::text, %(notify)s::text, %(nudge)s::text, %(stamp)s::text) AS outcome;
 
 -- name: claim_one
--- The daemon's claim in one statement (schema 7's am_claim): the claim's rows; none when there
+-- The daemon's claim in one statement (am_claim, schemas 7 and 8): the claim's rows; none when there
 -- is nothing; one row with claim_id NULL when the general claim must look at the agent's queues.
 SELECT * FROM am_claim(
   %(agent)s::text, %(now)s::double precision, %(lease_until)s::double precision,
   %(stamp)s::text, %(max_messages)s::integer, %(max_chars)s::integer, %(new_id)s::text);
 
 -- name: ack_one
--- The ack in one statement (schema 7's am_ack): how many messages it marked read, and the error
+-- The ack in one statement (am_ack, schemas 7 and 8): how many messages it marked read, and the error
 -- of a history row that could not be written (NULL when written or not asked for).
 SELECT * FROM am_ack(
   %(id)s::text, %(stamp)s::text, %(reached_stamp)s::text, %(record)s::boolean,

@@ -1,0 +1,173 @@
+"""The daemon's PostgreSQL store: the delivery loop's hot calls on async connections, no thread hop.
+
+``AsyncMailStore`` runs each store call in a worker thread: on the path of a woken delivery that is
+a hop there and back (two thread wake-ups) for the claim, the look for mail read elsewhere and the
+ack, each around one round trip. ``PgAsyncMailStore`` sends those three from the event loop on
+psycopg's ``AsyncConnection``: the same statements (schema 8's ``am_claim`` and ``am_ack``, the
+``unread_among`` read), the same parameters and answers as ``PostgresMailStore``; every other call
+(sends from the daemon, releases, lease extensions, the rare claim that must look at queues) still
+goes through the sync store and its pool.
+
+Same guarantees as the thread: each call is one statement in its own transaction, retried on a
+deadlock or serialization failure; it is shielded, so a caller cancelled meanwhile still gets the
+result of a claim that committed; a connection the server dropped fails the call it was lent to and
+is replaced on the next one (never a blind replay of a write whose commit may have happened).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+
+from agentmaild.errors import StoreError
+from agentmaild.models import Attempt, Batch
+from agentmaild.store.aio import AsyncMailStore
+from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.postgres_deliveries import claim_params, claimed, settled
+from agentmaild.store.postgres_history import ack_params
+from agentmaild.store.postgres_tx import PQ, first_line, redacted
+
+T = TypeVar("T")
+AConn = psycopg.AsyncConnection[dict[str, Any]]
+ACursor = psycopg.AsyncCursor[dict[str, Any]]
+
+_RETRY_DEADLINE_S = 30.0
+_RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+
+
+class AsyncConns:
+    """Up to ``size`` async connections, one lent per call (``take`` … ``give``), each with its
+    cursor kept (a cursor per call costs as much as a quarter of the call here); a connection
+    that comes back broken, closed or inside a transaction is closed and dropped (the next call
+    opens a fresh one)."""
+
+    def __init__(self, dsn: str, size: int) -> None:
+        self._dsn = dsn
+        self._size = max(size, 1)
+        self._idle: list[ACursor] = []
+        self._open = 0
+        self._freed: anyio.Event | None = None
+
+    async def take(self) -> ACursor:
+        while not self._idle and self._open >= self._size:
+            if self._freed is None:
+                self._freed = anyio.Event()
+            await self._freed.wait()
+        if self._idle:
+            return self._idle.pop()
+        self._open += 1
+        try:
+            return (await self._connect()).cursor()
+        except BaseException:
+            self._open -= 1
+            raise
+
+    async def give(self, cur: ACursor) -> None:
+        conn = cur.connection
+        if conn.closed or conn.broken or (
+            conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        ):
+            self._open -= 1
+            await conn.close()
+        else:
+            self._idle.append(cur)
+        freed, self._freed = self._freed, None
+        if freed is not None:
+            freed.set()
+
+    async def _connect(self) -> AConn:
+        try:
+            return await psycopg.AsyncConnection.connect(
+                self._dsn, autocommit=True, row_factory=dict_row,
+                application_name="agentmaild",
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot reach store {redacted(self._dsn)}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for cur in idle:
+            self._open -= 1
+            await cur.connection.close()
+
+
+class PgAsyncMailStore(AsyncMailStore):
+    """``AsyncMailStore`` over a pooled ``PostgresMailStore``; claim, ack and the look run on
+    ``conns`` in the event loop (see the module docstring)."""
+
+    sync: PostgresMailStore
+
+    def __init__(self, store: PostgresMailStore, *, concurrency: int) -> None:
+        super().__init__(store, concurrency=concurrency)
+        self.conns = AsyncConns(store.dsn, concurrency)
+
+    async def claim(
+        self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+    ) -> Batch | None:
+        params = claim_params(agent, max_messages=max_messages, max_chars=max_chars,
+                              lease_s=lease_s, now=now)
+        rows = await self._call(PQ["claim_one"], params, "write")
+        if not rows:
+            return None
+        if rows[0]["claim_id"] is not None:
+            return self.sync.note_claimed(claimed(agent, rows, params["lease_until"]), rows)
+        # A queue member with no mail of its own: the general claim (rare) in the worker thread.
+        return await self._grouped(
+            self.sync.claim_with_queues, agent, max_messages=max_messages,
+            max_chars=max_chars, lease_s=lease_s, now=now,
+        )
+
+    async def ack_delivery(
+        self, delivery_id: str, *, now: float, record: Attempt | None = None
+    ) -> int:
+        rows = await self._call(PQ["ack_one"], ack_params(delivery_id, now, record), "write")
+        return settled(rows[0], record)
+
+    async def unread_among(self, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        rows = await self._call(PQ["unread_among"], {"ids": list(ids)}, "read")
+        return {str(r["id"]) for r in rows}
+
+    async def _call(self, sql: str, params: dict[str, Any], what: str) -> list[dict[str, Any]]:
+        """One statement (its own transaction), shielded, retried as ``PostgresTransactions``
+        retries a write; every psycopg error leaves as a ``StoreError``."""
+
+        async def run(cur: ACursor) -> list[dict[str, Any]]:
+            await cur.execute(sql, params, prepare=True)
+            return await cur.fetchall()
+
+        with anyio.CancelScope(shield=True):
+            rows = await _retried(self.conns, run, what)
+        return rows
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.conns.aclose()
+        await super().aclose()
+
+
+async def _retried(
+    conns: AsyncConns, fn: Callable[[ACursor], Awaitable[T]], what: str
+) -> T:
+    deadline = anyio.current_time() + _RETRY_DEADLINE_S
+    delay = 0.002
+    while True:
+        try:
+            cur = await conns.take()
+            try:
+                return await fn(cur)
+            finally:
+                await conns.give(cur)
+        except _RETRYABLE:
+            if anyio.current_time() > deadline:
+                raise StoreError("store write kept failing: deadlock or conflict") from None
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        except psycopg.Error as exc:
+            raise StoreError(f"store {what} failed: {first_line(exc)}") from exc
