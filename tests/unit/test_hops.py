@@ -3,8 +3,6 @@ never loses a result."""
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import threading
 from typing import Any
 
@@ -15,8 +13,6 @@ import pytest
 
 from agentmaild.store.hops import Hops
 from agentmaild.store.notnow import NOT_NOW
-from agentmaild.store.worker import Worker
-from tests.support.waiting import wait_until
 
 
 async def test_calls_queued_meanwhile_share_one_hop_and_keep_their_order() -> None:
@@ -149,44 +145,6 @@ async def test_a_call_the_inline_runner_declines_takes_its_hop_once() -> None:
     assert (hops.inline_writes, hops.hops) == (0, 1)
 
 
-async def test_the_worker_thread_ends_when_idle_and_starts_again_on_demand() -> None:
-    worker = Worker(name="test-worker", idle_s=0.05)
-    first = await worker.run(threading.get_ident)
-    assert first != threading.get_ident()
-    await wait_until(lambda: not any(t.name == "test-worker" for t in threading.enumerate()))
-    assert await worker.run(lambda: 7) == 7  # a new thread for the next call
-
-
-async def test_the_worker_keeps_context_and_lets_a_call_use_anyio_from_thread() -> None:
-    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
-    var.set("caller's")
-    worker = Worker()
-    assert await worker.run(var.get) == "caller's"
-    assert await worker.run(lambda: anyio.from_thread.run_sync(lambda: 41) + 1) == 42
-    with pytest.raises(ZeroDivisionError):
-        await worker.run(lambda: 1 // 0)
-
-
-async def test_a_natively_cancelled_caller_waits_for_its_call_to_finish() -> None:
-    worker = Worker()
-    started, gate, finished = threading.Event(), threading.Event(), threading.Event()
-
-    def slow() -> None:
-        started.set()
-        gate.wait(30)
-        finished.set()
-
-    task = asyncio.get_running_loop().create_task(worker.run(slow))
-    await anyio.to_thread.run_sync(started.wait, 30)
-    task.cancel()
-    await asyncio.sleep(0.05)
-    assert not task.done()  # still waiting for the thread: the next call could not overlap it
-    gate.set()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert finished.is_set()
-
-
 async def test_no_result_of_a_group_is_handed_back_before_the_group_commits() -> None:
     """A caller woken by the hop before reads its result only once its own hop is over: a
     group's calls have all run before its COMMIT, which may still fail and run them again."""
@@ -199,21 +157,19 @@ async def test_no_result_of_a_group_is_handed_back_before_the_group_commits() ->
         commit.wait(30)  # the COMMIT, slow
 
     hops = Hops(group)
-    real = hops._worker
+    real = hops._hop
 
-    class BusyLoop:
+    async def busy_loop_hop(fn: Any, *args: Any) -> Any:
         """The second hop's thread runs its calls before the loop gets to the next waiter (a
         busy event loop: here, held until the group ran every call)."""
+        if hops.hops == 0:
+            return await real(fn, *args)
+        thread = threading.Thread(target=fn, args=args)
+        thread.start()
+        ran_all.wait(30)  # blocks the event loop's thread, as a busy loop would be
+        await anyio.to_thread.run_sync(thread.join, 30)
 
-        async def run(self, fn: Any) -> Any:
-            if hops.hops == 0:
-                return await real.run(fn)
-            thread = threading.Thread(target=fn)
-            thread.start()
-            ran_all.wait(30)  # blocks the event loop's thread, as a busy loop would be
-            await anyio.to_thread.run_sync(thread.join, 30)
-
-    hops._worker = BusyLoop()  # type: ignore[assignment]
+    hops._hop = busy_loop_hop  # type: ignore[assignment]
     results: dict[str, str] = {}
 
     async def grouped(name: str) -> None:
