@@ -8,12 +8,10 @@ delivery id; after ``max_attempts`` failures it is a dead letter and its senders
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
-from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
@@ -21,6 +19,7 @@ import structlog
 
 from agentmaild.delivery.elsewhere import note, split_read_elsewhere
 from agentmaild.delivery.figures import LoopFigures
+from agentmaild.delivery.lease import LeaseKeeper
 from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.jsoninput import storable
@@ -216,7 +215,7 @@ class DeliveryLoop(LoopFigures):
         if self._aborted:
             scope.cancel()  # abandoned between the claim and now: nothing is typed
         outcome = Outcome(StepResult.DELIVERED)
-        keeper = _LeaseKeeper(self._keep_lease(batch.delivery_id), self._lease_interval())
+        keeper = LeaseKeeper(self._keep_lease(batch.delivery_id), self._lease_interval())
         try:
             with scope:
                 outcome = await self._inject(batch, text)
@@ -263,7 +262,7 @@ class DeliveryLoop(LoopFigures):
     async def _keep_lease(self, delivery_id: str) -> None:
         """Extend the lease while a long turn runs, so no reaper hands the batch out twice.
 
-        Started one interval into the turn (``_LeaseKeeper``); cancelled once the turn ends."""
+        Started one interval into the turn (``LeaseKeeper``); cancelled once the turn ends."""
         interval = self._lease_interval()
         while True:
             now = self._wall()
@@ -321,46 +320,3 @@ class DeliveryLoop(LoopFigures):
                 await event.wait()
         self._wake = anyio.Event()
 
-
-class _LeaseKeeper:
-    """Runs ``keep`` (the lease extensions of one turn) from one interval into the turn on.
-
-    Most turns end long before a third of the lease, so the task is made only when one lasts
-    that long: a timer per delivery instead of a task group and a task (issue 15: they were a
-    tenth of the daemon's CPU per delivery). ``stop()`` cancels the timer, or cancels the task's
-    scope (an anyio cancel: it waits for a store call in flight, as a task group's did) and
-    waits for the task; an unexpected error of the task is raised there, as the group raised it.
-    """
-
-    __slots__ = ("_keep", "_scope", "_stopped", "_task", "_timer")
-
-    def __init__(self, keep: Coroutine[Any, Any, None], interval: float) -> None:
-        self._keep = keep
-        self._task: asyncio.Task[None] | None = None
-        self._scope: anyio.CancelScope | None = None
-        self._stopped = False
-        self._timer = asyncio.get_running_loop().call_later(interval, self._start)
-
-    def _start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
-        if self._stopped:  # stopped between the timer and the task's first step
-            self._keep.close()
-            return
-        with anyio.CancelScope() as self._scope:
-            await self._keep
-
-    async def stop(self) -> None:
-        self._stopped = True
-        self._timer.cancel()
-        task = self._task
-        if task is None:
-            self._keep.close()  # never started: nothing ran
-            return
-        if self._scope is not None:
-            self._scope.cancel()
-        await asyncio.wait([task])
-        error = None if task.cancelled() else task.exception()
-        if error is not None:
-            raise error

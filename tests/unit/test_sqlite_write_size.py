@@ -7,15 +7,25 @@ import sqlite3
 from pathlib import Path
 
 from agentmaild.mail import Mailer
-from agentmaild.models import Agent
+from agentmaild.models import Agent, Batch
 from agentmaild.store.migrate import SCHEMA_VERSION
 from agentmaild.store.sqlite import NEW_STORE_PAGE_SIZE, SqliteMailStore
 
 
-def _store(db: Path) -> SqliteMailStore:
+def _store(db: Path, mail: int = 0) -> SqliteMailStore:
+    """A store with bob registered and ``mail`` messages sent to him."""
     store = SqliteMailStore(db)
     store.add_agent(Agent(name="bob", capability="builder", channel="spawn", command=("true",)))
+    mailer = Mailer(store)
+    for i in range(mail):
+        mailer.send(sender="alice", to="bob", subject=f"s{i}", body="b")
     return store
+
+
+def _claim_two(store: SqliteMailStore) -> Batch:
+    batch = store.claim("bob", max_messages=2, max_chars=10_000, lease_s=60, now=1000.0)
+    assert batch is not None and len(batch.messages) == 2
+    return batch
 
 
 def _index_sql(db: Path) -> str:
@@ -60,14 +70,10 @@ def test_a_new_store_has_small_pages_and_an_existing_file_keeps_its_own(tmp_path
 
 def test_new_mail_is_not_in_the_delivery_index_and_claimed_mail_is(tmp_path: Path) -> None:
     db = tmp_path / "mail.db"
-    store = _store(db)
-    mailer = Mailer(store)
-    for i in range(3):
-        mailer.send(sender="alice", to="bob", subject=f"s{i}", body="b")
+    store = _store(db, mail=3)
     assert "WHERE delivery_id IS NOT NULL" in _index_sql(db)
     assert _entries(db) == 0
-    batch = store.claim("bob", max_messages=2, max_chars=10_000, lease_s=60, now=1000.0)
-    assert batch is not None and len(batch.messages) == 2
+    batch = _claim_two(store)
     assert _entries(db) == 2
     assert store.ack_delivery(batch.delivery_id, now=1001.0) == 2
     store.close()
@@ -75,12 +81,8 @@ def test_new_mail_is_not_in_the_delivery_index_and_claimed_mail_is(tmp_path: Pat
 
 def test_schema_7_upgrade_swaps_the_delivery_index_and_keeps_every_row(tmp_path: Path) -> None:
     db = tmp_path / "mail.db"
-    store = _store(db)
-    mailer = Mailer(store)
-    for i in range(4):
-        mailer.send(sender="alice", to="bob", subject=f"s{i}", body="b")
-    batch = store.claim("bob", max_messages=2, max_chars=10_000, lease_s=60, now=1000.0)
-    assert batch is not None
+    store = _store(db, mail=4)
+    batch = _claim_two(store)
     store.close()
     with sqlite3.connect(db) as conn:  # as a schema-6 file was: the index on every message
         conn.execute("DROP INDEX am_idx_delivery")
