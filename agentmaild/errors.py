@@ -157,3 +157,8 @@ class Untrusted(MailError):
     """Mail from another trust domain that failed a check: signature, body hash, age, nonce."""
 
     code = "untrusted"
+
+
+def one_line(text: str) -> str:
+    """Control characters escaped, so an error is one line and cannot drive the terminal."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from agentmaild import __version__
+from agentmaild.access import read_body
 from agentmaild.cli.common import (
     STATE,
     DbOpt,
@@ -32,7 +33,7 @@ from agentmaild.cli.common import (
     remote,
     sender_of,
 )
-from agentmaild.errors import UsageError, ValidationError
+from agentmaild.errors import UsageError
 from agentmaild.ids import check_message_id, check_name
 
 app = typer.Typer(
@@ -47,18 +48,6 @@ agents_app = typer.Typer(help="Register and manage agents (recipients).", no_arg
 limits_app = typer.Typer(help="Administer sending limits.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 app.add_typer(limits_app, name="limits")
-
-
-def _read_body(body: str) -> str:
-    if body != "-":
-        return body
-    data = sys.stdin.buffer.read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(
-            f"body: stdin is not valid UTF-8 ({exc.reason} at byte {exc.start})"
-        ) from exc
 
 
 def _remote_sender(flag: str | None) -> str | None:
@@ -148,7 +137,7 @@ def send(
     if api is not None:
         if anycast:
             raise UsageError("send --anycast needs the store (--db), not --url")
-        fields = {"to": to, "subject": subject, "body": _read_body(body), "type": type,
+        fields = {"to": to, "subject": subject, "body": read_body(body), "type": type,
                   "priority": priority, "thread_id": thread, "payload_json": payload,
                   "idempotency_key": idempotency_key, "from": _remote_sender(sender)}  # fmt: skip
         _print_sent(_post(api, "/v1/messages", fields), as_json)
@@ -165,7 +154,7 @@ def send(
             sender=who,
             to=to,
             subject=subject,
-            body=_read_body(body),
+            body=read_body(body),
             type=type,
             priority=priority,
             thread_id=thread,
@@ -200,7 +189,7 @@ def reply(
     api = remote(url, token)
     if api is not None:
         check_message_id(message_id)
-        fields = {"body": _read_body(body), "type": type, "priority": priority,
+        fields = {"body": read_body(body), "type": type, "priority": priority,
                   "payload_json": payload, "idempotency_key": idempotency_key,
                   "from": _remote_sender(sender)}  # fmt: skip
         _print_sent(_post(api, f"/v1/messages/{message_id}/reply", fields), as_json)
@@ -209,7 +198,7 @@ def reply(
         sent = mailer(store).reply(
             message_id,
             sender=sender_of(sender, store),
-            body=_read_body(body),
+            body=read_body(body),
             type=type,
             priority=priority,
             payload=payload,

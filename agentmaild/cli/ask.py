@@ -32,14 +32,14 @@ def register(app: typer.Typer) -> None:
 
         Exit 0 with the reply; exit 3 when none came in time (the question stays answerable).
         """
-        from agentmaild.cli.app import _read_body
+        from agentmaild.access import read_body
         from agentmaild.rules.ask import parse_timeout, wait_for_reply
 
         wait_s = parse_timeout(timeout)
         asker = cli.sender_of(sender)
         with open_store(db) as store:
             sent = cli.mailer(store).send(
-                sender=asker, to=to, subject=subject, body=_read_body(body),
+                sender=asker, to=to, subject=subject, body=read_body(body),
                 type="question", priority=priority,
             )  # fmt: skip
             question = sent.messages[0]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,11 +12,17 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
+from agentmaild.access import daemon_socket as daemon_socket
+from agentmaild.access import flavor as _flavor
+from agentmaild.access import mailer as mailer
+from agentmaild.access import poke as poke
+from agentmaild.access import sender_of as sender_of
+from agentmaild.access import store_at as store_at
 from agentmaild.errors import AgentmaildError, UsageError
-from agentmaild.ids import check_name
+from agentmaild.errors import one_line as one_line
 from agentmaild.location import is_dsn, resolve_db, resolve_db_str
-from agentmaild.mail import IMPLICIT_RECIPIENTS, Mailer
-from agentmaild.overstory.flavor import default_identity, overstory_mode
+from agentmaild.mail import IMPLICIT_RECIPIENTS
+from agentmaild.overstory.flavor import overstory_mode
 from agentmaild.render import visible
 from agentmaild.store.base import MailStore
 
@@ -58,11 +63,6 @@ class _State:
 
 
 STATE = _State()
-
-
-def one_line(text: str) -> str:
-    """Control characters escaped, so an error is one line and cannot drive the terminal."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def echo_text(text: str, *, nl: bool = True) -> None:
@@ -108,6 +108,8 @@ def remote(url: str | None, token: str | None) -> tuple[str, str | None] | None:
     from agentmaild.http.client import target
 
     return target(url or STATE.url, token or STATE.token)
+
+
 def db_target(db: str | None) -> str:
     """Where the store is: a file path or a ``postgresql://`` DSN."""
     return resolve_db_str(db or STATE.db)
@@ -119,19 +121,6 @@ def db_path(db: str | None) -> Path:
     if is_dsn(target):
         raise UsageError("this command works on a SQLite store file, not a PostgreSQL DSN")
     return resolve_db(target)
-
-
-def store_at(target: str, *, readonly: bool = False, create: bool = True) -> MailStore:
-    """The store ``target`` names: PostgreSQL for a DSN (psycopg loaded only then), else SQLite."""
-    if is_dsn(target):
-        from agentmaild.store.postgres import PostgresMailStore
-
-        return PostgresMailStore(target, readonly=readonly, create=create and not readonly)
-    from agentmaild.store.sqlite import SqliteMailStore
-
-    return SqliteMailStore(
-        Path(target), readonly=readonly, create=create and not readonly, flavor=_flavor()
-    )
 
 
 @contextmanager
@@ -154,52 +143,8 @@ def known_agent(store: MailStore, name: str) -> None:
     mailer(store).check_known(name)
 
 
-def mailer(store: MailStore) -> Mailer:
-    from agentmaild.config import load_config
-
-    return Mailer(store, load_config().limits)
-
-
-def sender_of(flag: str | None, store: MailStore | None = None) -> str:
-    """``--from``/``--agent``, else ``$AGENTMAIL_AGENT``, else the default identity (``operator``;
-    Overstory's ``orchestrator`` in Overstory mode)."""
-    ov = store is not None and store.overstory is not None
-    default = default_identity(ov)
-    return check_name(flag or os.environ.get("AGENTMAIL_AGENT") or default, "sender", loose=ov)
-
-
-def _flavor() -> str:
-    from agentmaild.config import load_config
-
-    return load_config().store.flavor
-
-
 def overstory_mode_of(db: str | None) -> bool:
     """Whether the store ``db`` names (``--db``, else the default) is in Overstory mode."""
     if is_dsn(db_target(db)):
         return False
     return overstory_mode(str(db_path(db)), _flavor())
-
-
-def daemon_socket(store: MailStore) -> Path | None:
-    """The control socket of the store's daemon on this machine, when its file exists."""
-    from agentmaild.config import load_config
-    from agentmaild.control.protocol import socket_path_for
-
-    configured = load_config().daemon.socket
-    path = getattr(store, "path", None)
-    if not isinstance(path, Path):  # a PostgreSQL store: this machine's daemon, at its anchor
-        from agentmaild.store.anchor import anchor_for
-
-        path = anchor_for(getattr(store, "dsn", ""))
-    sock = Path(configured) if configured else socket_path_for(path)
-    return sock if sock.exists() else None
-
-
-def poke(store: MailStore, agents: list[str] | None) -> None:
-    """Tell a running daemon there is work, at once (best effort: it polls anyway)."""
-    from agentmaild.control.client import poke as send_poke
-
-    sock = daemon_socket(store)
-    if sock is not None:
-        send_poke(sock, agents)

@@ -75,18 +75,22 @@ def _claim(
     now: float,
 ) -> tuple[Batch | None, bool]:
     """The batch, and whether more may be claimable right after it (True unless known not)."""
-    if conn.execute(Q["claim_active"], (agent, now)).fetchone() is not None:
+    active, pending, in_queue = conn.execute(
+        Q["claim_probe"], {"agent": agent, "now": now}
+    ).fetchone()
+    if active:
         return None, True
     lease_until = now + lease_s
     stamp = iso_now(now)
-    redelivery = _reclaim_pending(conn, agent, lease_until, stamp)
-    if redelivery is not None:
-        return redelivery, True
+    if pending:
+        redelivery = _reclaim_pending(conn, agent, lease_until, stamp)
+        if redelivery is not None:
+            return redelivery, True
     chosen, left = _fresh_batch(conn, agent, max_messages, max_chars)
     if not chosen:
-        return _queue_batch(conn, agent, lease_until, stamp), True
+        return _queue_batch(conn, agent, lease_until, stamp) if in_queue else None, True
     # Nothing left of its own and no queue to take work from: the loop need not claim again.
-    more = left or conn.execute(Q["queue_member_any"], (agent,)).fetchone() is not None
+    more = left or bool(in_queue)
     delivery_id = new_id("dlv")
     conn.execute(Q["delivery_insert"], (delivery_id, agent, lease_until, stamp, stamp))
     # The id list varies in length, so this one statement is built here, not named in queries.sql.
@@ -107,7 +111,7 @@ def _queue_batch(
     """
     if conn.execute(Q["queue_taker"], (agent,)).fetchone() is None:
         return None
-    while (pending := conn.execute(Q["claim_pending_queue_delivery"], (agent,)).fetchone()):
+    while pending := conn.execute(Q["claim_pending_queue_delivery"], (agent,)).fetchone():
         messages = _unread_of(conn, pending["id"])
         if not messages:
             conn.execute(Q["delivery_set_state"], ("acked", stamp, pending["id"]))
@@ -130,9 +134,8 @@ def _ack(
     conn: sqlite3.Connection, delivery_id: str, now: float, record: Attempt | None
 ) -> list[sqlite3.Row]:
     stamp = iso_now(now)
-    conn.execute(Q["delivery_ack_read_elsewhere"], (stamp, delivery_id))
-    # acked_by names the delivery, so a message's read mark points at the batch that carried it.
-    rows = conn.execute(Q["delivery_ack_messages"], (stamp, delivery_id, delivery_id)).fetchall()
+    marked = conn.execute(Q["delivery_ack_messages"], {"stamp": stamp, "by": delivery_id})
+    rows = [r for r in marked if r["acked_by"] == delivery_id]  # not those read elsewhere
     for r in rows:
         conn.execute(Q["nudge_drop"], (r["to_agent"], r["id"]))
     holder = conn.execute(Q["delivery_ack"], (stamp, delivery_id)).fetchone()
@@ -229,7 +232,10 @@ class SqliteDeliveries(SqliteTransactions):
     ) -> list[tuple[str, str]]:
         def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             params = {
-                "stamp": iso_now(now), "now": now, "everything": int(everything), "host": host,
+                "stamp": iso_now(now),
+                "now": now,
+                "everything": int(everything),
+                "host": host,
                 "agent": agent,
             }
             rows = conn.execute(Q["deliveries_expired"], params).fetchall()

@@ -15,7 +15,7 @@ from agentmaild.store import pull
 from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_rows import message_from_row, message_params
-from agentmaild.store.sqlite_rules import collapsed, remember, trips_thread_guard
+from agentmaild.store.sqlite_rules import collapse_into, collapsed, remember, trips_thread_guard
 from agentmaild.store.sqlite_tx import SqliteTransactions
 
 
@@ -49,16 +49,59 @@ def _earlier(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult | Non
 
 
 def _insert(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
+    if len(req.messages) == 1 and req.idempotency is None:
+        return _insert_one(conn, req)  # the common send: its reads in one statement
+    return _insert_many(conn, req)
+
+
+def _insert_many(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
     earlier = _earlier(conn, req)
     if earlier is not None:
         return earlier
     for name in req.check_recipients:
         row = conn.execute(Q["agent_state"], (name,)).fetchone()
-        state = merged_state(row[0] if row else None, req.state_elsewhere(name))
-        refusal = recipient_refusal(name, state, req.refuse_unknown)
-        if refusal is not None:
-            raise refusal
+        _check_recipient(req, name, row[0] if row else None)
     _check_unread_cap(conn, req)
+    return _write_rows(conn, req)
+
+
+def _insert_one(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
+    """``_insert`` of one message with no idempotency key: the same checks in the same order,
+    their three reads in one statement (``send_probe``)."""
+    to = req.messages[0].to_agent
+    digest, window_s = req.collapse if req.collapse is not None else (None, 0.0)
+    checked = req.check_recipients[0] if req.check_recipients else None
+    earlier_ids, state, full = conn.execute(
+        Q["send_probe"],
+        {
+            "digest": digest,
+            "since": req.now - window_s,
+            "to": checked,
+            "cap_to": to if req.unread_max > 0 else None,
+            "cap": req.unread_max,
+        },
+    ).fetchone()
+    if earlier_ids is not None:
+        earlier = collapse_into(conn, earlier_ids, _get)
+        if earlier is not None:
+            return earlier
+    if checked is not None:
+        _check_recipient(req, checked, state)
+    if full is not None:
+        raise _inbox_full(to, req.unread_max)
+    return _write_rows(conn, req)
+
+
+def _check_recipient(req: InsertRequest, name: str, ours: str | None) -> None:
+    refusal = recipient_refusal(
+        name, merged_state(ours, req.state_elsewhere(name)), req.refuse_unknown
+    )
+    if refusal is not None:
+        raise refusal
+
+
+def _write_rows(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
+    """The rest of an insert once its recipients passed: rate, thread guard, rows, loop guard."""
     _check_rate(conn, req)
     if trips_thread_guard(conn, req):
         return InsertResult(messages=(), held=True)
@@ -83,9 +126,11 @@ def _check_unread_cap(conn: sqlite3.Connection, req: InsertRequest) -> None:
     for to in {m.to_agent for m in req.messages}:
         hit = conn.execute(Q["unread_count_reaches"], {"to": to, "cap": req.unread_max}).fetchone()
         if hit is not None:
-            raise InboxFull(
-                f"inbox of {to} is full ({req.unread_max} unread); retry once it reads its mail"
-            )
+            raise _inbox_full(to, req.unread_max)
+
+
+def _inbox_full(to: str, cap: int) -> InboxFull:
+    return InboxFull(f"inbox of {to} is full ({cap} unread); retry once it reads its mail")
 
 
 def _check_rate(conn: sqlite3.Connection, req: InsertRequest) -> None:

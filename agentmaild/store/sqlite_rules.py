@@ -28,9 +28,12 @@ def collapsed(conn: sqlite3.Connection, req: InsertRequest, get: Getter) -> Inse
         return None
     digest, window_s = req.collapse
     row = conn.execute(Q["recent_send_get"], (digest, req.now - window_s)).fetchone()
-    if row is None:
-        return None
-    found = [get(conn, i) for i in json.loads(row[0])]
+    return None if row is None else collapse_into(conn, row[0], get)
+
+
+def collapse_into(conn: sqlite3.Connection, message_ids: str, get: Getter) -> InsertResult | None:
+    """The earlier send (``message_ids``, its JSON list) a repeat collapses into, else None."""
+    found = [get(conn, i) for i in json.loads(message_ids)]
     messages = tuple(m for m in found if m is not None)
     if not messages:
         return None  # purged meanwhile: nothing to point at, so this one is new

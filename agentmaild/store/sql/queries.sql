@@ -13,6 +13,14 @@ SELECT * FROM messages WHERE id = ?;
 -- 1 when the recipient already holds at least :cap unread messages (walks at most :cap index rows).
 SELECT 1 FROM messages WHERE to_agent = :to AND read = 0 LIMIT 1 OFFSET :cap - 1;
 
+-- name: send_probe
+-- A one-message send's three reads before it writes, in one statement: the earlier send it
+-- would collapse into (NULL when none, or :digest NULL), the recipient's state (NULL when
+-- unregistered, or :to NULL), and 1 when :cap_to already holds :cap unread (:cap_to NULL: no cap).
+SELECT (SELECT message_ids FROM am_recent_sends WHERE digest = :digest AND at > :since),
+       (SELECT state FROM am_agents WHERE name = :to),
+       (SELECT 1 FROM messages WHERE to_agent = :cap_to AND read = 0 LIMIT 1 OFFSET :cap - 1);
+
 -- name: rate_count
 SELECT count(*) FROM am_rate_log WHERE from_agent = ? AND to_agent = ? AND at > ?;
 
@@ -96,8 +104,14 @@ UPDATE am_agents SET state = 'working', updated_at = ? WHERE name = ? AND state 
 -- name: agent_delete
 DELETE FROM am_agents WHERE name = ?;
 
--- name: claim_active
-SELECT id FROM am_deliveries WHERE agent = ? AND state = 'claimed' AND lease_until > ?;
+-- name: claim_probe
+-- What a claim looks at first, in one statement: a live lease of the agent's (then it claims
+-- nothing), a pending redelivery of its own, and whether it is a member of any queue.
+SELECT EXISTS (SELECT 1 FROM am_deliveries
+               WHERE agent = :agent AND state = 'claimed' AND lease_until > :now),
+       EXISTS (SELECT 1 FROM am_deliveries
+               WHERE agent = :agent AND state = 'pending' AND queue IS NULL),
+       EXISTS (SELECT 1 FROM am_queue_members WHERE agent = :agent);
 
 -- name: claim_pending_delivery
 -- The agent's own pending redelivery (queue deliveries are claimed by queue, below).
@@ -131,14 +145,14 @@ SELECT * FROM am_deliveries WHERE id = ?;
 UPDATE am_deliveries SET state = ?, updated_at = ? WHERE id = ?;
 
 -- name: delivery_ack_messages
-UPDATE messages SET read = 1, acked_at = ?, acked_by = ? WHERE delivery_id = ? AND read = 0
-RETURNING id, to_agent;
-
--- name: delivery_ack_read_elsewhere
--- Messages of the batch another tool marked read meanwhile (`ov mail check` sets read = 1 and
--- nothing else): the ack records that they were read elsewhere, not by this delivery.
-UPDATE messages SET acked_by = 'elsewhere', acked_at = ?
-WHERE delivery_id = ? AND read = 1 AND acked_by IS NULL;
+-- Every message of the batch not acked yet: the unread ones are read now, by this delivery
+-- (acked_by names it, so a read mark points at the batch that carried it); the ones another tool
+-- marked read meanwhile (`ov mail check` sets read = 1 and nothing else) are recorded as read
+-- elsewhere. (SET reads the old values: the CASE sees read as it was.)
+UPDATE messages SET acked_by = CASE WHEN read = 0 THEN :by ELSE 'elsewhere' END, read = 1,
+                    acked_at = :stamp
+WHERE delivery_id = :by AND (read = 0 OR acked_by IS NULL)
+RETURNING id, to_agent, acked_by;
 
 -- name: delivery_ack
 UPDATE am_deliveries SET state = 'acked', failures = 0, lease_until = NULL, updated_at = ?
@@ -342,9 +356,6 @@ SELECT queue, agent FROM am_queue_members ORDER BY queue, agent;
 -- The agent may take queue work: registered, not completed or zombie, no shutdown requested.
 SELECT 1 FROM am_agents
 WHERE name = ? AND state NOT IN ('completed', 'zombie') AND shutdown_requested_at IS NULL;
-
--- name: queue_member_any
-SELECT 1 FROM am_queue_members WHERE agent = ? LIMIT 1;
 
 -- name: claim_pending_queue_delivery
 SELECT id FROM am_deliveries

@@ -1,0 +1,91 @@
+"""How a command reaches the store and the daemon, without typer: the CLI (``cli.common``) and
+the hot ``send`` (``fast_send``) share these, so both open, send and poke alike.
+
+Owns: opening the store a target names, the mailer under the config's limits, the sender's
+identity, a body read from stdin, the poke of this machine's daemon.
+May import: ``mail``, ``store``, ``config`` and ``control`` (lazily where a command may not need
+them); never typer, structlog or asyncio.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from agentmaild.errors import ValidationError
+from agentmaild.ids import check_name
+from agentmaild.location import is_dsn
+from agentmaild.mail import Mailer
+from agentmaild.overstory.flavor import default_identity
+from agentmaild.store.base import MailStore
+
+
+def store_at(target: str, *, readonly: bool = False, create: bool = True) -> MailStore:
+    """The store ``target`` names: PostgreSQL for a DSN (psycopg loaded only then), else SQLite."""
+    if is_dsn(target):
+        from agentmaild.store.postgres import PostgresMailStore
+
+        return PostgresMailStore(target, readonly=readonly, create=create and not readonly)
+    from agentmaild.store.sqlite import SqliteMailStore
+
+    return SqliteMailStore(
+        Path(target), readonly=readonly, create=create and not readonly, flavor=flavor()
+    )
+
+
+def mailer(store: MailStore) -> Mailer:
+    from agentmaild.config import load_config
+
+    return Mailer(store, load_config().limits)
+
+
+def sender_of(flag: str | None, store: MailStore | None = None) -> str:
+    """``--from``/``--agent``, else ``$AGENTMAIL_AGENT``, else the default identity (``operator``;
+    Overstory's ``orchestrator`` in Overstory mode)."""
+    ov = store is not None and store.overstory is not None
+    default = default_identity(ov)
+    return check_name(flag or os.environ.get("AGENTMAIL_AGENT") or default, "sender", loose=ov)
+
+
+def flavor() -> str:
+    from agentmaild.config import load_config
+
+    return load_config().store.flavor
+
+
+def read_body(body: str) -> str:
+    """``--body`` as given, or stdin's bytes as UTF-8 for ``-``."""
+    if body != "-":
+        return body
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            f"body: stdin is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from exc
+
+
+def daemon_socket(store: MailStore) -> Path | None:
+    """The control socket of the store's daemon on this machine, when its file exists."""
+    from agentmaild.config import load_config
+    from agentmaild.control.protocol import socket_path_for
+
+    configured = load_config().daemon.socket
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path):  # a PostgreSQL store: this machine's daemon, at its anchor
+        from agentmaild.store.anchor import anchor_for
+
+        path = anchor_for(getattr(store, "dsn", ""))
+    sock = Path(configured) if configured else socket_path_for(path)
+    return sock if sock.exists() else None
+
+
+def poke(store: MailStore, agents: list[str] | None) -> None:
+    """Tell a running daemon there is work, at once (best effort: it polls anyway)."""
+    from agentmaild.control.client import poke as send_poke
+
+    sock = daemon_socket(store)
+    if sock is not None:
+        send_poke(sock, agents)
