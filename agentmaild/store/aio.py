@@ -31,6 +31,7 @@ from agentmaild.errors import StoreError
 from agentmaild.models import Agent, AgentCounts, Attempt, Batch, DeadLetter
 from agentmaild.store.base import MailStore, Released
 from agentmaild.store.hops import Hops, groupable, is_groupable, is_quick_read, quick_read
+from agentmaild.store.looks import Looks
 from agentmaild.store.queries import Q
 
 T = TypeVar("T")
@@ -52,6 +53,10 @@ class AsyncMailStore:
         # share a transaction where the store can (SQLite).
         inline = getattr(store, "run_inline", None) if inline_writes else None
         self.hops = Hops(getattr(store, "run_grouped", None), inline=inline)
+        # With inline writes, the loops' looks for mail read elsewhere go to a read-only
+        # connection of their own, in the event loop's thread (``store.looks``).
+        open_looks = getattr(store, "open_looks", None) if inline_writes else None
+        self._looks: Looks | None = open_looks() if open_looks is not None else None
         # A pooled store (PostgreSQL) takes overlapping calls: a thread each, up to the pool size.
         self._limiter = anyio.CapacityLimiter(concurrency) if concurrency > 1 else None
 
@@ -68,6 +73,8 @@ class AsyncMailStore:
         return await self.run_sync(groupable(partial(fn, *args, **kwargs)))
 
     async def aclose(self) -> None:
+        if self._looks is not None:
+            self._looks.close()
         await self.run_sync(self.sync.close)
 
     # -- deliveries -------------------------------------------------------------------------
@@ -120,6 +127,10 @@ class AsyncMailStore:
 
     async def unread_among(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are still unread: the loop's look for mail read elsewhere."""
+        if self._looks is not None:
+            found = self._looks.unread_among(ids)
+            if found is not None:
+                return found
 
         # A read by key: it may join the transaction of the claims and acks queued with it, or run
         # at once when the store's thread is idle (the common case when one message comes in).

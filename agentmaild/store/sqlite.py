@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
@@ -26,6 +27,9 @@ from agentmaild.store.sqlite_queues import SqliteQueues
 from agentmaild.store.sqlite_rules import SqliteRules
 from agentmaild.store.sqlite_tokens import SqliteTokens
 from agentmaild.store.sqlite_trust import SqliteTrust
+
+if TYPE_CHECKING:
+    from agentmaild.store.looks import Looks
 
 __all__ = [
     "SENDER_AUTOCHECKPOINT_PAGES",
@@ -147,6 +151,12 @@ class SqliteMailStore(
             return self._wal.stat().st_size > self._inline_wal_max
         except OSError:  # no WAL file (nothing written since the last one was removed)
             return False
+
+    def open_looks(self) -> Looks:
+        """A read-only connection for the daemon's looks for mail read elsewhere."""
+        from agentmaild.store.looks import Looks
+
+        return Looks(self.path)
 
     @property
     def connection(self) -> sqlite3.Connection:
