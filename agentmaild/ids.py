@@ -60,9 +60,9 @@ def iso_now(now: float | None = None) -> str:
 
 def check_message_id(value: str) -> str:
     """Reject anything that is not a well-formed message id (path-like, control chars, ...)."""
-    from agentmaild.errors import ValidationError
-
     if not isinstance(value, str) or not _OUTSIDE_ID_RE.fullmatch(value):
+        from agentmaild.errors import ValidationError
+
         shown = repr(value[:80]) + ("…" if len(value) > 80 else "")
         raise ValidationError(f"invalid message id {shown}: expected msg-<letters and digits>")
     return value
@@ -80,14 +80,14 @@ def check_name(name: str, what: str = "agent name", *, loose: bool = False) -> s
 
     ``loose`` (Overstory mode) also takes the names Overstory accepts, e.g. ``Lead``, ``Builder 1``.
     """
-    from agentmaild.errors import ValidationError
-
     if loose:
         from agentmaild.overstory.flavor import check_loose_name
 
         return check_loose_name(name, what)
 
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        from agentmaild.errors import ValidationError  # here, not above: every send checks a name
+
         raise ValidationError(
             f"invalid {what} {str(name)[:80]!r}: "
             "use 1-64 of a-z 0-9 . _ - starting with a letter or digit"
