@@ -30,11 +30,11 @@ def main() -> None:
 
         if fast.parse_check(argv[1:]) is not None:
             _exit_now(fast.run_check(argv[1:]))
-    if argv[:1] == ["send"]:
+    if argv[:1] == ["send"] or argv[:1] == ["reply"]:
         from agentmaild import fast_send
 
-        if fast_send.parse_send(argv[1:]) is not None:
-            _exit_now(fast_send.run_send(argv[1:]))
+        if fast_send.parse_send(argv[1:], argv[0]) is not None:
+            _exit_now(fast_send.run_send(argv[1:], argv[0]))
     from agentmaild.cli.app import run
 
     run()

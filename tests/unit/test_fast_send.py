@@ -1,6 +1,6 @@
-"""``agentmaild send`` routed around typer (``agentmaild.fast_send``): the shapes it takes, the
-ones it leaves to the typer command, and, case by case, the same exit code, output and errors as
-the typer command, with no typer, click, structlog or asyncio loaded."""
+"""``agentmaild send`` and ``reply`` routed around typer (``agentmaild.fast_send``): the shapes
+they take, the ones left to the typer command, and, case by case, the same exit code, output,
+errors and rows as the typer command, with no typer, click, structlog or asyncio loaded."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentmaild.fast_send import parse_send
+from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 
@@ -62,20 +63,42 @@ def test_the_shapes_it_leaves_to_typer(argv: list[str]) -> None:
 def test_a_remote_send_is_left_to_typer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTMAIL_URL", "http://127.0.0.1:1")
     assert parse_send(["--to", "bob", "-s", "hi"]) is None
+    assert parse_send(["msg-1", "-b", "x"], "reply") is None
+
+
+def test_the_reply_shapes() -> None:
+    assert parse_send(["msg-1", "-b", "ok", "--json"], "reply") == {
+        "id": "msg-1", "body": "ok", "json": True,
+    }  # fmt: skip
+    assert parse_send(["--agent=bob", "-b", "-", "msg-1", "-p", "high"], "reply") == {
+        "sender": "bob", "body": "-", "id": "msg-1", "priority": "high",
+    }  # fmt: skip
+    for left in (["msg-1"], ["-b", "x"], ["msg-1", "msg-2", "-b", "x"],
+                 ["msg-1", "-b", "x", "--to", "bob"], ["msg-1", "-b", "x", "--payload", "{}"]):
+        assert parse_send(left, "reply") is None
 
 
 @pytest.fixture
 def template(tmp_path: Path) -> Path:
+    """bob, carol (ended), and one message from bob (its id in ``replied.txt``)."""
     db = tmp_path / "template.db"
     store = SqliteMailStore(db)
     for name in ("bob", "carol"):
         store.add_agent(Agent(name=name, capability="builder"))
     store.set_agent_state("carol", "completed", force=True)
+    first = Mailer(store).send(sender="bob", to="operator", subject="Task 7", body="done?")
+    (tmp_path / "replied.txt").write_text(first.ids[0])
     store.close()
     return db
 
 
 CASES: dict[str, tuple[list[str], bytes | None]] = {
+    "reply": (["reply", "{id}", "-b", "yes"], None),
+    "reply, json, a priority, stdin": (["reply", "-b", "-", "{id}", "-p", "high", "--json"],
+                                       b"ok\n"),
+    "reply as the recipient": (["reply", "{id}", "--agent", "bob", "--body=again"], None),
+    "reply to no message": (["reply", "msg-nothing00000", "-b", "x"], None),
+    "reply to a malformed id": (["reply", "msg-../x", "-b", "x", "--json"], None),
     "plain": (["--from", "lead", "--to", "bob", "-s", "hi", "-b", "x"], None),
     "json": (["--from", "lead", "--to", "bob", "--subject=hi", "--json"], None),
     "a group": (["--agent", "lead", "--to", "@builders", "-s", "all", "-b", "y"], None),
@@ -98,7 +121,9 @@ CASES: dict[str, tuple[list[str], bytes | None]] = {
 def _run(prefix: list[str], db: Path, argv: list[str], stdin: bytes | None) -> tuple[object, ...]:
     env = {**os.environ, "AGENTMAIL_AGENT": "lead", "AGENTMAIL_DB": str(db)}
     env.pop("AGENTMAIL_URL", None)
-    p = subprocess.run([*prefix, "send", *argv], input=stdin or b"", capture_output=True,
+    command = argv[0] if argv[0] == "reply" else "send"
+    argv = argv[1:] if command == "reply" else argv
+    p = subprocess.run([*prefix, command, *argv], input=stdin or b"", capture_output=True,
                        env=env, timeout=60)  # fmt: skip
     ids = re.compile(rb"(msg|bc)-[0-9a-z]+")
     store = SqliteMailStore(db)
@@ -111,10 +136,13 @@ def _run(prefix: list[str], db: Path, argv: list[str], stdin: bytes | None) -> t
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_it_answers_as_the_typer_command_does(template: Path, tmp_path: Path, case: str) -> None:
     argv, stdin = CASES[case]
+    replied = (tmp_path / "replied.txt").read_text()
+    argv = [replied if a == "{id}" else a for a in argv]
     fast, slow = tmp_path / "fast.db", tmp_path / "slow.db"
     shutil.copy(template, fast)
     shutil.copy(template, slow)
-    assert parse_send(argv) is not None  # each case takes the fast path
+    is_reply = argv[0] == "reply"
+    assert parse_send(argv[1:] if is_reply else argv, "reply" if is_reply else "send") is not None
     got = _run([sys.executable, "-m", "agentmaild"], fast, argv, stdin)
     assert got == _run([sys.executable, "-c", TYPER], slow, argv, stdin)
     assert got[0] in (0, 1, 2) and (got[1] or got[2])  # it said something either way
