@@ -162,3 +162,16 @@ class Untrusted(MailError):
 def one_line(text: str) -> str:
     """Control characters escaped, so an error is one line and cannot drive the terminal."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def report(exc: AgentmaildError, as_json: bool) -> int:
+    """``exc`` as the typer-free commands print it, as the CLI does (its JSON object on stdout,
+    else one ``error:`` line on stderr); the exit code: 2 for a usage error, else 1."""
+    import json
+    import sys
+
+    if as_json:
+        sys.stdout.write(json.dumps(exc.to_json()) + "\n")
+    else:
+        sys.stderr.write(f"error: {one_line(exc.message)}\n")
+    return 2 if isinstance(exc, UsageError) else 1

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from agentmaild.errors import AgentmaildError, StoreError, UnknownAgent, UsageError
+from agentmaild.errors import AgentmaildError, StoreError, UnknownAgent, UsageError, report
 from agentmaild.ids import check_name
 from agentmaild.vocab import IMPLICIT_RECIPIENTS
 
@@ -198,11 +198,7 @@ def run_check(argv: Sequence[str]) -> int:
         else:
             text, ids = check_inject(str(agent) if agent else None, str(db) if db else None)
     except AgentmaildError as exc:
-        if as_json:
-            sys.stdout.write(json.dumps(exc.to_json()) + "\n")
-        else:
-            sys.stderr.write(f"error: {exc.message}\n")
-        return 2 if isinstance(exc, UsageError) else 1
+        return report(exc, as_json)
     if as_json:
         sys.stdout.write(json.dumps({"ok": True, "acked": ids, "text": text}) + "\n")
     elif text and sys.stdout.isatty():

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from agentmaild.errors import AgentmaildError, UsageError, one_line
+from agentmaild.errors import AgentmaildError, report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,11 +69,7 @@ def run_send(argv: Sequence[str], command: str = "send") -> int:
     try:
         sent = _send(command, {k: v for k, v in opts.items() if isinstance(v, str)})
     except AgentmaildError as exc:
-        if as_json:
-            sys.stdout.write(json.dumps(exc.to_json()) + "\n")
-        else:
-            sys.stderr.write(f"error: {one_line(exc.message)}\n")
-        return 2 if isinstance(exc, UsageError) else 1
+        return report(exc, as_json)
     if as_json:
         sys.stdout.write(json.dumps(sent.to_dict(), ensure_ascii=False) + "\n")
     else:

@@ -15,8 +15,8 @@ import pytest
 
 from agentmaild.fast_send import parse_send
 from agentmaild.mail import Mailer
-from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.stores import with_bob_and_ended_carol
 
 TYPER = "import sys; sys.argv[0] = 'agentmaild'; from agentmaild.cli.app import run; run()"
 FORBIDDEN = ("typer", "click", "structlog", "asyncio", "anyio", "rich")
@@ -82,10 +82,7 @@ def test_the_reply_shapes() -> None:
 def template(tmp_path: Path) -> Path:
     """bob, carol (ended), and one message from bob (its id in ``replied.txt``)."""
     db = tmp_path / "template.db"
-    store = SqliteMailStore(db)
-    for name in ("bob", "carol"):
-        store.add_agent(Agent(name=name, capability="builder"))
-    store.set_agent_state("carol", "completed", force=True)
+    store = with_bob_and_ended_carol(db)
     first = Mailer(store).send(sender="bob", to="operator", subject="Task 7", body="done?")
     (tmp_path / "replied.txt").write_text(first.ids[0])
     store.close()

@@ -21,6 +21,7 @@ from agentmaild.models import Agent, Batch, Message
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.store.sqlite_messages import _insert_many, _insert_one
+from tests.support.stores import with_bob_and_ended_carol
 
 NOW = 1_700_000_000.0
 TABLES = ("messages", "am_recent_sends", "am_nudges", "am_counters")
@@ -41,10 +42,7 @@ def _req(m: Message, **kw: Any) -> InsertRequest:
 def template(tmp_path: Path) -> Path:
     """bob with one unread message (sent as digest-1), carol ended, nobody else registered."""
     db = tmp_path / "template.db"
-    store = SqliteMailStore(db)
-    for name in ("bob", "carol"):
-        store.add_agent(Agent(name=name, capability="builder"))
-    store.set_agent_state("carol", "completed", force=True)
+    store = with_bob_and_ended_carol(db)
     store.insert(_req(_msg(1)))
     store.close()
     return db
