@@ -49,7 +49,7 @@ def _earlier(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult | Non
 
 
 def _insert(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
-    if len(req.messages) == 1 and req.idempotency is None:
+    if len(req.messages) == 1 and len(req.check_recipients) <= 1 and req.idempotency is None:
         return _insert_one(conn, req)  # the common send: its reads in one statement
     return _insert_many(conn, req)
 
@@ -66,8 +66,8 @@ def _insert_many(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
 
 
 def _insert_one(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
-    """``_insert`` of one message with no idempotency key: the same checks in the same order,
-    their three reads in one statement (``send_probe``)."""
+    """``_insert`` of one message, at most one recipient checked, no idempotency key: the same
+    checks in the same order, their three reads in one statement (``send_probe``)."""
     to = req.messages[0].to_agent
     digest, window_s = req.collapse if req.collapse is not None else (None, 0.0)
     checked = req.check_recipients[0] if req.check_recipients else None
