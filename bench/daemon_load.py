@@ -33,9 +33,20 @@ def _sender_main(db: str, rate: float, duration: float, agents: list[str]) -> No
     sock = socket_of(Path(db))
     errors: list[str] = []
     waits: list[float] = []
+    locked = [0.0]  # seconds spent getting SQLite's write lock (BEGIN IMMEDIATE)
+    begin = store._begin
+
+    def timed_begin(conn: Any) -> None:
+        t = time.monotonic()
+        try:
+            begin(conn)
+        finally:
+            locked[0] += time.monotonic() - t
+
+    store._begin = timed_begin  # type: ignore[method-assign]
     print("ready", flush=True)
     sys.stdin.readline()
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     i = 0
     while (due := start + (i / rate if rate > 0 else time.monotonic() - start)) < start + duration:
         if (ahead := due - time.monotonic()) > 0:
@@ -53,7 +64,8 @@ def _sender_main(db: str, rate: float, duration: float, agents: list[str]) -> No
     store.close()
     print(json.dumps({"sent": i, "elapsed": elapsed, "errors": len(errors),
                       "first_error": errors[0] if errors else "", "p50": pct(waits, 0.5),
-                      "p99": pct(waits, 0.99)}), flush=True)
+                      "p99": pct(waits, 0.99), "lock_wait": locked[0],
+                      "cpu": time.process_time() - cpu}), flush=True)
 
 
 class WalSampler(threading.Thread):
@@ -119,7 +131,9 @@ def _released(argvs: list[list[str]], duration: float) -> dict[str, Any]:
     return {"sent": sum(r["sent"] for r in rows), "elapsed": max(r["elapsed"] for r in rows),
             "errors": sum(r["errors"] for r in rows),
             "first_error": next((r["first_error"] for r in rows if r["first_error"]), ""),
-            "p50": max(r["p50"] for r in rows), "p99": max(r["p99"] for r in rows)}
+            "p50": max(r["p50"] for r in rows), "p99": max(r["p99"] for r in rows),
+            "lock_wait": sum(r.get("lock_wait", 0.0) for r in rows),
+            "cpu": sum(r.get("cpu", 0.0) for r in rows)}
 
 
 def _raw_main(db: str, duration: float) -> None:

@@ -204,6 +204,8 @@ def _harness_main(db: str) -> None:
     configure_logging(config.log.level, config.log.format, config.log.file)
     path = Path(db)
 
+    holds = _count_lock_holds(SqliteMailStore)
+
     async def main() -> int:
         store = TimedStore(SqliteMailStore(path), inline_writes=True)  # as serve wires it
         gate = await PollGate.open(path)
@@ -217,9 +219,55 @@ def _harness_main(db: str) -> None:
             print(f"harness: {hops.calls} store calls in {hops.hops} hops, "
                   f"{getattr(hops, 'inline', 0)} quick reads and "
                   f"{getattr(hops, 'inline_writes', 0)} writes inline", file=sys.stderr)
+            print(json.dumps({"holds": holds}), flush=True)  # the last line: see Harness
 
     with hold_lock(path):
         sys.exit(anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True}))
+
+
+def _count_lock_holds(cls: Any) -> list[list[float]]:
+    """Make ``cls`` (SqliteMailStore) note how long each of its transactions held SQLite's
+    write lock: from BEGIN IMMEDIATE's success to the end of its COMMIT, one transaction of one
+    call or of a group of calls. Rows ``[monotonic start, seconds held, calls]``, appended in
+    the thread that ran it (list.append is atomic)."""
+    holds: list[list[float]] = []
+    begin, grouped, write = cls._begin, cls.run_grouped, cls._write
+
+    def timed_begin(self: Any, conn: Any) -> None:
+        begin(self, conn)
+        self.bench_locked_at = time.monotonic()
+
+    def note(self: Any, calls: int) -> None:
+        at = getattr(self, "bench_locked_at", None)
+        if at is not None:
+            holds.append([at, time.monotonic() - at, calls])
+            self.bench_locked_at = None
+
+    def timed_grouped(self: Any, calls: Any) -> None:
+        self.bench_locked_at = None
+        grouped(self, calls)
+        note(self, len(calls))
+
+    def timed_write(self: Any, fn: Any) -> Any:
+        if self._grouped is not None:  # a call inside a group: the group's transaction
+            return write(self, fn)
+        self.bench_locked_at = None
+        try:
+            return write(self, fn)
+        finally:
+            note(self, 1)
+
+    cls._begin, cls.run_grouped, cls._write = timed_begin, timed_grouped, timed_write
+    return holds
+
+
+def lock_share(holds: list[list[float]], start: float, end: float) -> dict[str, float]:
+    """The daemon's write-lock figures over ``[start, end]`` from ``_count_lock_holds`` rows."""
+    inside = [h for h in holds if start <= h[0] <= end]
+    held = sorted(h[1] for h in inside)
+    return {"share": sum(held) / max(end - start, 1e-9), "n": len(held),
+            "p50": pct(held, 0.5) if held else 0.0, "p99": pct(held, 0.99) if held else 0.0,
+            "calls": sum(h[2] for h in inside) / max(len(inside), 1)}
 
 
 def make_store(db: Path, agents: list[str]) -> None:
@@ -284,6 +332,7 @@ class ChildHarness:
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                      env=env, cwd=str(cwd))
         self.acks: list[dict[str, Any]] = []
+        self.holds: list[list[float]] = []  # the daemon's write-lock holds, known after stop()
         self.cond = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -299,7 +348,10 @@ class ChildHarness:
         for line in self.proc.stdout:
             row = json.loads(line)
             with self.cond:
-                self.acks.append(row)
+                if "holds" in row:  # the SQLite harness's last line (``_count_lock_holds``)
+                    self.holds = row["holds"]
+                else:
+                    self.acks.append(row)
                 self.cond.notify_all()
 
     def wait_acks(self, count: int, timeout: float) -> bool:
