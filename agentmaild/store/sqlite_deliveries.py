@@ -19,10 +19,15 @@ from agentmaild.store.sqlite_tx import SqliteTransactions
 def _batch(
     delivery_id: str, agent: str, messages: list[Message], attempt: int, lease_until: float
 ) -> Batch:
+    # Each message already names its delivery when it was read by it (a redelivery) or for it
+    # (``_fresh_batch``): ``replace`` copies a frozen dataclass field by field (~16 µs a message).
     return Batch(
         delivery_id=delivery_id,
         agent=agent,
-        messages=tuple(replace(m, delivery_id=delivery_id) for m in messages),
+        messages=tuple(
+            m if m.delivery_id == delivery_id else replace(m, delivery_id=delivery_id)
+            for m in messages
+        ),
         attempt=attempt,
         lease_until=lease_until,
     )
@@ -50,15 +55,16 @@ def _reclaim_pending(
 
 
 def _fresh_batch(
-    conn: sqlite3.Connection, agent: str, max_messages: int, max_chars: int
+    conn: sqlite3.Connection, agent: str, max_messages: int, max_chars: int, delivery_id: str
 ) -> tuple[list[Message], bool]:
     """New mail in delivery order, cut before ``max_chars`` would be passed (at least one), and
-    whether more of it is left (a full batch, or one cut short)."""
+    whether more of it is left (a full batch, or one cut short); each message as it will be
+    once claimed by ``delivery_id``."""
     chosen: list[Message] = []
     used = 0
     rows = conn.execute(Q["claim_candidates"], (agent, max_messages)).fetchall()
     for row in rows:
-        m = message_from_row(row)
+        m = message_from_row(row, delivery_id=delivery_id)
         if chosen and used + m.size > max_chars:
             break
         chosen.append(m)
@@ -86,12 +92,12 @@ def _claim(
         redelivery = _reclaim_pending(conn, agent, lease_until, stamp)
         if redelivery is not None:
             return redelivery, True
-    chosen, left = _fresh_batch(conn, agent, max_messages, max_chars)
+    delivery_id = new_id("dlv")
+    chosen, left = _fresh_batch(conn, agent, max_messages, max_chars, delivery_id)
     if not chosen:
         return _queue_batch(conn, agent, lease_until, stamp) if in_queue else None, True
     # Nothing left of its own and no queue to take work from: the loop need not claim again.
     more = left or bool(in_queue)
-    delivery_id = new_id("dlv")
     conn.execute(Q["delivery_insert"], (delivery_id, agent, lease_until, stamp, stamp))
     # The id list varies in length, so this one statement is built here, not named in queries.sql.
     marks = ",".join("?" * len(chosen))

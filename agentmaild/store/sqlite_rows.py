@@ -9,7 +9,8 @@ from typing import Any
 from agentmaild.models import Agent, DeadLetter, Message
 
 
-def message_from_row(row: sqlite3.Row) -> Message:
+def message_from_row(row: sqlite3.Row, *, delivery_id: str | None = None) -> Message:
+    """The message of ``row``; with ``delivery_id``, as that delivery is about to claim it."""
     keys = row.keys()
     return Message(
         id=row["id"],
@@ -24,7 +25,7 @@ def message_from_row(row: sqlite3.Row) -> Message:
         read=bool(row["read"]),
         created_at=row["created_at"],
         broadcast_id=row["broadcast_id"] if "broadcast_id" in keys else None,
-        delivery_id=row["delivery_id"] if "delivery_id" in keys else None,
+        delivery_id=delivery_id or (row["delivery_id"] if "delivery_id" in keys else None),
         acked_at=row["acked_at"] if "acked_at" in keys else None,
         acked_by=row["acked_by"] if "acked_by" in keys else None,
     )
