@@ -2,11 +2,19 @@
 
 ``AsyncMailStore`` runs each store call in a worker thread: on the path of a woken delivery that is
 a hop there and back (two thread wake-ups) for the claim, the look for mail read elsewhere and the
-ack, each around one round trip. ``PgAsyncMailStore`` sends those three from the event loop on
-psycopg's ``AsyncConnection``: the same statements (schema 8's ``am_claim`` and ``am_ack``, the
-``unread_among`` read), the same parameters and answers as ``PostgresMailStore``; every other call
-(sends from the daemon, releases, lease extensions, the rare claim that must look at queues) still
-goes through the sync store and its pool.
+ack, each around one round trip. ``PgAsyncMailStore`` sends the claim and the ack from the event
+loop on psycopg's ``AsyncConnection``: the same statements (``am_claim`` and ``am_ack``), the same
+parameters and answers as ``PostgresMailStore``; every other call (sends from the daemon, releases,
+lease extensions, the rare claim that must look at queues) still goes through the sync store and
+its pool.
+
+The look that follows a claim (``unread_among`` with the ids of the batch just claimed, within
+``LOOK_FRESH_S`` of its answer: the loop makes it at once) is the claim's own answer, with no round
+trip of its own: ``am_claim`` took those rows as unread, under the agent's lock, at its snapshot,
+which is as fresh as a look sent once that answer is back would be, to within that one round trip
+(a read committed in it reaches the agent as one committed between any look and the injection
+does, and the ack records it as read elsewhere). Any other look (other ids, a later look, a batch
+claimed by the sync store) runs the ``unread_among`` read.
 
 Same guarantees as the thread: each call is one statement in its own transaction, retried on a
 deadlock or serialization failure; it is shielded, so a caller cancelled meanwhile still gets the
@@ -38,6 +46,8 @@ ACursor = psycopg.AsyncCursor[dict[str, Any]]
 
 _RETRY_DEADLINE_S = 30.0
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+LOOK_FRESH_S = 0.01  # a look later than this after its claim's answer asks the server
+_LOOKED_MAX = 1024  # batches claimed whose look never came (a caller other than the loop)
 
 
 class AsyncConns:
@@ -105,6 +115,8 @@ class PgAsyncMailStore(AsyncMailStore):
     def __init__(self, store: PostgresMailStore, *, concurrency: int) -> None:
         super().__init__(store, concurrency=concurrency)
         self.conns = AsyncConns(store.dsn, concurrency)
+        # Each batch claimed here (its ids), until the look that follows it: by when it must come.
+        self._looked: dict[tuple[str, ...], float] = {}
 
     async def claim(
         self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
@@ -115,7 +127,11 @@ class PgAsyncMailStore(AsyncMailStore):
         if not rows:
             return None
         if rows[0]["claim_id"] is not None:
-            return self.sync.note_claimed(claimed(agent, rows, params["lease_until"]), rows)
+            batch = self.sync.note_claimed(claimed(agent, rows, params["lease_until"]), rows)
+            if len(self._looked) >= _LOOKED_MAX:
+                self._looked.clear()
+            self._looked[batch.message_ids] = anyio.current_time() + LOOK_FRESH_S
+            return batch
         # A queue member with no mail of its own: the general claim (rare) in the worker thread.
         return await self._grouped(
             self.sync.claim_with_queues, agent, max_messages=max_messages,
@@ -131,6 +147,10 @@ class PgAsyncMailStore(AsyncMailStore):
     async def unread_among(self, ids: Sequence[str]) -> set[str]:
         if not ids:
             return set()
+        key = tuple(ids)
+        fresh_until = self._looked.pop(key, None)
+        if fresh_until is not None and anyio.current_time() <= fresh_until:
+            return set(key)  # the look straight after this batch's claim: the claim's answer
         rows = await self._call(PQ["unread_among"], {"ids": list(ids)}, "read")
         return {str(r["id"]) for r in rows}
 
