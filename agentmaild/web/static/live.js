@@ -44,7 +44,7 @@
     return changed;
   }
 
-  /* Bring old (in the page) to next (parsed); returns the elements htmx must look at. */
+  /* Bring old (in the page) to next (parsed); the elements htmx must look at go in fresh. */
   function patch(old, next, fresh) {
     if (old.isEqualNode(next)) { return; }
     if (old.nodeType !== 1) { old.nodeValue = next.nodeValue; return; }
