@@ -10,11 +10,14 @@ rounds (A B B A …) so that the load of a shared machine falls on both alike. M
 a time (send + poke, 5 ms apart), round robin over 5 agents, 2,000 of each kind; the figure is
 the p99 of send→ack latency. Target: with browsers at most 1.10 times the p99 without. The
 daemon's CPU time (utime + stime from /proc) is summed over each kind's flows: the CPU the
-views cost per delivery (informative).
+views cost per delivery (informative); so is Chromium's (every process of the browser's tree),
+per live update applied: what the live views cost the machine the daemon shares.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -75,6 +78,10 @@ class Browsers:
         self.pages = [self.browser.new_context().new_page() for _ in range(3)]
         self.applied = 0
 
+    def cpu_s(self) -> float:
+        """utime + stime of every Chromium process started under this one, summed."""
+        return sum(_cpu_s(pid) for pid in _descendants(os.getpid()) if _is_chromium(pid))
+
     def attach(self) -> None:
         for page, path in zip(self.pages, ("/", "/timeline", "/"), strict=True):
             page.goto(self.url + path)
@@ -122,6 +129,31 @@ class Streams:
     def close(self) -> None:
         self.detach()
 
+    def cpu_s(self) -> float:
+        return 0.0  # curl's own CPU is not the question this row answers
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(f"/proc/{entry}/stat").read_text(encoding="ascii")
+                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _is_chromium(pid: int) -> bool:
+    try:
+        return "chromium" in os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
+
 
 def _read(path: Path) -> bytes:
     try:
@@ -131,13 +163,16 @@ def _read(path: Path) -> bytes:
 
 
 class Alternated:
-    """Latencies and the daemon's CPU seconds with the views live and without."""
+    """Latencies and the daemon's CPU seconds with the views live and without; the views' own
+    CPU seconds and wall time over the same flows."""
 
     def __init__(self) -> None:
         self.live: list[float] = []
         self.idle: list[float] = []
         self.live_cpu = 0.0
         self.idle_cpu = 0.0
+        self.views_cpu = {True: 0.0, False: 0.0}
+        self.wall = {True: 0.0, False: 0.0}
 
     def cpu_ms(self, live: bool) -> float:
         """The daemon's CPU per delivery (ms) while the views were live (or not)."""
@@ -152,13 +187,16 @@ def _alternate(h: Harness, views: Browsers | Streams, n: int, rounds: int) -> Al
         for live in ((False, True) if i % 2 == 0 else (True, False)):
             if live:
                 views.attach()
-                cpu = _cpu_s(h.proc.pid)
-                out.live += _flow(h, n)
+            cpu, view_cpu, t0 = _cpu_s(h.proc.pid), views.cpu_s(), time.monotonic()
+            latencies = _flow(h, n)
+            out.wall[live] += time.monotonic() - t0
+            out.views_cpu[live] += views.cpu_s() - view_cpu
+            if live:
+                out.live += latencies
                 out.live_cpu += _cpu_s(h.proc.pid) - cpu
                 views.detach()
             else:
-                cpu = _cpu_s(h.proc.pid)
-                out.idle += _flow(h, n)
+                out.idle += latencies
                 out.idle_cpu += _cpu_s(h.proc.pid) - cpu
     return out
 
@@ -209,7 +247,16 @@ def bench_dashboard(tmp: Path, quick: bool) -> list[Figure]:
                baseline_label="no browser",
                notes=[f"the daemon's utime + stime over the same flows as the Chromium row; with "
                       f"3 curl streams {curl.cpu_ms(True):.3f} vs {curl.cpu_ms(False):.3f} ms"]),
+        Figure(name="Chromium CPU per live update, 3 views (ms)",
+               ours=1000 * chromium.views_cpu[True] / max(updates, 1), unit="ms",
+               notes=[f"every Chromium process's utime + stime over the live flows, over the "
+                      f"{updates} updates applied: {_share(chromium, True)} of one core while "
+                      f"live, {_share(chromium, False)} while blank"]),
     ]  # fmt: skip
+
+
+def _share(a: Alternated, live: bool) -> str:
+    return f"{100 * a.views_cpu[live] / max(a.wall[live], 1e-9):.1f} %"
 
 
 def run(quick: bool) -> list[Figure]:

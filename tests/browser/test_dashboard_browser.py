@@ -61,6 +61,42 @@ def test_team_table_updates_live_within_a_second_of_a_delivery(board: Board) -> 
     board.shot(page, "team")
 
 
+def test_live_updates_patch_rows_in_place_and_their_buttons_keep_working(board: Board) -> None:
+    page = board.page("/")
+    page.wait_for_selector("#live-status.on")
+    page.evaluate("document.getElementById('agent-alice').__kept = true")
+    delivery = _delivery_of(board, board.send("alice", "in place", "patch, do not replace"))
+    page.wait_for_function(
+        "id => document.querySelector('#agent-alice .last').textContent.includes(id)",
+        arg=delivery, timeout=10_000,
+    )
+    # The row took the update as a patch: the same element, not a re-parsed copy.
+    assert page.evaluate("document.getElementById('agent-alice').__kept") is True
+    # A live update that changes a button's hx-post is seen by htmx: pause, then the same
+    # button (now "resume", through the stream) resumes; a stale button would pause again.
+    flash = "text => document.querySelector('#flash').textContent.includes(text)"
+    try:
+        page.click("#agent-alice button")
+        page.wait_for_function(flash, arg="paused alice")
+        page.wait_for_selector("#agent-alice button:text('resume')")
+        page.click("#agent-alice button")
+        page.wait_for_function(flash, arg="resumed alice")
+        page.wait_for_selector("#agent-alice button:text('pause')")
+    finally:  # the module's later tests deliver to alice
+        board.d.cli("ctl", "resume", "agent=alice")
+    # The timeline: a new attempt is one row inserted above the rows already there, which stay.
+    timeline = board.page("/timeline?agent=alice")
+    timeline.wait_for_selector("#live-status.on")
+    first = timeline.get_attribute("#timeline tr[data-delivery]", "data-delivery")
+    timeline.evaluate("document.querySelector('#timeline tr[data-delivery]').__kept = true")
+    newer = _delivery_of(board, board.send("alice", "one more row", "a new timeline row"))
+    timeline.wait_for_selector(f"#timeline tr[data-delivery='{newer}']", timeout=10_000)
+    order = timeline.eval_on_selector_all(
+        "#timeline tr[data-delivery]", "rows => rows.map(r => [r.dataset.delivery, !!r.__kept])"
+    )
+    assert order[0] == [newer, False] and [first, True] in order, order
+
+
 def test_a_dead_letter_appears_and_its_retry_button_redelivers_it(board: Board) -> None:
     page = board.page("/dead")
     page.wait_for_selector("#live-status.on")

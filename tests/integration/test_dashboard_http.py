@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
+from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
+from agentmaild.web.dashboard import LIVE_EVERY_S
 from tests.support.browser import dashboard_url
 from tests.support.daemon import DaemonProc, agent_cmd
 from tests.support.http_api import base_url, http_env, mint
@@ -131,3 +136,68 @@ def test_dashboard_command_needs_a_daemon_with_http(
     d.stop()
     gone = d.cli("dashboard", "--json")
     assert gone.returncode == 1 and json.loads(gone.stdout)["error"]["code"] == "daemon_not_running"
+
+
+class _TeamStream:
+    """The team topic read on a thread of its own: (arrival time, fragment) per event."""
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.events: list[tuple[float, str]] = []
+        self._client = client
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            with self._client.stream("GET", "/events", params={"topic": "team"}) as stream:
+                data: list[str] = []
+                for line in stream.iter_lines():
+                    if line.startswith("data: "):
+                        data.append(line[6:])
+                    elif not line and data:
+                        self.events.append((time.time(), "\n".join(data)))
+                        data = []
+        except httpx.HTTPError:
+            if not self._stop.is_set():
+                raise  # closed under us only when the test is done
+
+    def close(self) -> None:
+        self._stop.set()
+        self._client.close()  # ends the blocked read
+        self._thread.join(10)
+
+
+def test_a_burst_of_deliveries_gives_few_team_updates_and_the_last_shows_the_final_state(
+    store: SqliteMailStore, daemons: Callable[..., DaemonProc], tmp_path: Path
+) -> None:
+    store.add_agent(Agent(name="alice", capability="builder", channel="spawn",
+                          command=agent_cmd("record_agent.py", str(tmp_path / "a.jsonl"))))
+    d = daemons(http_env({"AGENTMAILD_HTTP_REQUIRE_TOKENS": "false"}))
+    client = httpx.Client(base_url=base_url(d), timeout=30)
+    stream = _TeamStream(client)
+    mailer = Mailer(store)
+    try:
+        wait_for(lambda: stream.events, 20, "the first team event")
+        began = time.time()
+        ids = []
+        while time.time() - began < 3.0:  # 3 s of mail, each a delivery or a change of unread
+            sent = mailer.send(sender="bob", to="alice", subject=f"burst {len(ids)}", body="x")
+            ids.append(sent.messages[0].id)
+            time.sleep(0.05)
+        ended = time.time()
+        last = wait_for(lambda: (m := store.get_message(ids[-1])) and m.read and m, 30,
+                        "the last message to be acked")  # fmt: skip
+        acked_at = next(a.at for a in store.list_attempts(agent="alice", limit=5)
+                        if a.delivery_id == last.acked_by and a.outcome == "acked")  # fmt: skip
+        shown = wait_for(lambda: next((t for t, html in stream.events if last.acked_by in html
+                                       and '<td class="num unread">0<' in html), None),
+                         10, "an update showing the last delivery")  # fmt: skip
+    finally:
+        stream.close()
+    during = [t for t, _ in stream.events if began <= t <= ended]
+    # ~60 sends in 3 s: at most one update per LIVE_EVERY_S (plus one at an edge).
+    assert len(ids) >= 40 and len(during) <= 3.0 / LIVE_EVERY_S + 2, (len(ids), during)
+    print(f"{len(ids)} sends, {len(during)} team updates in 3 s; final state "
+          f"{shown - acked_at:.3f} s after the ack")  # fmt: skip
+    assert shown - acked_at < 1.0, f"the final state went out {shown - acked_at:.2f}s late"
