@@ -82,24 +82,31 @@ async def test_a_cancelled_caller_still_gets_its_result_first() -> None:
     assert got == [42, -1]
 
 
+async def _while_a_hop_runs(hops: Hops, **kind: bool) -> list[int]:
+    """Make a call (``threading.get_ident``, marked ``kind``) while another hop holds the thread;
+    it must not have run before that hop ends. The thread it ran in."""
+    gate = threading.Event()
+    seen: list[int] = []
+
+    async def meanwhile() -> None:
+        seen.append(await hops.run(threading.get_ident, **kind))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hops.run, lambda: gate.wait(30))
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(meanwhile)
+        await anyio.wait_all_tasks_blocked()
+        assert seen == []
+        gate.set()
+    return seen
+
+
 async def test_a_quick_read_runs_in_the_callers_thread_only_while_no_hop_runs() -> None:
     hops = Hops()
     here = threading.get_ident()
     assert await hops.run(threading.get_ident, quick=True) == here  # idle: no hop taken
     assert (hops.inline, hops.hops) == (1, 0)
-    gate = threading.Event()
-    seen: list[int] = []
-
-    async def quick_meanwhile() -> None:
-        seen.append(await hops.run(threading.get_ident, quick=True))
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(hops.run, lambda: gate.wait(30))
-        await anyio.wait_all_tasks_blocked()
-        tg.start_soon(quick_meanwhile)  # a hop is running: it waits its turn in the thread
-        await anyio.wait_all_tasks_blocked()
-        assert seen == []
-        gate.set()
+    seen = await _while_a_hop_runs(hops, quick=True)  # it waits its turn in the thread
     assert seen and seen[0] != here and hops.inline == 1
     assert await hops.run(threading.get_ident) != here  # not marked quick: always a hop
 
@@ -116,18 +123,7 @@ async def test_an_inline_runner_takes_grouped_calls_only_while_no_hop_runs() -> 
     assert await hops.run(threading.get_ident, grouped=True) == here  # idle: run at once
     assert (hops.inline_writes, hops.hops) == (1, 0)
     assert await hops.run(threading.get_ident) != here  # not grouped: always a hop
-    gate = threading.Event()
-    seen: list[int] = []
-
-    async def grouped_meanwhile() -> None:
-        seen.append(await hops.run(threading.get_ident, grouped=True))
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(hops.run, lambda: gate.wait(30))
-        await anyio.wait_all_tasks_blocked()
-        tg.start_soon(grouped_meanwhile)  # a hop runs: it queues behind it, as ever
-        await anyio.wait_all_tasks_blocked()
-        gate.set()
+    seen = await _while_a_hop_runs(hops, grouped=True)  # it queues behind the hop, as ever
     assert seen and seen[0] != here
     assert tried == [here] and hops.inline_writes == 1
 

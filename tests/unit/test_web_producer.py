@@ -114,6 +114,18 @@ class BurstReader(ChangingReader):
         return [{**AGENT, "unread": self.count()}]
 
 
+def _clocked(
+    tmp_path: Path, start: float, end: float, every: float
+) -> tuple[Dashboard, list[float], BurstReader, Any]:
+    """A board on the test's clock (at 100.0), a BurstReader delivering from ``start`` to ``end``
+    every ``every`` seconds, and a subscriber of the team view."""
+    board = _board(tmp_path)
+    now = [100.0]
+    board.clock = lambda: now[0]
+    reader = board.reader = BurstReader(now, start, end, every)
+    return board, now, reader, board.hub.subscribe(frozenset({"team"}))
+
+
 def _unread(html: str) -> int:
     return int(html.split('<td class="num unread">', 1)[1].split("<", 1)[0])
 
@@ -121,12 +133,8 @@ def _unread(html: str) -> int:
 async def test_a_burst_is_coalesced_and_its_final_state_is_sent_within_the_interval(
     tmp_path: Path,
 ) -> None:
-    board = _board(tmp_path)
-    now = [100.0]
-    board.clock = lambda: now[0]
     start, end = 100.1, 103.0  # 3 s of deliveries, one every 10 ms: 291 changes
-    reader = board.reader = BurstReader(now, start, end, 0.01)
-    sub = board.hub.subscribe(frozenset({"team"}))
+    board, now, reader, sub = _clocked(tmp_path, start, end, 0.01)
     pushes: list[tuple[float, int]] = []
     while now[0] < end + 2.0:  # what ``run`` does, on the test's clock
         await board.publish_once()
@@ -157,11 +165,7 @@ async def test_a_burst_is_coalesced_and_its_final_state_is_sent_within_the_inter
 async def test_the_first_change_after_a_quiet_spell_goes_out_on_the_next_tick(
     tmp_path: Path,
 ) -> None:
-    board = _board(tmp_path)
-    now = [100.0]
-    board.clock = lambda: now[0]
-    reader = board.reader = BurstReader(now, 105.0, 105.0, 1.0)  # one delivery, at 105.0
-    sub = board.hub.subscribe(frozenset({"team"}))
+    board, now, reader, sub = _clocked(tmp_path, 105.0, 105.0, 1.0)  # one delivery, at 105.0
     sent_at = None
     while sent_at is None:
         await board.publish_once()
