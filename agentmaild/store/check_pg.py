@@ -5,9 +5,10 @@ PostgreSQL keeps its own pages consistent (WAL, checksums when enabled), so ther
 
 - the schema version (``am_schema_version``): none is an error (no store there); older than this
   agentmaild's is a warning (the next write command or ``serve`` migrates it), newer is a warning;
-- every table of the version, the registry triggers (their NOTIFY wakes the daemons) and the
-  functions (``am_send_one`` from version 6, ``am_claim`` and ``am_ack`` from 7): a missing one is
-  a problem;
+- every table of the version, the registry triggers (their NOTIFY wakes the daemons), the
+  ending triggers (version 9: a send's recipient check relies on them) and the functions
+  (``am_send_one`` from version 6, ``am_claim`` and ``am_ack`` from 7): a missing one is a
+  problem;
 - invalid indexes (an interrupted build, which queries silently skip): a warning;
 - the SQLite store's cross-table checks (unread mail of a delivery that does not exist is a
   problem; nudges of deleted messages a warning);
@@ -36,6 +37,9 @@ _HOSTS_VERSION = 4
 _FUNCTIONS = (("am_send_one", 6, "sends fail"), ("am_claim", 7, "the daemon cannot claim"),
               ("am_ack", 7, "the daemon cannot ack"))
 _TRIGGERS = ("am_registry_on_insert", "am_registry_on_delete", "am_registry_on_update")
+# Version 9's: an agent's ending or removal takes its inbox lock, which sends check under.
+_ENDING_VERSION = 9
+_ENDING_TRIGGERS = ("am_agent_ending_on_update", "am_agent_ending_on_delete")
 _INVALID_INDEXES = (
     "SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
     "JOIN pg_class t ON t.oid = i.indrelid "
@@ -115,6 +119,10 @@ def _missing(conn: Conn, version: int) -> list[str]:
     lost = [t for t in _TRIGGERS if t not in triggers]
     if lost:
         problems.append(f"registry trigger(s) missing (daemons miss registry changes): "
+                        f"{', '.join(lost)}")
+    lost = [t for t in _ENDING_TRIGGERS if version >= _ENDING_VERSION and t not in triggers]
+    if lost:
+        problems.append(f"trigger(s) missing (a send can race an agent's ending): "
                         f"{', '.join(lost)}")
     for name, since, fails in _FUNCTIONS:
         if version >= since and _count(

@@ -18,9 +18,11 @@ from agentmaild.store.queries import read_sql
 # function call (am_send_one); 7: the daemon's claim and ack as one function call each (am_claim,
 # am_ack); 8: the same three functions with less server work per call (am_claim's common case
 # without the redelivery part, am_ack's two message updates as one, am_send_one's recent-sends
-# row without a speculative insertion). An older database is brought up in the same locked
-# transaction.
-PG_SCHEMA_VERSION = 8
+# row without a speculative insertion); 9: a send's recipient check under an advisory lock that
+# an agent's ending or removal also takes (a trigger), instead of a share lock on the agent's row;
+# the loop guard's recent sends unlogged.
+# An older database is brought up in the same locked transaction.
+PG_SCHEMA_VERSION = 9
 _STEPS: dict[int, str] = {
     1: "pg_schema.sql",
     2: "pg_schema_2.sql",
@@ -30,6 +32,7 @@ _STEPS: dict[int, str] = {
     6: "pg_schema_6.sql",
     7: "pg_schema_7.sql",
     8: "pg_schema_8.sql",
+    9: "pg_schema_9.sql",
 }
 
 # Any constant both processes agree on: the advisory lock "agentmaild schema migration".

@@ -31,9 +31,11 @@ _SEND_ONE = PQ["send_one"].replace(
 
 
 def insert_lock_keys(req: InsertRequest) -> list[str]:
-    """The advisory locks a send holds: its inboxes (when capped or rate-limited), the loop
-    guard's names, its idempotency key."""
+    """The advisory locks a send holds: its inboxes (when capped or rate-limited), the inboxes
+    of the recipients it checks (an agent ending or removed takes that lock too, schema 9), the
+    loop guard's names, its idempotency key."""
     keys = [f"inbox:{m.to_agent}" for m in req.messages if req.unread_max or req.rate_limit_max]
+    keys += [f"inbox:{name}" for name in req.check_recipients]
     keys += guard_keys(req)
     if req.idempotency is not None:
         keys.append(f"idem:{req.idempotency[0]}:{req.idempotency[1]}")

@@ -112,7 +112,23 @@ def test_store_check_names_a_missing_claim_or_ack_function(pg_dsn: str) -> None:
                 "function am_ack is missing: the daemon cannot ack"
             ]
         finally:  # the database goes back to the session's pool of empty ones: whole again
-            for stmt in statements("pg_schema_8.sql"):  # remakes am_claim, am_ack, am_send_one
+            for script in ("pg_schema_8.sql", "pg_schema_9.sql"):  # remake am_claim, am_ack…
+                for stmt in statements(script):
+                    conn.execute(stmt.encode())
+    assert check_pg_store(pg_dsn).problems == []
+
+
+def test_store_check_names_a_missing_ending_trigger(pg_dsn: str) -> None:
+    from agentmaild.store.check_pg import check_pg_store
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER am_agent_ending_on_delete ON am_agents")
+        try:
+            assert check_pg_store(pg_dsn).problems == [
+                "trigger(s) missing (a send can race an agent's ending): am_agent_ending_on_delete"
+            ]
+        finally:
+            for stmt in statements("pg_schema_9.sql"):
                 conn.execute(stmt.encode())
     assert check_pg_store(pg_dsn).problems == []
 

@@ -4,6 +4,8 @@ then runs the general send, whose answers the contract suite checks)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -94,4 +96,58 @@ def test_it_writes_only_when_every_check_passes(pg_dsn: str) -> None:
         assert store.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     finally:
         listener.close()
+        store.close()
+
+
+def _wait_for_an_advisory_lock_wait(dsn: str) -> None:
+    """Until a backend of this database waits on an advisory lock (10 s at most)."""
+    deadline = time.monotonic() + 10.0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND wait_event = 'advisory'").fetchone()  # fmt: skip
+            if row is not None and row[0] > 0:
+                return
+            time.sleep(0.01)
+    raise AssertionError("no backend came to wait on an advisory lock within 10 s")
+
+
+@pytest.mark.parametrize("ending", [
+    "UPDATE am_agents SET state = 'completed' WHERE name = 'demo'",
+    "DELETE FROM am_agents WHERE name = 'demo'",
+], ids=["ends", "removed"])  # fmt: skip
+@pytest.mark.parametrize("path", [{}, {"idempotency": ("lead", "k", "h")}],
+                         ids=["one-statement", "general"])  # fmt: skip
+def test_a_send_waits_for_its_recipients_ending_and_is_then_refused(
+    pg_dsn: str, ending: str, path: dict[str, Any]
+) -> None:
+    """Schema 9: no row lock on the recipient; the ending's trigger takes the inbox lock the send
+    checks under, so a send racing an ending in flight waits for it and sees it. Uncapped, so the
+    lock is there for the check alone."""
+    store = PostgresMailStore(pg_dsn)
+    ender = psycopg.connect(pg_dsn)  # not autocommit: the ending stays open until committed
+    try:
+        store.add_agent(Agent(name="demo", capability="builder"))
+        ender.execute(ending)
+        outcome: list[object] = []
+
+        def send() -> None:
+            try:
+                outcome.append(store.insert(_req(_msg(), unread_max=0, **path)))
+            except RecipientRefused as exc:
+                outcome.append(exc)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        _wait_for_an_advisory_lock_wait(pg_dsn)
+        assert sender.is_alive() and outcome == []
+        ender.commit()
+        sender.join(timeout=10.0)
+        assert not sender.is_alive()
+        [refused] = outcome
+        assert isinstance(refused, RecipientRefused)
+        assert _counts(pg_dsn) == (0, 0, 0)
+    finally:
+        ender.close()
         store.close()

@@ -42,10 +42,10 @@ def _version_1(dsn: str) -> None:
 def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases) -> None:
     dsn = pg_databases.create(migrated=False)
     _version_1(dsn)
-    assert PG_SCHEMA_VERSION == 8
+    assert PG_SCHEMA_VERSION == 9
     store = PostgresMailStore(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (8,)
+        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (9,)
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
         assert {"am_idx_messages_fts", "am_idx_messages_newest"} <= indexes  # schema 5's
         found = conn.execute("SELECT to_regproc('am_send_one') IS NOT NULL").fetchone()
@@ -54,6 +54,11 @@ def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases
             "SELECT to_regproc('am_claim') IS NOT NULL AND to_regproc('am_ack') IS NOT NULL"
         ).fetchone()
         assert found == (True,)  # schema 7's (schema 8 replaced them)
+        triggers = {r[0] for r in conn.execute("SELECT tgname FROM pg_trigger")}
+        assert {"am_agent_ending_on_update", "am_agent_ending_on_delete"} <= triggers  # 9's
+        found = conn.execute(
+            "SELECT relpersistence FROM pg_class WHERE relname = 'am_recent_sends'").fetchone()
+        assert found == ("u",)  # 9's: the loop guard's cache writes no WAL
     bob = store.get_agent("bob")
     assert bob is not None and bob.shutdown_requested_at is None and bob.host is None
     # The old mail to a queue becomes claimable once bob joins it.

@@ -100,8 +100,9 @@ DELETE FROM am_nudges WHERE agent = %(agent)s;
 SELECT * FROM am_agents WHERE name = %(name)s;
 
 -- name: agent_state
--- FOR SHARE: a recipient checked by a send cannot change state before the send commits.
-SELECT state FROM am_agents WHERE name = %(name)s FOR SHARE;
+-- Read under the recipient's inbox lock, which a change into a refused state or a removal takes
+-- too (schema 9's trigger): the recipient cannot end before the send commits.
+SELECT state FROM am_agents WHERE name = %(name)s;
 
 -- name: registry_version
 SELECT version FROM am_registry WHERE id = 1;
