@@ -36,10 +36,14 @@ _HOSTS_VERSION = 4
 # The server-side functions, by the version that made them and what fails without them.
 _FUNCTIONS = (("am_send_one", 6, "sends fail"), ("am_claim", 7, "the daemon cannot claim"),
               ("am_ack", 7, "the daemon cannot ack"))
-_TRIGGERS = ("am_registry_on_insert", "am_registry_on_delete", "am_registry_on_update")
-# Version 9's: an agent's ending or removal takes its inbox lock, which sends check under.
-_ENDING_VERSION = 9
-_ENDING_TRIGGERS = ("am_agent_ending_on_update", "am_agent_ending_on_delete")
+# The triggers on am_agents, by the version that made them and what a missing one is called.
+_TRIGGERS = (
+    (("am_registry_on_insert", "am_registry_on_delete", "am_registry_on_update"), 1,
+     "registry trigger(s) missing (daemons miss registry changes)"),
+    # An agent's ending or removal takes its inbox lock, which sends check under.
+    (("am_agent_ending_on_update", "am_agent_ending_on_delete"), 9,
+     "trigger(s) missing (a send can race an agent's ending)"),
+)
 _INVALID_INDEXES = (
     "SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
     "JOIN pg_class t ON t.oid = i.indrelid "
@@ -116,14 +120,10 @@ def _missing(conn: Conn, version: int) -> list[str]:
                 f"{', '.join(r['t'] for r in found)}"] if found else []  # fmt: skip
     triggers = {r["tgname"] for r in conn.execute(
         "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('am_agents')")}  # fmt: skip
-    lost = [t for t in _TRIGGERS if t not in triggers]
-    if lost:
-        problems.append(f"registry trigger(s) missing (daemons miss registry changes): "
-                        f"{', '.join(lost)}")
-    lost = [t for t in _ENDING_TRIGGERS if version >= _ENDING_VERSION and t not in triggers]
-    if lost:
-        problems.append(f"trigger(s) missing (a send can race an agent's ending): "
-                        f"{', '.join(lost)}")
+    for names, since, missing in _TRIGGERS:
+        lost = [t for t in names if version >= since and t not in triggers]
+        if lost:
+            problems.append(f"{missing}: {', '.join(lost)}")
     for name, since, fails in _FUNCTIONS:
         if version >= since and _count(
             conn, "SELECT count(*) FROM pg_proc WHERE proname = %s", (name,)
