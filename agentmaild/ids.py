@@ -51,11 +51,20 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{stamp}{_b36(seq, 3)}{rand}"
 
 
+_last_stamp: tuple[float, str] = (-1.0, "")
+
+
 def iso_now(now: float | None = None) -> str:
     """UTC ``YYYY-MM-DDTHH:MM:SS.mmmZ``, the format Overstory writes with ``toISOString()``."""
+    global _last_stamp
     t = time.time() if now is None else now
+    last = _last_stamp  # one send asks twice for the same instant (its rows and its nudge)
+    if last[0] == t:
+        return last[1]
     ms = int(t * 1000) % 1000
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{ms:03d}Z"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{ms:03d}Z"
+    _last_stamp = (t, stamp)
+    return stamp
 
 
 def check_message_id(value: str) -> str:
