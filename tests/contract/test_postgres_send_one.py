@@ -5,7 +5,6 @@ then runs the general send, whose answers the contract suite checks)."""
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +17,7 @@ from agentmaild.models import Agent, Message
 from agentmaild.store.base import InsertRequest, ThreadGuard
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_send_one import send_one, send_one_params
+from tests.support.waiting import wait_for
 
 NOW = 1_700_000_000.0
 
@@ -99,18 +99,12 @@ def test_it_writes_only_when_every_check_passes(pg_dsn: str) -> None:
         store.close()
 
 
-def _wait_for_an_advisory_lock_wait(dsn: str) -> None:
-    """Until a backend of this database waits on an advisory lock (10 s at most)."""
-    deadline = time.monotonic() + 10.0
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock' AND wait_event = 'advisory'").fetchone()  # fmt: skip
-            if row is not None and row[0] > 0:
-                return
-            time.sleep(0.01)
-    raise AssertionError("no backend came to wait on an advisory lock within 10 s")
+def _advisory_lock_waits(conn: psycopg.Connection[Any]) -> int:
+    """How many backends of this database wait on an advisory lock now."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock' AND wait_event = 'advisory'").fetchone()  # fmt: skip
+    return int(row[0]) if row is not None else 0
 
 
 @pytest.mark.parametrize("ending", [
@@ -140,7 +134,8 @@ def test_a_send_waits_for_its_recipients_ending_and_is_then_refused(
 
         sender = threading.Thread(target=send)
         sender.start()
-        _wait_for_an_advisory_lock_wait(pg_dsn)
+        with psycopg.connect(pg_dsn, autocommit=True) as watcher:
+            wait_for(lambda: _advisory_lock_waits(watcher), 10.0, "the send to wait on its lock")
         assert sender.is_alive() and outcome == []
         ender.commit()
         sender.join(timeout=10.0)
