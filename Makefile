@@ -7,7 +7,7 @@ PKG_STAMP := $(VENV)/.installed-pkg
 DB      ?= $(CURDIR)/.agentmail/mail.db
 PYTEST_ARGS ?=
 
-.PHONY: test bench mutate serve lint venv clean claude vendors screenshots
+.PHONY: test check bench mutate serve lint venv clean claude vendors screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,12 @@ vendors:
 
 test: $(STAMP) claude vendors
 	$(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS)
+
+# The inner loop's tier (target: under 2 minutes on 2 cores): lint, the layout's rules, the unit
+# and contract suites. `make test` runs everything.
+check: lint
+	$(BIN)/python scripts/layout.py
+	$(BIN)/python -m pytest -q -n 2 tests/unit tests/contract $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
