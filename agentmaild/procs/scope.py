@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 import structlog
 from structlog.typing import FilteringBoundLogger
@@ -61,8 +62,43 @@ async def open_child(
     """
     bound = logger if logger is not None else log
     token = new_token()
-    env = {**(env if env is not None else os.environ), SCOPE_ENV: token}
     pipe = OwnedStdin() if own_stdin else None
+    env = {**(env if env is not None else os.environ), SCOPE_ENV: token}
+    process = await _spawn(argv, cwd, env, pipe)
+    child = Child(process, stall_timeout_s=stall_timeout_s, kill_grace_s=kill_grace_s,
+                  logger=bound, token=token, stdin_pipe=pipe)
+    bound.debug("proc.started", pid=process.pid, executable=argv[0])
+    # The block's own exception is carried past the task group and re-raised as itself: raised
+    # inside, anyio would wrap it in an ExceptionGroup and callers could not catch it plainly.
+    failure: BaseException | None = None
+    try:
+        with anyio.CancelScope(shield=True):  # a leader running unrecorded would be missed
+            await _journal_start(child, record)
+        async with anyio.create_task_group() as tg:
+            outs = (_tee(on_stdout, log_file, b""), _tee(on_stderr, log_file, b"[stderr] "))
+            _watch(tg, child, process, outs, line_max_bytes, pipe is not None)
+            try:
+                yield child
+            except BaseException as exc:
+                failure = exc
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _stop(child, kill_grace_s)
+                tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _reap(child, process, record, bound)
+        if pipe is not None:
+            pipe.close()
+
+
+async def _spawn(
+    argv: Sequence[str], cwd: str | Path | None, env: Mapping[str, str], pipe: OwnedStdin | None
+) -> anyio.abc.Process:
+    """The child, leader of a new session; ``ChildStartError`` when it cannot start."""
+    process: anyio.abc.Process | None = None
     try:
         # Shielded: a cancellation landing between fork and handle would leak an unowned child.
         with anyio.CancelScope(shield=True):
@@ -80,68 +116,49 @@ async def open_child(
             pipe.close()
         where = f" ({exc.filename})" if exc.filename else ""
         raise ChildStartError(f"cannot start {argv[0]}: {exc.strerror}{where}", exc.errno) from exc
-    child = Child(
-        process,
-        stall_timeout_s=stall_timeout_s,
-        kill_grace_s=kill_grace_s,
-        logger=bound,
-        token=token,
-        stdin_pipe=pipe,
-    )
-    bound.debug("proc.started", pid=process.pid, executable=argv[0])
-    # The block's own exception is carried past the task group and re-raised as itself: raised
-    # inside, anyio would wrap it in an ExceptionGroup and callers could not catch it plainly.
-    failure: BaseException | None = None
-    try:
-        with anyio.CancelScope(shield=True):  # a leader running unrecorded would be missed
-            await _journal_start(child, record)
-        async with anyio.create_task_group() as tg:
-            assert process.stdout is not None
-            assert process.stderr is not None
-            tg.start_soon(
-                child._drain,
-                process.stdout,
-                LineSplitter(line_max_bytes),
-                _tee(on_stdout, log_file, b""),
-            )
-            tg.start_soon(
-                child._drain,
-                process.stderr,
-                LineSplitter(line_max_bytes),
-                _tee(on_stderr, log_file, b"[stderr] "),
-            )
-            tg.start_soon(child._watchdog)
-            tg.start_soon(child.escapes.run)
-            if pipe is not None:
-                tg.start_soon(child._watch_exit)
-            try:
-                yield child
-            except BaseException as exc:
-                failure = exc
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await child.close_stdin()
-                    await child.terminate()
-                    with anyio.move_on_after(max(kill_grace_s, DRAIN_MIN_S)):
-                        await child._drained.wait()
-                tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-    finally:
-        with anyio.CancelScope(shield=True):
-            await child.terminate()  # also when the task group itself failed
-            await process.aclose()
-            if record is not None and child.start_time is not None:
-                await record.stopped(child.pid, child.start_time)
-        if pipe is not None:
-            pipe.close()
-        done = child._exit()
-        bound.debug(
-            "proc.exited",
-            pid=done.pid,
-            returncode=done.returncode,
-            duration_s=round(done.duration_s, 3),
-        )
+    assert process is not None  # a shield never cancels: open_process returned or raised
+    return process
+
+
+def _watch(
+    tg: anyio.abc.TaskGroup,
+    child: Child,
+    process: anyio.abc.Process,
+    outs: tuple[LineCallback, LineCallback],
+    line_max_bytes: int,
+    owned_stdin: bool,
+) -> None:
+    """The child's companions: both pipes drained, the stall watchdog, the escapes' watch."""
+    assert process.stdout is not None
+    assert process.stderr is not None
+    tg.start_soon(child._drain, process.stdout, LineSplitter(line_max_bytes), outs[0])
+    tg.start_soon(child._drain, process.stderr, LineSplitter(line_max_bytes), outs[1])
+    tg.start_soon(child._watchdog)
+    tg.start_soon(child.escapes.run)
+    if owned_stdin:
+        tg.start_soon(child._watch_exit)
+
+
+async def _stop(child: Child, kill_grace_s: float) -> None:
+    """Leaving the block: stdin closed, the group stopped, its output drained (bounded)."""
+    await child.close_stdin()
+    await child.terminate()
+    with anyio.move_on_after(max(kill_grace_s, DRAIN_MIN_S)):
+        await child._drained.wait()
+
+
+async def _reap(
+    child: Child, process: anyio.abc.Process, record: ScopeRecord | None,
+    bound: FilteringBoundLogger,
+) -> None:
+    """Always, even when the task group itself failed: stopped, reaped, journalled, logged."""
+    await child.terminate()
+    await process.aclose()
+    if record is not None and child.start_time is not None:
+        await record.stopped(child.pid, child.start_time)
+    done = child._exit()
+    duration_s = round(done.duration_s, 3)
+    bound.debug("proc.exited", pid=done.pid, returncode=done.returncode, duration_s=duration_s)
 
 
 async def _journal_start(child: Child, record: ScopeRecord | None) -> None:
