@@ -138,6 +138,9 @@ class DaemonConfig(_Section):
     quick_check: bool = True  # PRAGMA quick_check before serving; false skips it (huge stores)
     socket: Path | None = None  # None: beside the store (or under $XDG_RUNTIME_DIR)
     host: str = ""  # the host this daemon delivers for ("": this machine's hostname)
+    # Each agent turn in a cgroup of its own where cgroup v2 allows (procs.cgroups); false:
+    # process groups, sessions and the scope marker only.
+    cgroups: bool = True
 
     _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {
         "host": lambda v: _host_problem(str(v)),

@@ -46,6 +46,7 @@ from agentmaild.ids import iso_now
 from agentmaild.log import configure_logging
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
+from agentmaild.procs.cgroups import use_cgroups
 from agentmaild.procs.escapes import become_subreaper
 from agentmaild.rules.ask import ReplyWaiters
 from agentmaild.rules.escalate import UnreadEscalator
@@ -123,6 +124,7 @@ async def _main(given: Path, db: Path, config: Config) -> int:
     # Escaped agent descendants (setsid, double fork) are re-parented to us, not to init, so a
     # scope can still find, stop and reap them (procs.escapes); elsewhere only groups are stopped.
     subreaper = become_subreaper()  # logged once start-up succeeded: a failure is one line
+    use_cgroups(config.daemon.cgroups)
     store = SqliteMailStore(db, flavor=config.store.flavor)
     opened = identity(db)
     astore = AsyncMailStore(store, inline_writes=True)

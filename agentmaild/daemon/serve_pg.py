@@ -22,6 +22,7 @@ from agentmaild.daemon.pg_hosts import PgHeartbeat
 from agentmaild.daemon.pg_listen import PgListener
 from agentmaild.daemon.pg_lock import PgHostLock, hold_pg_lock
 from agentmaild.daemon.pg_outages import Outages, PgLockKeeper
+from agentmaild.procs.cgroups import use_cgroups
 from agentmaild.procs.escapes import become_subreaper
 from agentmaild.store.anchor import anchor_for
 from agentmaild.store.files import check_private_dir, make_store_dir
@@ -51,6 +52,7 @@ async def _main(dsn: str, config: Config, lock: PgHostLock) -> int:
     from agentmaild.store.postgres import PostgresMailStore
 
     subreaper = become_subreaper()
+    use_cgroups(config.daemon.cgroups)
     size = config.store.pg_pool_size
     store = await anyio.to_thread.run_sync(lambda: PostgresMailStore(dsn, pool_size=size))
     astore = PgAsyncMailStore(store, concurrency=size)

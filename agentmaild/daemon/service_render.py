@@ -85,6 +85,8 @@ def render_systemd_unit(
             # mixed: SIGTERM to the daemon only, so it drains and stops its own children (agent
             # turns, in their own process groups); SIGKILL to the whole cgroup at the timeout.
             "KillMode=mixed",
+            # the daemon makes a cgroup per agent turn below its own (procs.cgroups)
+            "Delegate=yes",
             f"TimeoutStopSec={stop_timeout_s(shutdown_grace_s)}",
             "",
             "[Install]",

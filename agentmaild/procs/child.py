@@ -17,6 +17,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from structlog.typing import FilteringBoundLogger
 
+from agentmaild.procs.cgroups import CgroupScope
 from agentmaild.procs.escapes import EscapeWatch
 from agentmaild.procs.groups import group_alive, signal_group
 from agentmaild.procs.lines import Line, LineSplitter
@@ -70,13 +71,14 @@ class Child:
         logger: FilteringBoundLogger,
         token: str = "",
         stdin_pipe: OwnedStdin | None = None,
+        cgroup: CgroupScope | None = None,
     ) -> None:
         self._process = process
         self._stdin_pipe = stdin_pipe
         self._exited = anyio.Event()
         self.pid = process.pid
         self.start_time: str | None = None
-        self.escapes = EscapeWatch(process.pid, token)
+        self.escapes = EscapeWatch(process.pid, token, cgroup=cgroup)
         self.stall_timeout_s = stall_timeout_s
         self.kill_grace_s = kill_grace_s
         self.stalled = False

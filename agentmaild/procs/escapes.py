@@ -24,7 +24,9 @@ import signal
 import sys
 
 import anyio
+import anyio.to_thread
 
+from agentmaild.procs.cgroups import CgroupScope
 from agentmaild.procs.pids import (
     ProcStat,
     all_stats,
@@ -169,8 +171,11 @@ class EscapeWatch:
     scope's end, one before it if the leader still runs, and one every ``scan_s`` meanwhile.
     """
 
-    def __init__(self, leader: int, token: str, *, scan_s: float = 5.0) -> None:
+    def __init__(
+        self, leader: int, token: str, *, scan_s: float = 5.0, cgroup: CgroupScope | None = None
+    ) -> None:
         self.leader = leader
+        self.cgroup = cgroup
         self.token = token
         self.scan_s = scan_s
         self.enabled = has_proc()
@@ -191,10 +196,17 @@ class EscapeWatch:
             reap_orphan_zombies(stats)
 
     async def stop(self, kill_grace_s: float) -> tuple[list[int], bool]:
-        """Stop every escapee still alive (looked up once more, by marker), then reap."""
+        """Stop every escapee still alive (looked up once more, by marker, and every process
+        left in the scope's cgroup, whatever it did to its environment), then reap."""
         if not self.enabled:
             return [], False
         stats = list(all_stats())
         self.seen.update(find_escaped(stats, self.leader, self.token, tree=False))
+        if self.cgroup is not None:
+            self.seen.update(self.cgroup.members())
         reap_orphan_zombies(stats)
-        return await stop_escaped(self.seen, kill_grace_s)
+        stopped = await stop_escaped(self.seen, kill_grace_s)
+        if self.cgroup is not None and not self.cgroup.remove():
+            # a member that appeared after the look: no cgroup outlives its scope
+            await anyio.to_thread.run_sync(self.cgroup.kill)
+        return stopped

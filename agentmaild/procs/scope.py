@@ -13,6 +13,7 @@ from just after the fork until it was stopped.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -25,6 +26,7 @@ import anyio.to_thread
 import structlog
 from structlog.typing import FilteringBoundLogger
 
+from agentmaild.procs.cgroups import CgroupScope, executable, scope_for
 from agentmaild.procs.child import DRAIN_MIN_S, Child, ChildStartError, LineCallback
 from agentmaild.procs.escapes import SCOPE_ENV, new_token
 from agentmaild.procs.journal import ScopeRecord
@@ -64,9 +66,10 @@ async def open_child(
     token = new_token()
     pipe = OwnedStdin() if own_stdin else None
     env = {**(env if env is not None else os.environ), SCOPE_ENV: token}
-    process = await _spawn(argv, cwd, env, pipe)
+    cgroup = _contained(argv, env, token, pipe)
+    process = await _spawn(cgroup.wrap(list(argv)) if cgroup else argv, cwd, env, pipe)
     child = Child(process, stall_timeout_s=stall_timeout_s, kill_grace_s=kill_grace_s,
-                  logger=bound, token=token, stdin_pipe=pipe)
+                  logger=bound, token=token, stdin_pipe=pipe, cgroup=cgroup)
     bound.debug("proc.started", pid=process.pid, executable=argv[0])
     # The block's own exception is carried past the task group and re-raised as itself: raised
     # inside, anyio would wrap it in an ExceptionGroup and callers could not catch it plainly.
@@ -92,6 +95,21 @@ async def open_child(
             await _reap(child, process, record, bound)
         if pipe is not None:
             pipe.close()
+
+
+def _contained(
+    argv: Sequence[str], env: Mapping[str, str], token: str, pipe: OwnedStdin | None
+) -> CgroupScope | None:
+    """The scope's cgroup (``procs.cgroups``), None where unavailable. Behind the cgroup's
+    prologue a missing command would start a shell that fails: it is refused here instead."""
+    cgroup = scope_for(token)
+    if cgroup is not None and executable(argv[0], env.get("PATH")) is None:
+        cgroup.remove()
+        if pipe is not None:
+            pipe.close()
+        strerror = os.strerror(errno.ENOENT)
+        raise ChildStartError(f"cannot start {argv[0]}: {strerror}", errno.ENOENT)
+    return cgroup
 
 
 async def _spawn(

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Stand-in agent CLI whose descendant escapes its process group (setsid and a double fork).
 
-Usage: escape_agent.py LEDGER [--hang] [--short]
+Usage: escape_agent.py LEDGER [--hang] [--short] [--scrub]
 Reads one stream-json user line, then double-forks: an intermediate child calls setsid() and forks
 the grandchild, then exits, so the grandchild has a session and group of its own and no parent
 in the turn. Every event is one O_APPEND JSON line in LEDGER with its wall time ``t``:
 {"event": "start", "pid", "uuid", "alive_before": [pids of earlier starts still alive]},
 {"event": "grandchild", "pid"}, {"event": "term", "pid"} (SIGTERM received, then exit 143).
-The grandchild sleeps (``--short``: exits at once, leaving a zombie for its reaper). Without
+The grandchild sleeps (``--short``: exits at once, leaving a zombie for its reaper; ``--scrub``:
+it execs ``sleep`` with an empty environment, so no marker variable is left on it). Without
 ``--hang`` the agent exits 0 once the grandchild is running; with it, it hangs until signalled.
 """
 
@@ -52,7 +53,7 @@ def on_term(ledger: str) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def escape(ledger: str, short: bool) -> None:
+def escape(ledger: str, short: bool, scrub: bool = False) -> None:
     ready_r, ready_w = os.pipe()
     middle = os.fork()
     if middle == 0:
@@ -63,6 +64,8 @@ def escape(ledger: str, short: bool) -> None:
             os.write(ready_w, b"x")
             if short:
                 os._exit(0)
+            if scrub:
+                os.execve("/bin/sleep", ["sleep", "3600"], {})
             while True:
                 time.sleep(3600)
         os._exit(0)
@@ -76,7 +79,7 @@ def main() -> int:
     on_term(ledger)
     record(ledger, event="start", pid=os.getpid(), uuid=event.get("uuid"),
            alive_before=earlier_alive(ledger))
-    escape(ledger, "--short" in flags)
+    escape(ledger, "--short" in flags, "--scrub" in flags)
     if "--short" in flags:
         time.sleep(1.5)  # the turn outlives its escapee: the daemon must still reap the zombie
     while "--hang" in flags:

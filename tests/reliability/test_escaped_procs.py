@@ -98,6 +98,38 @@ def test_a_setsid_grandchild_is_stopped_and_reaped_when_its_turn_ends(
     assert_sound(db)
 
 
+def test_an_escapee_that_clears_its_environment_and_double_forks_is_stopped_by_its_cgroup(
+    db: Path, ledger: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    # setsid, a double fork, and an exec with an empty environment: no marker, no session, no
+    # ancestry leads back to the turn; only its cgroup does (procs.cgroups).
+    _setup(db, "esc", agent_cmd("escape_agent.py", str(ledger), "--scrub"))
+    d = daemons()
+    _send(db, "esc")
+    (grandchild,) = wait_for(lambda: _events(ledger, "grandchild"), 15, "the grandchild")
+    wait_for(lambda: Path(f"/proc/{grandchild['pid']}/environ").read_bytes() == b"", 15,
+             "the grandchild to scrub its environment")
+    wait_for(lambda: d.events("delivery.acked"), 15, "the turn to be acked")
+    wait_for(lambda: _gone(grandchild["pid"]), 20, "the scrubbed escapee to be gone")
+    (stopped,) = d.events("proc.escaped_stopped")
+    assert stopped["pids"] == [grandchild["pid"]] and stopped["agent"] == "esc"
+    assert d.stop() == 0
+    assert_sound(db)
+
+
+def test_without_cgroups_the_group_and_marker_method_still_stops_an_escapee(
+    db: Path, ledger: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    _setup(db, "esc", agent_cmd("escape_agent.py", str(ledger)))
+    d = daemons({"AGENTMAILD_DAEMON_CGROUPS": "false"})
+    _send(db, "esc")
+    (grandchild,) = wait_for(lambda: _events(ledger, "grandchild"), 15, "the grandchild")
+    wait_for(lambda: _gone(grandchild["pid"]), 20, "the escaped grandchild to be gone")
+    (stopped,) = d.events("proc.escaped_stopped")
+    assert stopped["pids"] == [grandchild["pid"]]
+    assert d.stop() == 0
+
+
 def test_an_escapee_that_exits_during_its_turn_is_reaped_not_left_a_zombie(
     db: Path, ledger: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
