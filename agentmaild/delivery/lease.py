@@ -1,12 +1,54 @@
-"""The lease keeper of one turn: a timer that becomes a task only when the turn runs long."""
+"""The lease of one turn: kept extended while it runs (``keep_lease``), by a timer that becomes a
+task only when the turn runs long (``LeaseKeeper``)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+from agentmaild.errors import AgentmaildError
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from agentmaild.delivery.types import Clock
+    from agentmaild.store.aio import AsyncMailStore
+
+
+def lease_interval(lease_s: float) -> float:
+    """How often a running turn's lease is extended: three times per lease."""
+    return max(lease_s / 3, 0.01)
+
+
+async def keep_lease(
+    store: AsyncMailStore,
+    delivery_id: str,
+    lease_s: float,
+    wall: Clock,
+    extended: Callable[[float], None],
+    log: FilteringBoundLogger,
+) -> None:
+    """Extend ``delivery_id``'s lease every interval until cancelled or the lease is lost.
+
+    Started one interval into the turn (``LeaseKeeper``); cancelled once the turn ends. A failed
+    extension is retried at the next interval (the lease still holds until it runs out)."""
+    interval = lease_interval(lease_s)
+    while True:
+        now = wall()
+        try:
+            kept = await store.extend_lease(delivery_id, lease_s=lease_s, now=now)
+        except AgentmaildError as exc:
+            log.warning("delivery.lease_extend_failed", delivery_id=delivery_id, error=exc.message)
+            await anyio.sleep(interval)
+            continue
+        if not kept:
+            log.warning("delivery.lease_lost", delivery_id=delivery_id)
+            return
+        extended(now + lease_s)
+        await anyio.sleep(interval)
 
 
 class LeaseKeeper:

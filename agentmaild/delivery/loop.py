@@ -19,8 +19,8 @@ import structlog
 
 from agentmaild.delivery.elsewhere import note, split_read_elsewhere
 from agentmaild.delivery.figures import LoopFigures
-from agentmaild.delivery.lease import LeaseKeeper
-from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult
+from agentmaild.delivery.lease import LeaseKeeper, keep_lease, lease_interval
+from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult, wait_after
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.jsoninput import storable
 from agentmaild.mail import Mailer
@@ -35,13 +35,6 @@ log = structlog.get_logger(__name__)
 
 # Rendered text around the bodies (headers, banners, reply hints) stays under this.
 _RENDER_OVERHEAD_CHARS = 1500
-
-# After these results run() steps again at once: there may be more mail waiting.
-_AGAIN = frozenset({StepResult.DELIVERED, StepResult.DEAD})
-_BACKING_OFF = frozenset(
-    {StepResult.FAILED, StepResult.TIMEOUT, StepResult.UNAVAILABLE, StepResult.BACKOFF}
-)
-
 
 class DeliveryLoop(LoopFigures):
     """Delivers one agent's mail through one channel. ``stop``/``wake``/``abort`` never block.
@@ -257,30 +250,16 @@ class DeliveryLoop(LoopFigures):
         return replace(batch, lease_until=max(batch.lease_until, self._lease_until))
 
     def _lease_interval(self) -> float:
-        return max(self.settings.lease_s / 3, 0.01)
+        return lease_interval(self.settings.lease_s)
 
     async def _keep_lease(self, delivery_id: str) -> None:
-        """Extend the lease while a long turn runs, so no reaper hands the batch out twice.
+        """Extend the lease while a long turn runs, so no reaper hands the batch out twice."""
 
-        Started one interval into the turn (``LeaseKeeper``); cancelled once the turn ends."""
-        interval = self._lease_interval()
-        while True:
-            now = self._wall()
-            try:
-                kept = await self._store.extend_lease(
-                    delivery_id, lease_s=self.settings.lease_s, now=now
-                )
-            except AgentmaildError as exc:
-                self._log.warning(
-                    "delivery.lease_extend_failed", delivery_id=delivery_id, error=exc.message
-                )
-                await anyio.sleep(interval)
-                continue
-            if not kept:
-                self._log.warning("delivery.lease_lost", delivery_id=delivery_id)
-                return
-            self._lease_until = now + self.settings.lease_s
-            await anyio.sleep(interval)
+        def extended(until: float) -> None:
+            self._lease_until = until
+
+        await keep_lease(self._store, delivery_id, self.settings.lease_s, self._wall, extended,
+                         self._log)
 
     # -- the loop ---------------------------------------------------------------------------
     async def run(self) -> None:
@@ -299,15 +278,9 @@ class DeliveryLoop(LoopFigures):
         self.state = "stopped"
 
     def _wait_after(self, result: StepResult) -> float | None:
-        if result is StepResult.DELIVERED and not self._more:
-            result = StepResult.IDLE  # the claim left nothing behind: an empty claim would say so
-        if result in _AGAIN:
-            return 0
-        if result in _BACKING_OFF:
-            return max(self.backoff_until - self._clock(), 0.001)
-        if result is StepResult.PAUSED or (result is StepResult.IDLE and self._gated):
-            return None
-        return self.settings.poll_interval_s
+        backoff_left = max(self.backoff_until - self._clock(), 0.001)
+        return wait_after(result, more=self._more, backoff_left_s=backoff_left, gated=self._gated,
+                          poll_interval_s=self.settings.poll_interval_s)
 
     async def _wait(self, *, deadline_s: float | None) -> None:
         event = self._wake

@@ -82,3 +82,25 @@ class Outcome:
 
     result: StepResult
     error: str | None = None
+
+
+# After these results run() steps again at once: there may be more mail waiting.
+_AGAIN = frozenset({StepResult.DELIVERED, StepResult.DEAD})
+_BACKING_OFF = frozenset(
+    {StepResult.FAILED, StepResult.TIMEOUT, StepResult.UNAVAILABLE, StepResult.BACKOFF}
+)
+
+
+def wait_after(
+    result: StepResult, *, more: bool, backoff_left_s: float, gated: bool, poll_interval_s: float
+) -> float | None:
+    """How long ``run()`` waits after a step: 0 steps again, None waits for a wake-up only."""
+    if result is StepResult.DELIVERED and not more:
+        result = StepResult.IDLE  # the claim left nothing behind: an empty claim would say so
+    if result in _AGAIN:
+        return 0
+    if result in _BACKING_OFF:
+        return backoff_left_s
+    if result is StepResult.PAUSED or (result is StepResult.IDLE and gated):
+        return None
+    return poll_interval_s
