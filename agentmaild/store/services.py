@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agentmaild.store.location import POSTGRES, StoreLocation
 from agentmaild.store.wake import DatagramWakes, NotifyWakes, Wakes
@@ -30,26 +30,26 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
     from contextlib import AbstractContextManager
+    from typing import Protocol
 
     import anyio
 
     from agentmaild.config import Config
     from agentmaild.store.aio import AsyncMailStore, Gate
 
+    class Served(Protocol):
+        """What a backend's background tasks may ask of the daemon they serve."""
 
-class Served(Protocol):
-    """What a backend's background tasks may ask of the daemon they serve."""
+        config: Config
+        store: AsyncMailStore
 
-    config: Config
-    store: AsyncMailStore
+        @property
+        def shutdown_event(self) -> anyio.Event: ...
 
-    @property
-    def shutdown_event(self) -> anyio.Event: ...
+        def request_shutdown(self) -> None: ...
 
-    def request_shutdown(self) -> None: ...
-
-    def lose_store(self, how: str) -> None:
-        """The store's path no longer names the store opened (``"replaced"``/``"deleted"``)."""
+        def lose_store(self, how: str) -> None:
+            """The store's path no longer names the store opened (``"replaced"``/``"deleted"``)."""
 
 
 class DaemonServices(ABC):

@@ -29,8 +29,12 @@ from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_hosts import PgHeartbeat
 from agentmaild.store.postgres_lock import PgHostLock, hold_pg_lock
 from agentmaild.store.postgres_outages import Outages, PgLockKeeper
-from agentmaild.store.services import DaemonServices, Served
+from agentmaild.store.services import DaemonServices
 from agentmaild.store.wake import NotifyWakes, Wakes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from agentmaild.store.services import Served
 
 
 class PgServices(DaemonServices):

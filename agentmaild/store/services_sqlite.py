@@ -34,9 +34,13 @@ from agentmaild.store.files import (
     resolved,
 )
 from agentmaild.store.location import StoreLocation
-from agentmaild.store.services import DaemonServices, Served
+from agentmaild.store.services import DaemonServices
 from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.store.wake import DatagramWakes, Wakes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from agentmaild.store.services import Served
 
 log = structlog.get_logger(__name__)
 
