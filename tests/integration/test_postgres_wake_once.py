@@ -79,3 +79,21 @@ def test_one_postgres_send_wakes_its_daemon_once(
     anyio.run(main)
     assert woken == [("notify", ["demo"]), ("notify", ["sentinel"])]
 
+
+
+def test_a_postgres_mark_moves_when_a_send_commits(tmp_path: Path, pg_dsn: str) -> None:
+    from agentmaild.mail import Mailer
+    from agentmaild.models import Agent
+    from agentmaild.store.postgres import PostgresMailStore
+
+    reader, writer = PostgresMailStore(pg_dsn), PostgresMailStore(pg_dsn)
+    try:
+        writer.add_agent(Agent(name="demo", capability="builder", channel="spawn",
+                               command=("true",)))
+        first = reader.change_mark()
+        # (no "unchanged" check: xmax is the cluster's, and other databases' writes move it too)
+        Mailer(writer).send(sender="operator", to="demo", subject="s", body="b")
+        assert reader.change_mark() != first
+    finally:
+        reader.close()
+        writer.close()
