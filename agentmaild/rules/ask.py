@@ -141,7 +141,7 @@ def _wait_on_store(
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        time.sleep(min(delay, left))  # a sleeping reader: SQLite has no cross-process notify
+        time.sleep(min(delay, left))  # a sleeping reader: a store file has no cross-process notify
         delay = min(delay * 2, _STORE_BACKOFF_MAX_S)
 
 _UNITS_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
