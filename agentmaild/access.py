@@ -83,9 +83,12 @@ def daemon_socket(store: MailStore) -> Path | None:
 
 
 def poke(store: MailStore, agents: list[str] | None) -> None:
-    """Tell a running daemon there is work, at once (best effort: it polls anyway)."""
-    from agentmaild.control.client import poke as send_poke
+    """After a commit: wake the store's daemon through its wake seam (``store.wake``), at once
+    (best effort: it polls anyway). A store file's daemon gets a datagram; a PostgreSQL store's
+    was already woken by the commit's NOTIFY."""
+    from agentmaild.config import load_config
+    from agentmaild.store.services import wakes_for
 
-    sock = daemon_socket(store)
-    if sock is not None:
-        send_poke(sock, agents)
+    location = store.location
+    if location is not None:
+        wakes_for(location, load_config().daemon.socket).notify(agents)

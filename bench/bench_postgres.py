@@ -1,7 +1,8 @@
 """PostgreSQL store benchmarks (issue 11), each beside a same-run bare-psycopg baseline.
 
 (1) woken send→ack over PostgreSQL: the real ``Daemon`` wired as ``serve --db postgresql://…``
-    wires it (PgPollGate, PgListener, the host lock) in a child process under anyio + uvloop,
+    wires it (its store's services: the poll gate, LISTEN, the host lock) in a child process
+    under anyio + uvloop,
     with bench_daemon's instant in-process channel and phase-stamping store. This process sends
     with ``Mailer.send`` on its own ``PostgresMailStore``; no poke: the send's NOTIFY is the only
     wake-up. Baseline: bare psycopg INSERT + NOTIFY on one connection, the LISTENing connection
@@ -60,15 +61,10 @@ def _harness_main(dsn: str, host: str) -> None:
 
     from agentmaild.config import load_config
     from agentmaild.daemon.journal import StoreProcJournal
-    from agentmaild.daemon.pg_hosts import PgHeartbeat
-    from agentmaild.daemon.pg_listen import PgListener
-    from agentmaild.daemon.pg_lock import hold_pg_lock
     from agentmaild.daemon.serve import Daemon
     from agentmaild.log import configure_logging
-    from agentmaild.store.aio_pg import PgPollGate
-    from agentmaild.store.anchor import anchor_for
-    from agentmaild.store.files import make_store_dir
-    from agentmaild.store.postgres import PostgresMailStore
+    from agentmaild.store.location import StoreLocation
+    from agentmaild.store.services import open_services
 
     instant, timed = _harness_types(pg=True)
 
@@ -79,25 +75,21 @@ def _harness_main(dsn: str, host: str) -> None:
     config = load_config()
     config = dataclasses.replace(config, daemon=dataclasses.replace(config.daemon, host=host))
     configure_logging(config.log.level, config.log.format, config.log.file)
-    anchor = anchor_for(dsn)
-    make_store_dir(anchor.parent)
+    services = open_services(StoreLocation.of(dsn), config)  # as serve opens them
+    services.facade = timed
 
     async def main() -> int:
-        size = config.store.pg_pool_size  # as serve_pg opens it
-        store = timed(PostgresMailStore(dsn, pool_size=size), concurrency=size)
-        gate = await PgPollGate.open(dsn)
+        store = await services.open_store()
+        gate = await services.open_gate()
         try:
-            daemon = BenchDaemon(anchor, config, store, gate, StoreProcJournal(store))
-            daemon.host = host
-            daemon.background.append(PgListener(dsn, daemon.supervisor.wake).run)
-            daemon.background.append(PgHeartbeat(dsn, host, config.daemon.lease_s).run)
+            daemon = BenchDaemon(services, config, store, gate, StoreProcJournal(store))
             return await daemon.run()
         finally:
             await gate.aclose()
             with anyio.CancelScope(shield=True):
                 await store.aclose()
 
-    with hold_pg_lock(dsn, host):
+    with services.hold():
         sys.exit(anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True}))
 
 
@@ -126,9 +118,9 @@ class PgHarness(ChildHarness):
         old = os.environ.get("XDG_STATE_HOME")
         os.environ["XDG_STATE_HOME"] = env["XDG_STATE_HOME"]
         try:
-            from agentmaild.store.anchor import anchor_for
+            from agentmaild.store.location import StoreLocation
 
-            self.sock = socket_path_for(anchor_for(dsn))
+            self.sock = socket_path_for(StoreLocation.of(dsn).local_path)
         finally:
             if old is None:
                 os.environ.pop("XDG_STATE_HOME")

@@ -188,10 +188,10 @@ def _harness_main(db: str) -> None:
     import anyio
 
     from agentmaild.config import load_config
-    from agentmaild.daemon.lock import hold_lock
     from agentmaild.daemon.serve import Daemon
     from agentmaild.log import configure_logging
-    from agentmaild.store.aio import PollGate
+    from agentmaild.store.location import StoreLocation
+    from agentmaild.store.services import open_services
     from agentmaild.store.sqlite import SqliteMailStore
 
     InstantChannel, TimedStore = _harness_types()
@@ -202,15 +202,16 @@ def _harness_main(db: str) -> None:
 
     config = load_config()
     configure_logging(config.log.level, config.log.format, config.log.file)
-    path = Path(db)
+    services = open_services(StoreLocation.of(db), config)  # as serve opens them
+    services.facade = TimedStore
 
     holds = _count_lock_holds(SqliteMailStore)
 
     async def main() -> int:
-        store = TimedStore(SqliteMailStore(path), inline_writes=True)  # as serve wires it
-        gate = await PollGate.open(path)
+        store = await services.open_store()
+        gate = await services.open_gate()
         try:
-            return await BenchDaemon(path, config, store, gate).run()
+            return await BenchDaemon(services, config, store, gate).run()
         finally:
             await gate.aclose()
             with anyio.CancelScope(shield=True):
@@ -221,7 +222,7 @@ def _harness_main(db: str) -> None:
                   f"{getattr(hops, 'inline_writes', 0)} writes inline", file=sys.stderr)
             print(json.dumps({"holds": holds}), flush=True)  # the last line: see Harness
 
-    with hold_lock(path):
+    with services.hold():
         sys.exit(anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True}))
 
 

@@ -80,6 +80,7 @@ def serve(
 
     from agentmaild.config import load_config
     from agentmaild.daemon.serve import serve as run_daemon
+    from agentmaild.store.location import StoreLocation
 
     cfg = load_config(Path(config).expanduser() if config else None)
     if http is not None:
@@ -91,7 +92,7 @@ def serve(
         cfg = dataclasses.replace(cfg, daemon=daemon_cfg)
     use_config_db = not db and not os.environ.get("AGENTMAIL_DB") and cfg.store.db is not None
     target = str(cfg.store.db) if use_config_db else db_target(db)
-    raise typer.Exit(run_daemon(target if is_dsn(target) else Path(target), cfg))
+    raise typer.Exit(run_daemon(StoreLocation.of(target), cfg))
 
 
 # -- status -----------------------------------------------------------------------------------
@@ -159,14 +160,10 @@ def _status(db: Path) -> dict[str, Any]:
 
 def _hosts(dsn: str) -> list[dict[str, Any]] | None:
     """Every host's daemon of a PostgreSQL store (None when the store cannot be read)."""
-    import psycopg
+    from agentmaild.store.location import StoreLocation
+    from agentmaild.store.services import host_daemons
 
-    from agentmaild.daemon.pg_hosts import read_hosts
-
-    try:
-        return read_hosts(dsn)
-    except psycopg.Error:
-        return None
+    return host_daemons(StoreLocation.of(dsn))
 
 
 # -- operator mail: reports (NDRs, daemon notices) to mail sent without --from ------------------

@@ -91,7 +91,7 @@ class ControlHandler:
             "stopping": d.stopping,
             # the bound HTTP face (a port 0 in the config is the kernel's pick): `dashboard`
             "http": getattr(d, "http_address", None),
-            # a PostgreSQL store's outages the daemon lived through (daemon.pg_outages)
+            # the outages the daemon lived through, when its store keeps them (store.services)
             "outages": outages.snapshot() if (outages := getattr(d, "outages", None)) else None,
         }
 

@@ -12,7 +12,6 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import anyio
 import structlog
@@ -64,25 +63,24 @@ def _stray_target(agent: str, pid: int, started: str) -> _Target:
     return _Target(agent, pid, lambda: is_same(pid, started), send)
 
 
-def _marked(db: Path | None, skip: set[int]) -> list[_Target]:
-    """Live processes started in a scope of a daemon for ``db`` (their environment says so)."""
-    if db is None:
+def _marked(target: str | None, skip: set[int]) -> list[_Target]:
+    """Live processes started in a scope of a daemon for the store ``target`` names (their
+    environment says so: its ``AGENTMAIL_DB``, a file's path or a DSN)."""
+    if target is None:
         return []
-    from agentmaild.store.anchor import store_target
-
-    me, path = os.getpid(), store_target(db)  # a PostgreSQL store's agents carry its DSN
+    me = os.getpid()
     found = []
     for stat in all_stats():
         if stat.pid == me or not stat.live or stat.pgid in skip:
             continue
         env = environ(stat.pid)
-        if SCOPE_ENV in env and env.get("AGENTMAIL_DB") == path:
+        if SCOPE_ENV in env and env.get("AGENTMAIL_DB") == target:
             found.append(_stray_target(env.get("AGENTMAIL_AGENT", "?"), stat.pid, stat.start_time))
     return found
 
 
 async def stop_orphans(
-    rows: list[AgentProc], db: Path | None, kill_grace_s: float
+    rows: list[AgentProc], store_named: str | None, kill_grace_s: float
 ) -> list[AgentProc]:
     """SIGTERM every survivor (whole groups), SIGKILL what is left after the grace; wait.
 
@@ -90,7 +88,7 @@ async def stop_orphans(
     SIGKILL (another user's, uninterruptible sleep) keeps its row.
     """
     groups = [_group_target(r) for r in rows if recorded_group_runs(r)]
-    targets = groups + _marked(db, skip={t.pid for t in groups})
+    targets = groups + _marked(store_named, skip={t.pid for t in groups})
     if targets:
         for target in targets:
             target.send(signal.SIGTERM)

@@ -4,7 +4,6 @@ and report the interrupted agents."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -24,18 +23,19 @@ _OWNED_CHANNELS = frozenset({ChannelKind.SPAWN, ChannelKind.STDIN})
 
 async def recover(
     store: AsyncMailStore,
-    db: Path | None = None,
+    target: str | None = None,
     *,
     kill_grace_s: float = 5.0,
     host: str | None = None,
 ) -> dict[str, Any]:
     """Before any loop runs: stop the agent processes a dead daemon left running (those it
-    journalled and, with ``db``, those marked as started for this store), re-queue every claim
+    journalled and, with ``target``, those marked as started for the store it names: an agent's
+    ``AGENTMAIL_DB``), re-queue every claim
     (its daemon is gone), reset owned busy agents, and tell each interrupted agent's parent (else
     the operator) in one mail."""
     # Stopped first: a redelivered turn must never run beside the interrupted one.
     rows = await store.run_sync(store.sync.list_procs)
-    for row in await stop_orphans(rows, db, kill_grace_s):
+    for row in await stop_orphans(rows, target, kill_grace_s):
         await store.run_sync(store.sync.forget_proc, row.pid, row.start_time)
     # We hold the lock of our host, so every claim of its agents belongs to a dead daemon, however
     # long its lease (another host's claims are its live daemon's).

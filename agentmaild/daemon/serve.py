@@ -1,19 +1,19 @@
-"""serve(): checks → lock → store → socket → recovery → task group(control server, signals,
-supervisor, checkpoints, store watch, history pruning, long-unread escalation).
+"""serve(): the store's services → checks and lock → store → socket → recovery → task group
+(control server, signals, supervisor, wake-ups, the backend's own tasks, history pruning,
+long-unread escalation).
 
-Before anything touches the store: the store directory must not be writable by other users, the
-lock (named from the store's resolved path) must be ours, the file must have one hard link and
-pass ``PRAGMA quick_check``. The control socket is bound before crash recovery runs, so a second
-daemon that slipped past the lock still cannot re-queue the first one's work. Every start-up
-failure reaches the CLI as one ``AgentmaildError`` (never an exception group).
-
-While running, the store watch checks once a tick that the store's path still names the file the
-daemon opened; when it was replaced or deleted the daemon stops at once (see ``_abandon``).
+The daemon never asks which backend it has: ``store.services.open_services`` gives it the checks
+and one-daemon lock, the async store, the poll gate, the wake-ups and the background tasks its
+backend needs (a store file's checkpointer and path watch; a PostgreSQL store's heartbeat and lock
+keeper). The control socket is bound before crash recovery runs, so a second daemon that slipped
+past the lock still cannot re-queue the first one's work. Every start-up failure reaches the CLI as
+one ``AgentmaildError`` (never an exception group).
 
 Shutdown is deadline-bounded: the first SIGTERM/SIGINT (or ``shutdown`` on the socket) stops new
 claims and lets deliveries in flight finish within ``shutdown_grace_s``; what is left is cancelled
 and released. A second signal cancels at once. SIGHUP reloads the config. Signals become events in
-exactly one task (``_signals``).
+exactly one task (``_signals``). When the store is lost under the daemon (its file replaced or
+deleted) it stops at once (``_abandon``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,12 +30,8 @@ import structlog
 from agentmaild import __version__
 from agentmaild.config import Config, load_config
 from agentmaild.control.handler import ControlHandler
-from agentmaild.control.protocol import socket_path_for
 from agentmaild.control.server import ControlServer
-from agentmaild.control.wake import WakeReceiver
-from agentmaild.daemon.checkpoints import Checkpointer, empty_wal
 from agentmaild.daemon.journal import StoreProcJournal
-from agentmaild.daemon.lock import hold_lock
 from agentmaild.daemon.recovery import recover
 from agentmaild.daemon.retention import HistoryPruner
 from agentmaild.delivery.supervisor import Supervisor
@@ -50,65 +44,40 @@ from agentmaild.procs.cgroups import use_cgroups
 from agentmaild.procs.escapes import become_subreaper
 from agentmaild.rules.ask import ReplyWaiters
 from agentmaild.rules.escalate import UnreadEscalator
-from agentmaild.store.aio import AsyncMailStore, Gate, PollGate
-from agentmaild.store.check import refuse_damaged
-from agentmaild.store.files import (
-    FileIdentity,
-    check_private_dir,
-    identity,
-    make_store_dir,
-    refuse_hard_links,
-    resolved,
-)
-from agentmaild.store.sqlite import SqliteMailStore
+from agentmaild.store.aio import AsyncMailStore, Gate
+from agentmaild.store.location import StoreLocation
+from agentmaild.store.services import DaemonServices, open_services
 
 log = structlog.get_logger(__name__)
 
-_WATCH_TICK_S = 1.0
 STORE_LOST_EXIT = 1
 
 
-def serve(db: Path | str, config: Config) -> int:
-    """Run the daemon for ``db`` (a file, or a PostgreSQL DSN) until shut down; 0 after a clean
-    drain.
+def serve(location: StoreLocation, config: Config) -> int:
+    """Run the daemon of ``location`` on this host until shut down; 0 after a clean drain.
 
     Raises ``AgentmaildError`` when it cannot start: another daemon holds the store's lock (the
     error names its pid), the store or its directory is unsafe, or the store is damaged.
     """
     configure_logging(config.log.level, config.log.format, config.log.file)
-    if isinstance(db, str):
-        from agentmaild.daemon.serve_pg import serve_pg
-
-        try:
-            return serve_pg(db, config)
-        except BaseExceptionGroup as group:
-            raise first_error(group) from None
-    given = db.expanduser().absolute()
     try:
-        return _serve(given, resolved(given), config)
+        if config.http.listen:  # a refused address fails the start before the store is touched
+            from agentmaild.http.server import check_listen
+
+            check_listen(config.http)
+        services = open_services(location, config)
+        with services.hold():
+            return anyio.run(_main, services, backend="asyncio", backend_options=_options())
     except BaseExceptionGroup as group:
         raise first_error(group) from None
 
 
-def _serve(given: Path, real: Path, config: Config) -> int:
-    if config.http.listen:  # a refused address fails the start before the store is touched
-        from agentmaild.http.server import check_listen
-
-        check_listen(config.http)
-    make_store_dir(real.parent)
-    check_private_dir(real.parent)
-    with hold_lock(real):
-        refuse_hard_links(real)
-        if config.daemon.quick_check:
-            refuse_damaged(real)
-        options: dict[str, Any] = {}
-        try:
-            import uvloop  # noqa: F401  (only probing that it is installed)
-
-            options["use_uvloop"] = True
-        except ImportError:
-            pass
-        return anyio.run(_main, given, real, config, backend="asyncio", backend_options=options)
+def _options() -> dict[str, Any]:
+    try:
+        import uvloop  # noqa: F401  (only probing that it is installed)
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
 
 
 def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -120,23 +89,20 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return leaf if leaf is not None else group
 
 
-async def _main(given: Path, db: Path, config: Config) -> int:
+async def _main(services: DaemonServices) -> int:
     # Escaped agent descendants (setsid, double fork) are re-parented to us, not to init, so a
     # scope can still find, stop and reap them (procs.escapes); elsewhere only groups are stopped.
     subreaper = become_subreaper()  # logged once start-up succeeded: a failure is one line
-    use_cgroups(config.daemon.cgroups)
-    store = SqliteMailStore(db, flavor=config.store.flavor)
-    opened = identity(db)
-    astore = AsyncMailStore(store, inline_writes=True)
+    use_cgroups(services.config.daemon.cgroups)
+    astore = await services.open_store()
     try:
-        gate = await PollGate.open(db)
+        gate = await services.open_gate()
     except BaseException:
         with anyio.CancelScope(shield=True):
             await astore.aclose()
         raise
     try:
-        daemon = Daemon(db, config, astore, gate, StoreProcJournal(astore))
-        daemon.watch(given, opened)
+        daemon = Daemon(services, services.config, astore, gate, StoreProcJournal(astore))
         daemon.subreaper = subreaper
         return await daemon.run()
     finally:
@@ -150,36 +116,31 @@ class Daemon:
 
     def __init__(
         self,
-        db: Path,
+        services: DaemonServices,
         config: Config,
         store: AsyncMailStore,
         gate: Gate,
         journal: StoreProcJournal | None = None,
     ) -> None:
-        self.db = db
+        self.services = services
+        self.db = services.path  # the store's path on this machine (socket and logs beside it)
         self.journal = journal
         self.config = config
         self.store = store
         self.started = time.monotonic()
         self.started_at = iso_now()
-        self.socket = config.daemon.socket or socket_path_for(db)
+        self.socket = services.socket
         mailer = Mailer(store.sync, config.limits)
         self.supervisor = Supervisor(store, mailer, config, self._make_channel, gate=gate)
         self.forced = False
         self._shutdown = anyio.Event()
         self._supervisor_done = anyio.Event()
-        self._watched: tuple[Path, FileIdentity] | None = None
-        self.store_lost: str | None = None  # "replaced" | "deleted" once the watch saw it
-        self.host: str | None = None  # on a store shared by hosts: the one this daemon serves
-        self.outages: Any = None  # a PostgreSQL store's (daemon.pg_outages.Outages)
+        self.store_lost: str | None = None  # "replaced" | "deleted" once the store was lost
+        self.host = services.host  # on a store shared by hosts: the one this daemon serves
+        self.outages = services.outages  # what broke and when (`status`), if the store keeps it
         self.subreaper = False  # escaped agent descendants come back to us (Linux)
         self.http_address: str | None = None  # "HOST:PORT" once the HTTP face is bound
         self.waiters = ReplyWaiters()  # `ask`s holding an await_reply request
-        self.background: list[Callable[[], Coroutine[Any, Any, None]]] = []
-
-    def watch(self, path: Path, opened: FileIdentity | None) -> None:
-        """Check once a tick that ``path`` still names the file ``opened`` identifies."""
-        self._watched = (path, opened) if opened is not None else None
 
     def _make_channel(self, agent: Agent, config: Config) -> Any:
         from agentmaild.channels.factory import make_channel  # channels load their deps lazily
@@ -200,13 +161,10 @@ class Daemon:
     async def run(self) -> int:
         server = ControlServer(self.socket, ControlHandler(self).handle)
         await server.listen()  # before recovery: a second daemon must fail before it re-queues
-        wake = WakeReceiver(self.socket, self.woken, self.recheck)  # senders' datagrams
-        wake.bind()
         log.info("daemon.subreaper", enabled=self.subreaper)
         try:
-            await recover(
-                self.store, self.db, kill_grace_s=self.config.spawn.kill_grace_s, host=self.host
-            )
+            await recover(self.store, self.services.target,
+                          kill_grace_s=self.config.spawn.kill_grace_s, host=self.host)
             if self.journal is not None:
                 await self.journal.load()
             async with anyio.create_task_group() as tg:
@@ -215,19 +173,13 @@ class Daemon:
                 # command is answered only once every registered agent has its loop.
                 await tg.start(self._run_supervisor)
                 await tg.start(server.serve)
-                tg.start_soon(wake.run)
+                await tg.start(self.services.wakes.run, self.on_wake)  # senders reach us now
                 if self.config.http.listen:  # the HTTP face (agentmaild.http), off by default
                     from agentmaild.http.server import serve_daemon_http
 
                     host, port = await tg.start(serve_daemon_http, self)
                     self.http_address = f"{host}:{port}"
-                if isinstance(self.store.sync, SqliteMailStore):  # PostgreSQL has no WAL of ours
-                    tg.start_soon(
-                        Checkpointer(self.db, self.store, lambda: self.config.daemon,
-                                     self._shutdown).run
-                    )
-                tg.start_soon(self._watch_store)
-                for task in self.background:  # the store's own wake-ups (PostgreSQL LISTEN)
+                for task in self.services.tasks(self):  # what the store's backend runs beside us
                     tg.start_soon(task)
                 tg.start_soon(
                     HistoryPruner(self.store, lambda: self.config.store, self._shutdown).run
@@ -235,22 +187,28 @@ class Daemon:
                 tg.start_soon(
                     UnreadEscalator(self.store, lambda: self.config.limits, self._shutdown).run
                 )
-                log.info("daemon.started", pid=os.getpid(),
-                         db=str(getattr(self.store.sync, "path", self.db)),
+                log.info("daemon.started", pid=os.getpid(), db=self.services.location.shown,
                          socket=str(self.socket), version=__version__,
                          agents=len(self.supervisor.agents))
                 await self._shutdown.wait()
                 await (self._abandon() if self.store_lost else self._drain())
                 tg.cancel_scope.cancel()
         finally:
-            wake.close()
             await server.aclose()
         log.info("daemon.stopped", forced=self.forced, store_lost=self.store_lost)
         return STORE_LOST_EXIT if self.store_lost else 1 if self.forced else 0
 
+    def on_wake(self, agents: list[str] | None) -> None:
+        """A wake-up from the store's seam (``store.wake``): the named agents have new mail; None:
+        wake-ups may have been lost, so everyone looks at the store again."""
+        if agents is None:
+            self.recheck()
+        else:
+            self.woken(agents)
+
     def woken(self, agents: list[str] | None) -> list[str]:
-        """New mail for ``agents`` (None: anyone), from a wake datagram or request: askers waiting
-        in those threads and the agents' loops look again; returns the loops woken."""
+        """New mail for ``agents`` (None: anyone), from a wake-up or a ``wake`` request: askers
+        waiting in those threads and the agents' loops look again; returns the loops woken."""
         self.waiters.notify(agents)
         return self.supervisor.wake(agents)
 
@@ -259,42 +217,19 @@ class Daemon:
         self.waiters.notify(None)
         self.supervisor.recheck()
 
-    async def _watch_store(self) -> None:
-        """One ``stat`` a tick: a store replaced (``mv backup.db mail.db``) or deleted under us
-        stops the daemon, so a supervisor restarts it on whatever the path names now."""
-        if self._watched is None:
-            return
-        path, opened = self._watched
-        while not self._shutdown.is_set():
-            with anyio.move_on_after(_WATCH_TICK_S):
-                await self._shutdown.wait()
-            try:
-                now = identity(path)
-            except OSError as exc:  # cannot tell (a directory's permissions): keep serving
-                log.warning("daemon.store_unverified", db=str(path), error=str(exc))
-                continue
-            if now == opened or self._shutdown.is_set():
-                continue
-            self.store_lost = "deleted" if now is None else "replaced"
-            event = "daemon.store_deleted" if now is None else "daemon.store_replaced"
-            log.critical(event, db=str(path), opened_inode=opened.ino,
-                         now_inode=now.ino if now is not None else None)
-            self._shutdown.set()
-            return
+    def lose_store(self, how: str) -> None:
+        """The store's path no longer names the store opened (``"replaced"``/``"deleted"``):
+        stop at once (``_abandon``), so a supervisor restarts us on whatever it names now."""
+        self.store_lost = how
+        self._shutdown.set()
 
     async def _abandon(self) -> None:
-        """Stop at once after the store's path stopped naming our file: nothing more is claimed,
-        deliveries in flight are released into the file we opened, then that file's WAL is
-        emptied into it. SQLite finds the WAL by *name*: left behind, its frames would be
-        replayed into whatever file now has the store's name."""
+        """Stop at once after the store was lost: nothing more is claimed, deliveries in flight
+        are released into the store we opened, then its backend finishes with it."""
         log.info("daemon.stopping", grace_s=0, in_flight=self.supervisor.in_flight())
         self.supervisor.abort()
         await self._supervisor_done.wait()
-        with anyio.CancelScope(shield=True):
-            emptied = await self.store.run_sync(empty_wal, self.store.sync)
-        if not emptied:
-            log.critical("daemon.wal_not_emptied", db=str(self.db),
-                         hint="stop every process using the store before opening it again")
+        await self.services.abandon(self.store)
 
     async def _run_supervisor(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

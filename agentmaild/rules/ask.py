@@ -3,18 +3,17 @@
 Two waits, one contract (``find_reply``): under a daemon the asker holds an ``await_reply``
 request on the control socket, and the daemon wakes it when a ``wake`` names the asker (every
 ``send``/``reply`` pokes its recipients), re-checking at its poll interval in case a poke was
-lost. With no daemon the asker watches the store itself: ``PRAGMA data_version`` (which moves
-only when another connection commits) is read with a backoff from 2 ms to 100 ms, and the thread
-is queried only when it moved. Either way the question stays answerable after a timeout.
+lost. With no daemon the asker watches the store itself: its change mark (``store.marks``, which
+moves only when another connection commits) is read with a backoff from 2 ms to 100 ms, and the
+thread is queried only when it moved. Either way the question stays answerable after a timeout.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentmaild.errors import ControlError
 from agentmaild.models import Message
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
 DAEMON_WAIT_MAX_S = 30.0
 _STORE_BACKOFF_MIN_S = 0.002
 _STORE_BACKOFF_MAX_S = 0.1
+_UNSEEN = object()  # a mark no store has: the first look always reads the thread
 
 
 def find_reply(store: MailStore, question_id: str, asker: str) -> Message | None:
@@ -90,12 +90,11 @@ class ReplyWaiters:
 
 
 def wait_for_reply(
-    store: Any, socket: Path | None, question_id: str, asker: str, timeout_s: float
+    store: MailStore, socket: Path | None, question_id: str, asker: str, timeout_s: float
 ) -> Message | None:
     """Block until the reply arrives (None after ``timeout_s``): the daemon's wait, else the store.
 
-    ``store`` is the asker's store: with no daemon, SQLite's data_version is watched, PostgreSQL
-    is polled.
+    ``store`` is the asker's store: with no daemon, its change mark is watched.
     """
     deadline = time.monotonic() + timeout_s
     if socket is not None:
@@ -123,37 +122,27 @@ def _wait_on_daemon(
     return None, True
 
 
-def _wait_on_store(store: Any, question_id: str, asker: str, deadline: float) -> Message | None:
-    conn = getattr(store, "connection", None)
-    if not isinstance(conn, sqlite3.Connection):
-        return _poll_store(store, question_id, asker, deadline)
-    version = None
+def _wait_on_store(
+    store: MailStore, question_id: str, asker: str, deadline: float
+) -> Message | None:
+    """Look for the reply each time the store's change mark moved (``MailStore.change_mark``),
+    reading the mark with a backoff from 2 ms to 100 ms; a store with no mark is looked at every
+    time."""
+    seen: object = _UNSEEN
     delay = _STORE_BACKOFF_MIN_S
     while True:
-        now_version = conn.execute("PRAGMA data_version").fetchone()[0]
-        if now_version != version:
-            version, delay = now_version, _STORE_BACKOFF_MIN_S
+        mark = store.change_mark()
+        if mark is None or mark != seen:
+            if mark is not None:
+                seen, delay = mark, _STORE_BACKOFF_MIN_S
             found = find_reply(store, question_id, asker)
             if found is not None:
                 return found
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        time.sleep(min(delay, left))  # a sleeping reader: SQLite has no cross-process notify
+        time.sleep(min(delay, left))  # a sleeping reader: a store file has no cross-process notify
         delay = min(delay * 2, _STORE_BACKOFF_MAX_S)
-
-
-def _poll_store(store: Any, question_id: str, asker: str, deadline: float) -> Message | None:
-    """A store with no ``data_version`` (PostgreSQL): look for the reply, backing off."""
-    delay = _STORE_BACKOFF_MIN_S
-    while (found := find_reply(store, question_id, asker)) is None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        time.sleep(min(delay, left))
-        delay = min(delay * 2, _STORE_BACKOFF_MAX_S)
-    return found
-
 
 _UNITS_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 

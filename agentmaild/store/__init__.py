@@ -3,7 +3,9 @@
 Owns: ``base`` (the ABC and request types), ``sqlite*`` (the SQLite store, SQL as named queries
 in ``sql/``), ``postgres*`` (the PostgreSQL store: ``sql/pg_*.sql``, psycopg loaded only for a
 DSN), ``memory*`` (the shipped in-memory fake), ``migrate`` (schema versions), ``aio`` /
-``aio_pg`` (the daemon's async facade and poll gates), ``pull`` (the stdlib-only reads and acks
+``aio_pg`` (the daemon's async facade and poll gates), ``services*`` (what a daemon needs from
+its backend: lock, heartbeat, checkpoints, outages), ``wake`` (the wake-up seam: ``notify`` /
+``run``), ``marks`` (each store's change mark), ``pull`` (the stdlib-only reads and acks
 of the hot paths), ``queries`` (the named-query loader), ``copy*`` (``store copy`` between
 stores), ``anchor`` (a PostgreSQL store's local directory).
 May import: ``models``, ``errors``, ``ids``, ``vocab`` only — everything else builds on it.

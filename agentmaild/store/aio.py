@@ -10,9 +10,10 @@ meanwhile still gets its result, so a claim that committed always returns to its
 then release it.
 
 ``PollGate`` answers "which agents have deliverable mail?" for the supervisor's poll tick on a
-separate read-only aiosqlite connection. An idle tick costs one ``PRAGMA data_version`` (which only
-changes when another connection commits); only then does it run one ``pending_agents`` query for
-all agents — never one query per agent per tick.
+separate read-only aiosqlite connection. An idle tick costs one read of the store's change mark
+(``store.marks``: ``PRAGMA data_version``, which only changes when another connection commits);
+only then does it run one ``pending_agents`` query for all agents — never one query per agent per
+tick.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from agentmaild.models import Agent, AgentCounts, Attempt, Batch, DeadLetter
 from agentmaild.store.base import MailStore, Released
 from agentmaild.store.hops import Hops, groupable, is_groupable, is_quick_read, quick_read
 from agentmaild.store.looks import Looks
+from agentmaild.store.marks import SQLITE_MARK
 from agentmaild.store.queries import Q
 
 T = TypeVar("T")
@@ -221,7 +223,7 @@ class PollGate:
 
     async def changed(self) -> bool:
         """True when another connection committed since the last call (and on the first)."""
-        rows = await self._fetch("PRAGMA data_version")
+        rows = await self._fetch(SQLITE_MARK)  # the store's change mark (store.marks)
         version = int(rows[0][0])
         seen, self._version = self._version, version
         return seen != version

@@ -1,8 +1,9 @@
 """The poll gate of a PostgreSQL store: the daemon's cheap "did anything change?" per tick.
 
-``changed()`` compares the server's snapshot ``xmax`` (the next transaction id; it moves only when
-some transaction wrote), so an idle tick is one tiny query; only then does the tick ask which
-agents have deliverable mail. It runs on a connection of its own, in a worker thread.
+``changed()`` compares the store's change mark (``store.marks``: the server's snapshot ``xmax``,
+which moves only when some transaction wrote), so an idle tick is one tiny query; only then does
+the tick ask which agents have deliverable mail. It runs on a connection of its own, in a worker
+thread.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class PgPollGate:
     def __init__(self, store: PostgresMailStore) -> None:
         self._store = store
         self._limiter = anyio.CapacityLimiter(1)
-        self._xmax: int | None = None
+        self._xmax: object = None
 
     @classmethod
     async def open(cls, dsn: str) -> PgPollGate:
@@ -38,10 +39,7 @@ class PgPollGate:
         return await anyio.to_thread.run_sync(fn, limiter=self._limiter)
 
     async def changed(self) -> bool:
-        rows = await self._run(
-            lambda: self._store._read("SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x")
-        )
-        xmax = int(rows[0]["x"])
+        xmax = await self._run(self._store.change_mark)
         seen, self._xmax = self._xmax, xmax
         return seen != xmax
 

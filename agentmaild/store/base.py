@@ -21,6 +21,7 @@ from agentmaild.models import (
 from agentmaild.store.guard import RULE_COUNTERS as RULE_COUNTERS
 from agentmaild.store.guard import ThreadGuard as ThreadGuard
 from agentmaild.store.guard import held_error as held_error
+from agentmaild.store.location import StoreLocation
 from agentmaild.tokens import ApiToken
 from agentmaild.trust.peers import Peer, PeerOrigin
 
@@ -145,6 +146,16 @@ class MailStore(abc.ABC):
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
+        return None
+
+    @property
+    def location(self) -> StoreLocation | None:
+        """Where the store is (``store.location``); None for a store that is nowhere (memory)."""
+        return None
+
+    def change_mark(self) -> object | None:
+        """A value that moves whenever another connection committed (``store.marks``); None
+        (this default) when the store has none: a watcher must look every time."""
         return None
 
     # -- messages ---------------------------------------------------------------------------

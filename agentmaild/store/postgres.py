@@ -14,6 +14,7 @@ import psycopg
 
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.postgres_agents import PostgresAgents
 from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_history import PostgresHistory
@@ -83,6 +84,15 @@ class PostgresMailStore(
     @property
     def connection(self) -> Conn:
         return self._conn
+
+    @property
+    def location(self) -> StoreLocation:
+        return StoreLocation.of(self.dsn)
+
+    def change_mark(self) -> object:
+        from agentmaild.store.marks import POSTGRES_MARK, postgres_mark
+
+        return postgres_mark(self._read(POSTGRES_MARK)[0])
 
     def close(self) -> None:
         if self._pool is not None:

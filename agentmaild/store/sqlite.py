@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
 from agentmaild.store.files import create_private, make_store_dir, refuse_hard_links
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.migrate import migrate
 from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
@@ -161,6 +162,15 @@ class SqliteMailStore(
     @property
     def connection(self) -> sqlite3.Connection:
         return self._lend()
+
+    @property
+    def location(self) -> StoreLocation:
+        return StoreLocation.of(self.path)
+
+    def change_mark(self) -> object:
+        from agentmaild.store.marks import sqlite_mark
+
+        return sqlite_mark(self.connection)
 
     def close(self) -> None:
         self._conn.close()

@@ -59,9 +59,6 @@ WHERE state = 'dead' ORDER BY updated_at DESC, id LIMIT %s;
 SELECT id, subject, from_agent, coalesce(thread_id, id) AS thread FROM messages
 WHERE delivery_id = %s ORDER BY created_at, id LIMIT 50;
 
--- name: mark
-SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS mark;
-
 -- name: search
 WITH q AS (SELECT websearch_to_tsquery('simple', %s) AS q)
 SELECT m.id, m.from_agent, m.to_agent, m.subject, m.created_at,

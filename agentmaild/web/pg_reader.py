@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from agentmaild.store.marks import POSTGRES_MARK, postgres_mark
 from agentmaild.store.queries import parse_named
 from agentmaild.web.reader import Reader
 from agentmaild.web.search import RESULTS, snippet_parts
@@ -46,7 +47,7 @@ class PgReader(Reader):
         return self.conn().execute(PQ[name], args).fetchall()
 
     def mark(self) -> object:
-        return self.rows("mark")[0]["mark"]
+        return postgres_mark(self.conn().execute(POSTGRES_MARK).fetchone())
 
     def search(self, text: str) -> list[dict[str, Any]]:
         words = " ".join(text.split()[:MAX_WORDS])

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from agentmaild.store.marks import sqlite_mark
 from agentmaild.store.queries import parse_named as parse_queries
 from agentmaild.store.sqlite_open import connect_readonly
 from agentmaild.web.search import WINDOW, SearchIndex
@@ -180,7 +181,7 @@ class SqliteReader(Reader):
         return [dict(r) for r in self.conn().execute(Q[name], args)]
 
     def mark(self) -> object:
-        return int(self.conn().execute("PRAGMA data_version").fetchone()[0])
+        return sqlite_mark(self.conn())
 
     def search(self, text: str) -> list[dict[str, Any]]:
         return self.search_index.search(self.conn(), text)

@@ -201,7 +201,7 @@ def test_a_created_store_directory_ignores_itself(repo: Repo) -> None:
 
 
 def test_the_daemon_lock_creates_the_directory_the_same_way(tmp_path: Path) -> None:
-    from agentmaild.daemon.lock import hold_lock
+    from agentmaild.store.file_lock import hold_lock
 
     db = tmp_path / "fresh" / "mail.db"
     with hold_lock(db):

@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 import psycopg
 
-from agentmaild.daemon.pg_hosts import PgHeartbeat, read_hosts
 from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.postgres_hosts import PgHeartbeat, read_hosts
 from tests.support.daemon import base_env
 from tests.support.waiting import wait_for
 

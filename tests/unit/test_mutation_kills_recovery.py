@@ -161,7 +161,7 @@ async def test_a_stray_of_this_store_that_ignores_sigterm_is_killed_after_the_gr
         assert child.stdout is not None
         assert (await child.stdout.receive()).startswith(b"ready")
         with capture_logs() as logs, anyio.fail_after(10):
-            await recover(AsyncMailStore(store), db, kill_grace_s=0.2)
+            await recover(AsyncMailStore(store), str(db), kill_grace_s=0.2)
             assert await child.wait() == -signal.SIGKILL
     [line] = [e for e in logs if e["event"] == "daemon.orphan_stopped"]
     assert (line["agent"], line["pid"], line["killed"], line["gone"]) == (

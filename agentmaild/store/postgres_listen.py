@@ -1,4 +1,5 @@
-"""Wake-ups of a PostgreSQL store: LISTEN on a dedicated connection, wake the loops named.
+"""The daemon's side of a PostgreSQL store's wake-ups (``store.wake.NotifyWakes``): LISTEN on a
+dedicated connection, wake the loops named.
 
 A send NOTIFYs ``agentmaild_mail`` with its recipients (``*``: too many to name), a registry
 change NOTIFYs ``agentmaild_registry``; both arrive at commit, from any machine. The names of a
@@ -9,13 +10,12 @@ notifications sent while the connection was down are lost. The poll interval sta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-
 import anyio
 import psycopg
 import structlog
 
-from agentmaild.daemon.pg_outages import Outages, first_line
+from agentmaild.store.postgres_outages import Outages, first_line
+from agentmaild.store.wake import OnWake
 
 log = structlog.get_logger(__name__)
 
@@ -24,13 +24,11 @@ REGISTRY_CHANNEL = "agentmaild_registry"
 _RETRY_INITIAL_S = 0.1
 _RETRY_MAX_S = 5.0
 
-Wake = Callable[[Iterable[str] | None], object]
-
 
 class PgListener:
     """``run()`` until cancelled (the daemon's task group ends it at shutdown)."""
 
-    def __init__(self, dsn: str, wake: Wake, outages: Outages | None = None) -> None:
+    def __init__(self, dsn: str, wake: OnWake, outages: Outages | None = None) -> None:
         self._dsn = dsn
         self._wake = wake
         self._outages = outages

@@ -19,9 +19,9 @@ import anyio.to_thread
 import psycopg
 import structlog
 
-from agentmaild.daemon.pg_lock import PgHostLock
 from agentmaild.errors import ControlError
 from agentmaild.ids import iso_now
+from agentmaild.store.postgres_lock import PgHostLock
 
 log = structlog.get_logger(__name__)
 

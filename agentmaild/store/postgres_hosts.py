@@ -61,13 +61,17 @@ class PgHeartbeat:
                     log.warning("daemon.heartbeat_forget_failed", host=self._host, error=str(exc))
 
 
-def read_hosts(dsn: str, now: float | None = None) -> list[dict[str, Any]]:
-    """Every host's daemon as ``status`` shows it: host, pid, last beat, age, up or down."""
+def read_hosts(dsn: str, now: float | None = None) -> list[dict[str, Any]] | None:
+    """Every host's daemon as ``status`` shows it: host, pid, last beat, age, up or down; None
+    when the store cannot be read."""
     now = time.time() if now is None else now
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-        rows = conn.execute(
-            "SELECT host, pid, started_at, beat_at, lease_s FROM am_hosts ORDER BY host"
-        ).fetchall()
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT host, pid, started_at, beat_at, lease_s FROM am_hosts ORDER BY host"
+            ).fetchall()
+    except psycopg.Error:
+        return None
     hosts = []
     for host, pid, started_at, beat_at, lease_s in rows:
         age = max(0.0, now - float(beat_at))

@@ -1,0 +1,99 @@
+"""One send to a PostgreSQL store wakes its daemon once: the send's in-transaction NOTIFY is the
+wake-up, and the CLI pokes nothing more after the commit (``store.wake``).
+
+The daemon's side is what ``serve`` runs for a PostgreSQL store (its services' wake seam), plus a
+datagram receiver bound where a local poke would land, beside a control socket file as a running
+daemon leaves it (senders poke only when that file is there): a second wake-up for the send would
+be counted. A real ``agentmaild send`` process sends. A sentinel NOTIFY committed after that
+process exited marks the end: notifications arrive in commit order, and a datagram sent before the
+process exited was already queued. Real server, real CLI process, real sockets."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+
+from agentmaild.config import load_config
+from agentmaild.store.files import make_store_dir
+from agentmaild.store.location import StoreLocation
+from agentmaild.store.services import open_services
+from agentmaild.store.wake import DatagramWakes, NotifyWakes
+from tests.support.daemon import FAST, base_env
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+Woken = list[tuple[str, list[str] | None]]
+
+
+async def _send(env: dict[str, str]) -> None:
+    done = await anyio.run_process(
+        [sys.executable, "-m", "agentmaild", "send", "--to", "demo", "--subject", "s",
+         "--body", "b"], env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def _sentinel(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_notify('agentmaild_mail', 'sentinel')")
+
+
+def test_one_postgres_send_wakes_its_daemon_once(
+    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))  # where this machine keeps the socket
+    env = base_env(tmp_path, {"AGENTMAIL_DB": pg_dsn, "XDG_STATE_HOME": str(state)}, FAST)
+    register = [sys.executable, "-m", "agentmaild", "agents", "add", "demo", "--capability",
+                "builder", "--channel", "spawn", "--command", "true"]
+    assert subprocess.run(register, env=env, capture_output=True, check=False).returncode == 0
+    services = open_services(StoreLocation.of(pg_dsn), load_config(None, env))
+    wakes = services.wakes
+    assert isinstance(wakes, NotifyWakes)
+    make_store_dir(services.socket.parent)
+    woken: Woken = []
+
+    async def main() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control:
+            control.bind(str(services.socket))  # a daemon's control socket file: senders poke
+            async with anyio.create_task_group() as tg:
+                await tg.start(wakes.run, lambda names: woken.append(("notify", names)))
+                await tg.start(DatagramWakes(services.socket).run,
+                               lambda names: woken.append(("datagram", names)))
+                await anyio.to_thread.run_sync(
+                    wait_for, lambda: getattr(wakes.listener, "connections", 0) >= 1, 30,
+                    "the LISTEN connection")
+                await _send(env)
+                await anyio.to_thread.run_sync(_sentinel, pg_dsn)
+                await anyio.to_thread.run_sync(
+                    wait_for, lambda: ("notify", ["sentinel"]) in woken, 30, "the sentinel")
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert woken == [("notify", ["demo"]), ("notify", ["sentinel"])]
+
+
+
+def test_a_postgres_mark_moves_when_a_send_commits(tmp_path: Path, pg_dsn: str) -> None:
+    from agentmaild.mail import Mailer
+    from agentmaild.models import Agent
+    from agentmaild.store.postgres import PostgresMailStore
+
+    reader, writer = PostgresMailStore(pg_dsn), PostgresMailStore(pg_dsn)
+    try:
+        writer.add_agent(Agent(name="demo", capability="builder", channel="spawn",
+                               command=("true",)))
+        first = reader.change_mark()
+        # (no "unchanged" check: xmax is the cluster's, and other databases' writes move it too)
+        Mailer(writer).send(sender="operator", to="demo", subject="s", body="b")
+        assert reader.change_mark() != first
+    finally:
+        reader.close()
+        writer.close()
