@@ -32,6 +32,7 @@ from agentmaild.store.postgres_tx import (
     lock,
     redacted,
 )
+from agentmaild.store.pull import within
 
 if TYPE_CHECKING:
     from agentmaild.store.ports import Rows, Taken
@@ -116,14 +117,7 @@ class PostgresPort(Port):
     ) -> Taken | None:
         conn = self.conn()
         lock(conn, f"agent:{agent}")  # serialised with the daemon's claims for this agent
-        rows: Rows = []
-        used = 0
-        for row in conn.execute(PQ["pull_candidates"], {"agent": agent}):
-            size = len(row["subject"]) + len(row["body"]) + len(row["payload"] or "")
-            if rows and used + size > budget:
-                break
-            rows.append(row)
-            used += size
+        rows: Rows = within(conn.execute(PQ["pull_candidates"], {"agent": agent}), budget)
         if keep is not None:
             rows = keep(rows)
         if not rows:

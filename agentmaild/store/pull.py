@@ -18,7 +18,7 @@ from agentmaild.store.queries import Q
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from typing import Any, TypeVar
 
     from agentmaild.store.ports import Rows, Taken
@@ -28,21 +28,27 @@ if TYPE_CHECKING:
 P = named("ports.sql", SQLITE)
 
 
-def row_size(row: sqlite3.Row) -> int:
+def row_size(row: Any) -> int:
     return len(row["subject"]) + len(row["body"]) + len(row["payload"] or "")
 
 
-def take_unread_rows(conn: sqlite3.Connection, agent: str, max_chars: int) -> list[sqlite3.Row]:
-    """Unread mail not in flight to the daemon, priority order, cut at ``max_chars`` (≥ 1 row)."""
-    taken: list[sqlite3.Row] = []
+def within(rows: Iterable[Any], max_chars: int) -> list[Any]:
+    """The first of ``rows`` (messages) whose sizes add up to ``max_chars`` at most (0: all of
+    them), and never fewer than one: a message larger than the budget still goes alone."""
+    taken: list[Any] = []
     used = 0
-    for row in conn.execute(Q["pull_candidates"], (agent,)):
+    for row in rows:
         size = row_size(row)
         if max_chars and taken and used + size > max_chars:
             break
         taken.append(row)
         used += size
     return taken
+
+
+def take_unread_rows(conn: sqlite3.Connection, agent: str, max_chars: int) -> list[sqlite3.Row]:
+    """Unread mail not in flight to the daemon, priority order, cut at ``max_chars`` (≥ 1 row)."""
+    return within(conn.execute(Q["pull_candidates"], (agent,)), max_chars)
 
 
 def mark_read(conn: sqlite3.Connection, ids: list[str], by: str) -> list[str]:
