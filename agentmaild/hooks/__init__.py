@@ -8,6 +8,7 @@ Its store work goes through the port the store hands out (``store.ports``: turn 
 batch headers, mail taken and acked), whichever backend it is; the marker files and the log sit
 beside the store's local path (``StoreLocation.local``).
 May import: ``errors``, ``ids``, ``inject``, ``render``, ``location``, ``store.location``,
-``store.ports`` and ``control.client`` — lazily, and never typer, structlog, asyncio or ``config`` (the hook's cold
-start is benchmarked). Kept import-free so ``agentmaild.hooks.run`` loads only what it names.
+``store.ports`` and ``control.client`` — lazily, and never typer, structlog, asyncio or
+``config`` (the hook's cold start is benchmarked). Kept import-free so ``agentmaild.hooks.run``
+loads only what it names.
 """

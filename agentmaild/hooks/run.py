@@ -214,31 +214,33 @@ class Hook:
         return inject.vendor_wrap(self.vendor, self.name or "")
 
     # -- store work -------------------------------------------------------------------------
-    def db(self) -> Port:
+    def store(self) -> Port:
+        """The port the store handed out (``store.ports``): all of this hook's store work."""
         assert self.port is not None
         return self.port
 
     def in_write(self, work: Callable[[], object], *, poke: bool = False) -> int:
         """``work`` in one write; ``poke``: the agent's daemon hears of it at commit."""
         wake = poke and not self.quiet
-        self.db().write(work, wake=self.agent if wake else "")
+        self.store().write(work, wake=self.agent if wake else "")
         if wake and self.poke is not None:  # the daemon serving this hook wakes its own loop
             self.poke()
         return 0
 
     def set_state(self, state: str, *, only_from: str | None = None) -> None:
         sid = self.text("session_id")
-        self.db().set_state(self.agent, state, sid if re.match(_SESSION_RE, sid) else "", only_from)
+        sid = sid if re.match(_SESSION_RE, sid) else ""
+        self.store().set_state(self.agent, state, sid, only_from)
 
     def _record_seen(self, delivery_ids: list[str]) -> None:
         sid = self.text("session_id") or None
-        self.db().record_seen(self.agent, sid, delivery_ids, SEEN_KEEP_S)
+        self.store().record_seen(self.agent, sid, delivery_ids, SEEN_KEEP_S)
 
     def turn_state(self) -> str | None:
-        return self.db().turn(self.agent)[0]
+        return self.store().turn(self.agent)[0]
 
     def has_unread(self) -> bool:
-        return self.db().has_unread(self.agent)
+        return self.store().has_unread(self.agent)
 
     def deliver(
         self, wrap: Callable[[str], str], before_ack: Callable[[], None] | None = None
@@ -267,7 +269,7 @@ class Hook:
         from agentmaild.store.ports import INJECT_RESERVE
 
         limit = output_limit()
-        taken = self.db().take(self.agent, limit - INJECT_RESERVE, self._unprinted)
+        taken = self.store().take(self.agent, limit - INJECT_RESERVE, self._unprinted)
         if taken is None:
             return None
         rows, unread, nudges, lead = taken  # lead: Overstory's pending-nudge banner, if any
@@ -281,7 +283,7 @@ class Hook:
         return deferred.skip_printed(self, rows)
 
     def mark_delivered(self, ids: list[str]) -> None:
-        self.db().mark_read(self.agent, ids, "hook")
+        self.store().mark_read(self.agent, ids, "hook")
 
 
 def _log_line(db_path: str | None, what: str, hook: Hook, exc: BaseException | None) -> None:

@@ -134,8 +134,9 @@ def port_at(store_path: str | os.PathLike[str]) -> Port:
 
 
 def port_of(store: object) -> AbstractContextManager[Port]:
-    """A port lent on the open ``store``'s own connection (a pooled one for PostgreSQL); its
-    ``wake`` notifies other hosts' daemons only: the caller wakes its own."""
+    """A port lent on the open ``store``'s own connection (a pooled one for PostgreSQL). Its
+    ``wake`` reaches only the daemons the store itself notifies (PostgreSQL's NOTIFY), never
+    this process's control socket: the caller (the daemon) wakes its own loop."""
     from contextlib import contextmanager
 
     @contextmanager
