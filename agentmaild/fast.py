@@ -2,7 +2,8 @@
 
 ``entry.main`` routes here only for argument shapes it fully understands; anything else goes to
 the typer CLI, which implements the same command (slower to start, same behaviour). This module
-talks to SQLite directly through ``store.pull`` so it never imports the models or dataclasses;
+talks to the store through its cold-path port (``store.ports``; on SQLite ``store.pull``, stdlib
+only) so it never imports the models or dataclasses;
 with ``AGENTMAIL_URL`` it asks the HTTP API instead (``http.client``) and never loads sqlite3.
 """
 
@@ -12,14 +13,16 @@ import json
 import os
 import sys
 
-from agentmaild.errors import AgentmaildError, StoreError, UnknownAgent, UsageError, report
+from agentmaild.errors import AgentmaildError, UnknownAgent, UsageError, report
 from agentmaild.ids import check_name
 from agentmaild.vocab import IMPLICIT_RECIPIENTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Sequence
+    from typing import Any
+
+    from agentmaild.store.ports import Port
 
 INJECT_MAX_CHARS = 10_000
 
@@ -47,82 +50,26 @@ def parse_check(argv: Sequence[str]) -> dict[str, str | bool | None] | None:
     return opts if opts["inject"] else None
 
 
-def _open(path: str) -> sqlite3.Connection:
-    """A connection to the existing store at ``path`` (callers never create it here: the file
-    exists, so SQLite gives the WAL and shared-memory files its 0600 mode)."""
-    import sqlite3  # here, not at the top: ``check --inject`` over HTTP never needs it
-
-    from agentmaild.store.migrate import SCHEMA_VERSION
-
-    links = _links(path)
-    if links > 1:  # SQLite finds the WAL by name: a second name means a second WAL
-        from agentmaild.store.files import hard_link_error
-
-        raise hard_link_error(path, links)
-    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
-    conn.execute("PRAGMA busy_timeout = 5000")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA wal_autocheckpoint = 10000")  # = store.sqlite.SENDER_AUTOCHECKPOINT_PAGES
-    if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-        # An old or Overstory-only file: let the full store run its migration once.
-        conn.close()
-        from agentmaild.store.sqlite import SqliteMailStore
-
-        SqliteMailStore(path).close()
-        return _open(path)
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
-def _links(path: str) -> int:
-    """Hard links of the store file (1 for anything that is not a regular file)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return 1
-    return st.st_nlink if st.st_mode & 0o170000 == 0o100000 else 1  # S_ISREG, without `stat`
-
-
 def take_and_render(
-    conn: sqlite3.Connection, agent: str, *, max_chars: int = INJECT_MAX_CHARS, db: str = ""
+    port: Port, agent: str, *, max_chars: int = INJECT_MAX_CHARS
 ) -> tuple[str, list[str]]:
-    """In one write transaction: take the agent's unread mail, render what fits, ack just that.
-
-    With mail to show, an Overstory pending-nudge file next to the store ``db`` is taken too and
-    its banner leads the output (``overstory.nudges``).
-    """
+    """In one write: take the agent's unread mail, render what fits, ack just that
+    (``Port.inject``). An Overstory pending-nudge banner beside the store leads the output."""
     from agentmaild import inject
-    from agentmaild.overstory.nudges import take_banner
-    from agentmaild.store import pull
 
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        rows = pull.take_unread_rows(conn, agent, max_chars - 2500)
-        if not rows:
-            conn.execute("COMMIT")
-            return "", []
-        lead = take_banner(conn, db, agent, [r["id"] for r in rows]) if db else ""
-        # Rendered (with the banner of these messages) before the ack drops their nudges.
-        text, ids = inject.fit(conn, agent, rows, inject.plain, max_chars, lead)
-        pull.mark_read(conn, ids, "pull")
-        pull.mark_reached(conn, agent)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return text, ids
+    def render(
+        rows: list[dict[str, Any]], unread: int, nudges: list[dict[str, Any]], lead: str
+    ) -> tuple[str, list[str]]:
+        return inject.fit_rows(rows, agent, unread, nudges, inject.plain, max_chars, lead)
+
+    return port.inject(agent, max_chars, render)
 
 
-def _is_known(conn: sqlite3.Connection, agent: str, path: str, overstory: bool) -> bool:
+def _is_known(port: Port, agent: str, path: str, overstory: bool) -> bool:
     """Registered (with us, or with Overstory in Overstory mode), or ever mailed. (The typer
     ``check`` also honours the config's ``refuse_unknown_recipients``; this path never loads the
     config.)"""
-    sql = (
-        "SELECT EXISTS (SELECT 1 FROM am_agents WHERE name = ?1)"
-        " OR EXISTS (SELECT 1 FROM messages WHERE to_agent = ?1)"
-    )
-    if conn.execute(sql, (agent,)).fetchone()[0]:
+    if port.knows(agent):
         return True
     if not overstory:
         return False
@@ -133,41 +80,30 @@ def _is_known(conn: sqlite3.Connection, agent: str, path: str, overstory: bool) 
 
 def check_inject(agent: str | None, db: str | None) -> tuple[str, list[str]]:
     """``agent`` None: Overstory's default (``orchestrator``) in Overstory mode, else an error."""
-    import sqlite3
-
     from agentmaild.location import resolve_db_str
     from agentmaild.overstory.flavor import ORCHESTRATOR, overstory_mode
+    from agentmaild.store.location import StoreLocation
+    from agentmaild.store.ports import open_port
 
-    path = resolve_db_str(db)
-    if path.startswith(("postgresql://", "postgres://")):  # = location.is_dsn, inlined
-        from agentmaild.inject_pg import check_inject as check_inject_pg
-
-        if not agent:
-            raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
-        check_name(agent)
-        return check_inject_pg(path, agent, INJECT_MAX_CHARS)
-    overstory = overstory_mode(path)
+    location = StoreLocation.of(resolve_db_str(db))
+    overstory = overstory_mode(location.target)
     if not agent:
         if not overstory:
             raise UsageError("check: --agent is required (or set AGENTMAIL_AGENT)")
         agent = ORCHESTRATOR
     check_name(agent, loose=overstory)
     implicit = agent in IMPLICIT_RECIPIENTS or (overstory and agent == ORCHESTRATOR)
-    if not os.path.exists(path):
+    port = open_port(location)
+    if port is None:  # no store yet: nobody was ever mailed
         if implicit:
             return "", []
         raise UnknownAgent(agent)
     try:
-        # Not closed here: entry.py ends the process with os._exit, skipping the checkpoint that
-        # closing the last connection would run (see entry._exit_now).
-        conn = _open(path)
-        text, ids = take_and_render(conn, agent, db=path)
-        if not ids and not implicit and not _is_known(conn, agent, path, overstory):
+        text, ids = take_and_render(port, agent)
+        if not ids and not implicit and not _is_known(port, agent, location.local, overstory):
             raise UnknownAgent(agent)
-    except sqlite3.Error as exc:
-        if os.path.isdir(path):
-            raise StoreError(f"{path}: is a directory, not a store file") from exc
-        raise StoreError(f"store {path}: {exc}") from exc
+    finally:
+        port.done()  # SQLite's stays open for entry's os._exit (no close-time checkpoint)
     return text, ids
 
 

@@ -10,7 +10,6 @@ import json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import sqlite3
     import types
     from collections.abc import Callable
     from typing import Any
@@ -49,28 +48,6 @@ def js_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def fit(
-    conn: sqlite3.Connection,
-    agent: str,
-    rows: list[sqlite3.Row],
-    wrap: Callable[[str], str],
-    limit: int,
-    lead: str = "",
-) -> tuple[str, list[str]]:
-    """The longest prefix of ``rows`` whose wrapped rendering stays under ``limit``.
-
-    ``lead``: a line put before everything (Overstory's banner of a pending-nudge file).
-    """
-    from agentmaild.store.pull import nudge_rows_for
-
-    ids = [r["id"] for r in rows]
-    unread = conn.execute(
-        "SELECT count(*) FROM messages WHERE to_agent = ? AND read = 0", (agent,)
-    ).fetchone()[0]
-    nudges = [dict(n) for n in nudge_rows_for(conn, agent, ids)]
-    return fit_rows([dict(r) for r in rows], agent, unread, nudges, wrap, limit, lead)
-
-
 def fit_rows(
     rows: list[dict[str, Any]],
     agent: str,
@@ -80,8 +57,10 @@ def fit_rows(
     limit: int,
     lead: str = "",
 ) -> tuple[str, list[str]]:
-    """``fit`` over rows already read: ``unread`` counts the agent's unread mail, ``nudges`` are
-    the banners of these rows. Any store's rows (SQLite's or PostgreSQL's) render the same."""
+    """The longest prefix of ``rows`` whose wrapped rendering stays under ``limit``: (the text,
+    the ids it shows). ``unread`` counts the agent's unread mail, ``nudges`` are the banners of
+    these rows, ``lead`` a line put before everything (Overstory's pending-nudge banner). The
+    rows are what the store's port took (``store.ports.Port.take``)."""
     import types
 
     from agentmaild.render import render_message

@@ -44,11 +44,11 @@ from agentmaild import entry, fast
 from agentmaild.store import pull, migrate
 from agentmaild import render, location
 t1 = time.perf_counter()
-conn = fast._open(sys.argv[1])
+port = pull.SqlitePort.open(sys.argv[1], None)
 t2 = time.perf_counter()
-text, ids = fast.take_and_render(conn, "x")
+text, ids = fast.take_and_render(port, "x")
 t3 = time.perf_counter()
-conn.close()
+port.close()
 t4 = time.perf_counter()
 assert len(ids) == UNREAD, ids
 print(" ".join(f"{1000 * d:.3f}" for d in (ta - t0, t1 - ta, t2 - t1, t3 - t2, t4 - t3)))

@@ -26,7 +26,6 @@ outside the pane in ``tmux_signals``; this module drives them.
 from __future__ import annotations
 
 import os
-import sqlite3
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,6 @@ from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.base import Channel
 from agentmaild.channels.tmux_cmd import TmuxCommand
-from agentmaild.channels.tmux_pg import PgReader, records_for
 from agentmaild.channels.tmux_screen import Composer, busy_footer, parse_screen, terminal_safe
 from agentmaild.channels.tmux_signals import (
     DEFAULT_STALE_S,
@@ -48,9 +46,9 @@ from agentmaild.channels.tmux_signals import (
     turn_state,
 )
 from agentmaild.config import Config
-from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
-from agentmaild.hooks.run import delivery_seen
+from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed, StoreError
 from agentmaild.models import Agent, Batch
+from agentmaild.store.ports import Port, port_at
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -84,7 +82,7 @@ class TmuxChannel(Channel):
         self._stale_s = float(stale) if isinstance(stale, int | float) else DEFAULT_STALE_S
         self._lock = pane_lock(self.socket, self.target)
         self._db_limiter = anyio.CapacityLimiter(1)
-        self._conn: sqlite3.Connection | PgReader | None = None
+        self._port: Port | None = None  # the store's, for the hooks' records (opened on use)
         self._closed = False
         self._unavailable: str | None = None
         self._signals: dict[str, Any] = {}
@@ -119,10 +117,10 @@ class TmuxChannel(Channel):
 
     async def aclose(self) -> None:
         self._closed = True
-        conn, self._conn = self._conn, None
-        if conn is not None:
+        port, self._port = self._port, None
+        if port is not None:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(conn.close, limiter=self._db_limiter)
+                await anyio.to_thread.run_sync(port.close, limiter=self._db_limiter)
 
     def busy_reason(self) -> str | None:
         reasons = self._signals.get("busy_reasons")
@@ -239,7 +237,7 @@ class TmuxChannel(Channel):
 
     async def _wait_verified(self, delivery_id: str, until: float) -> str | None:
         while True:
-            if await self._db(delivery_seen, delivery_id):
+            if await self._db(_seen, delivery_id):
                 return "hook"
             composer = await self._composer()
             if (
@@ -253,7 +251,7 @@ class TmuxChannel(Channel):
             await anyio.sleep(_POLL_S)
 
     async def _already_submitted(self, delivery_id: str) -> bool:
-        if await self._db(delivery_seen, delivery_id):
+        if await self._db(_seen, delivery_id):
             return True
         try:
             composer = await self._composer()
@@ -279,12 +277,16 @@ class TmuxChannel(Channel):
     # -- store reads ------------------------------------------------------------------------
     async def _db(self, fn: Any, *args: Any) -> Any:
         def call() -> Any:
-            if self._conn is None:  # the store file, or tmux_pg's reader of a DSN's records
-                self._conn = records_for(self.store_path)
-            return fn(self._conn, *args)
+            if self._port is None:
+                self._port = port_at(self.store_path)
+            return fn(self._port, *args)
 
         try:
             return await anyio.to_thread.run_sync(call, limiter=self._db_limiter)
-        except sqlite3.Error as exc:  # the store is the daemon's; a failed read is "unknown"
+        except StoreError as exc:  # the store is the daemon's; a failed read is "unknown"
             self._log.warning("tmux.store_read_failed", error=str(exc))
             return None
+
+
+def _seen(port: Port, delivery_id: str) -> bool:
+    return port.delivery_seen(delivery_id)

@@ -5,7 +5,6 @@ outside the pane (the turn state agentmaild's hooks recorded, Claude Code's sess
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentmaild.channels.tmux_screen import Composer
+from agentmaild.store.ports import Port
 
 DEFAULT_STALE_S = 900.0
 _HOOK_BUSY = frozenset({"busy", "waiting"})
@@ -56,14 +56,12 @@ def hook_says_busy(
     return not (status == "idle" and status_at is not None and status_at > at)
 
 
-def turn_state(conn: sqlite3.Connection, agent: str) -> tuple[str | None, float | None]:
+def turn_state(port: Port, agent: str) -> tuple[str | None, float | None]:
     """The turn state agentmaild's hooks recorded for ``agent``, and when (epoch s)."""
-    row = conn.execute(
-        "SELECT turn_state, turn_state_at FROM am_agents WHERE name = ?", (agent,)
-    ).fetchone()
-    if row is None or row[0] is None:
+    state, at = port.turn(agent)
+    if state is None:
         return None, None
-    return row[0], _instant(row[1])
+    return state, _instant(at)
 
 
 def _instant(stamp: str | None) -> float | None:

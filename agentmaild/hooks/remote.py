@@ -15,10 +15,8 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import sqlite3
-    from collections.abc import Callable
-
     from agentmaild.hooks.run import Hook
+    from agentmaild.store.ports import Port
 
 
 def run_remote(hook: Hook) -> int:
@@ -42,20 +40,18 @@ def serve_hook(
     agent: str,
     raw: bytes,
     quiet: bool,
-    conn: sqlite3.Connection | None,
-    db_path: str,
-    adopt: Callable[[Hook], Hook] | None = None,
+    port: Port,
     vendor: str = "claude",
 ) -> tuple[int, str, bool]:
-    """(exit code, output, whether the daemon should wake the agent's loop).
+    """(exit code, output, whether the daemon should wake the agent's loop), the event run on
+    ``port`` (the store's, lent by ``store.ports.port_of``).
 
-    ``adopt``: the hook made to work on another store (``run_pg.PgHook.adopt``; ``conn`` None).
     ``vendor``: the output's shape and the ack rule (Gemini's waits for AfterAgent)."""
     from agentmaild.hooks.run import Hook
 
     hook = Hook(event, [])
     hook.agent, hook.raw, hook.quiet, hook.vendor = agent, raw, quiet, vendor
-    hook.conn, hook.db_path = conn, db_path
+    hook.port, hook.db_path = port, port.local
     buffer = io.BytesIO()
     hook.out = buffer
     poked = False
@@ -71,5 +67,5 @@ def serve_hook(
         hook.data = hook._parse()
     if not hook._wants_store():
         return 0, "", False
-    code = (hook if adopt is None else adopt(hook)).dispatch()
+    code = hook.dispatch()
     return code, buffer.getvalue().decode("utf-8"), poked

@@ -31,8 +31,8 @@ What each event does (the agent is ``--agent``, else ``$AGENTMAIL_AGENT``):
   Output is written before the ack commits, so a failed write leaves the mail unread.
 - With ``AGENTMAIL_DELIVERY`` set (a turn the daemon started) nothing is delivered; state is.
 - A prompt holding a batch header ``[agentmail] … (delivery dlv-…)`` was pasted by the tmux
-  channel: the delivery id goes to ``am_prompt_seen`` (see ``delivery_seen``) and no mail is
-  printed, since the daemon acks that batch itself.
+  channel: the delivery id goes to ``am_prompt_seen`` (the channel asks ``Port.delivery_seen``)
+  and no mail is printed, since the daemon acks that batch itself.
 - PreToolUse on Bash blocks a command that polls for mail in a loop (exit 2, reason on stderr).
 """
 
@@ -42,7 +42,6 @@ import json
 import os
 import re
 import sys
-import time
 
 from agentmaild import inject
 from agentmaild.hooks.io import (
@@ -55,9 +54,10 @@ from agentmaild.hooks.io import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable, Sequence
     from typing import Any, BinaryIO
+
+    from agentmaild.store.ports import Port
 
 EVENTS = {
     "session-start": "SessionStart",
@@ -104,7 +104,7 @@ def run_hook(event: str, argv: Sequence[str]) -> int:
 
 class Hook:
     __slots__ = (
-        "agent", "conn", "data", "db_flag", "db_path", "event", "name", "out", "poke", "quiet",
+        "agent", "data", "db_flag", "db_path", "event", "name", "out", "poke", "port", "quiet",
         "raw", "vendor",
     )  # fmt: skip
 
@@ -119,7 +119,7 @@ class Hook:
         self.quiet = bool(os.environ.get("AGENTMAIL_DELIVERY"))
         self.data: dict[str, Any] = {}
         self.raw = b""
-        self.conn: sqlite3.Connection | None = None
+        self.port: Port | None = None
         self.out: BinaryIO = sys.stdout.buffer
         self.poke: Callable[[], None] | None = None  # None: poke the daemon's control socket
 
@@ -143,27 +143,25 @@ class Hook:
             from agentmaild.hooks.remote import run_remote
 
             return run_remote(self)
-        from agentmaild.location import is_dsn, resolve_db_str
+        from agentmaild.location import resolve_db_str
         from agentmaild.overstory.flavor import overstory_mode
+        from agentmaild.store.location import StoreLocation
+        from agentmaild.store.ports import open_port
 
         start = os.environ.get("CLAUDE_PROJECT_DIR") or None
-        self.db_path = resolve_db_str(self.db_flag, start=start)
-        if is_dsn(self.db_path):  # psycopg loads only on this branch
-            check_name(self.agent)
-            from agentmaild.hooks.run_pg import run_pg
-
-            return run_pg(self, self.db_path)
-        check_name(self.agent, loose=overstory_mode(self.db_path))
-        if not os.path.exists(self.db_path):
+        location = StoreLocation.of(resolve_db_str(self.db_flag, start=start))
+        self.db_path = location.local  # hooks.log and the marker files go beside it
+        check_name(self.agent, loose=overstory_mode(location.target))
+        self.port = open_port(location, poke_daemon)
+        if self.port is None:
             return 0  # no store yet: nobody can have mail or a registration
-        from agentmaild.fast import _open
-
-        # Left open: entry.py ends the process with os._exit, skipping the close-time checkpoint.
-        self.conn = _open(self.db_path)
-        return self.dispatch()
+        try:
+            return self.dispatch()
+        finally:
+            self.port.done()
 
     def dispatch(self) -> int:
-        """The event's work on ``self.conn`` (the hook's own, or the daemon's for an API call)."""
+        """The event's work on ``self.port`` (the hook's own, or the daemon's for an API call)."""
         if self.name == "UserPromptSubmit":  # the common path loads no handler module
             return self.user_prompt_submit()
         from agentmaild.hooks.events import HANDLERS
@@ -216,61 +214,33 @@ class Hook:
         return inject.vendor_wrap(self.vendor, self.name or "")
 
     # -- store work -------------------------------------------------------------------------
-    def db(self) -> sqlite3.Connection:
-        assert self.conn is not None
-        return self.conn
+    def store(self) -> Port:
+        """The port the store handed out (``store.ports``): all of this hook's store work."""
+        assert self.port is not None
+        return self.port
 
     def in_write(self, work: Callable[[], object], *, poke: bool = False) -> int:
-        conn = self.db()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            work()
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        if poke and not self.quiet:
-            if self.poke is not None:
-                self.poke()
-            else:
-                poke_daemon(self.db_path or "", self.agent)
+        """``work`` in one write; ``poke``: the agent's daemon hears of it at commit."""
+        wake = poke and not self.quiet
+        self.store().write(work, wake=self.agent if wake else "")
+        if wake and self.poke is not None:  # the daemon serving this hook wakes its own loop
+            self.poke()
         return 0
 
     def set_state(self, state: str, *, only_from: str | None = None) -> None:
-        from agentmaild.ids import iso_now
-
         sid = self.text("session_id")
         sid = sid if re.match(_SESSION_RE, sid) else ""
-        self.db().execute(
-            "UPDATE am_agents SET turn_state = :state, turn_state_at = :at, session_id = CASE"
-            " WHEN :sid = '' THEN session_id"
-            " WHEN channel IN ('spawn', 'stdin') THEN COALESCE(session_id, :sid) ELSE :sid END"
-            " WHERE name = :agent AND (:from IS NULL OR turn_state = :from)",
-            {"state": state, "at": iso_now(), "sid": sid, "agent": self.agent, "from": only_from},
-        )
+        self.store().set_state(self.agent, state, sid, only_from)
 
     def _record_seen(self, delivery_ids: list[str]) -> None:
-        from agentmaild.ids import iso_now
-
-        conn, now = self.db(), time.time()
         sid = self.text("session_id") or None
-        rows = [(d, self.agent, sid, iso_now(now)) for d in delivery_ids]
-        sql = (
-            "INSERT OR IGNORE INTO am_prompt_seen (delivery_id, agent, session_id, at)"
-            " VALUES (?, ?, ?, ?)"
-        )
-        conn.executemany(sql, rows)  # the table exists from schema version 2 on
-        conn.execute("DELETE FROM am_prompt_seen WHERE at < ?", (iso_now(now - SEEN_KEEP_S),))
+        self.store().record_seen(self.agent, sid, delivery_ids, SEEN_KEEP_S)
 
     def turn_state(self) -> str | None:
-        sql = "SELECT turn_state FROM am_agents WHERE name = ?"
-        row = self.db().execute(sql, (self.agent,)).fetchone()
-        state: str | None = None if row is None else row[0]
-        return state
+        return self.store().turn(self.agent)[0]
 
     def has_unread(self) -> bool:
-        sql = "SELECT 1 FROM messages WHERE to_agent = ? AND read = 0 LIMIT 1"
-        return self.db().execute(sql, (self.agent,)).fetchone() is not None
+        return self.store().has_unread(self.agent)
 
     def deliver(
         self, wrap: Callable[[str], str], before_ack: Callable[[], None] | None = None
@@ -296,33 +266,24 @@ class Hook:
 
     def take(self, wrap: Callable[[str], str]) -> tuple[str, list[str]] | None:
         """The unread mail that fits, rendered: (output, its ids); None when there is none."""
-        from agentmaild.store import pull
+        from agentmaild.store.ports import INJECT_RESERVE
 
-        conn, limit = self.db(), output_limit()
-        rows = pull.take_unread_rows(conn, self.agent, limit - 2500)
-        if self.vendor == "gemini":
-            from agentmaild.hooks import deferred
-
-            rows = deferred.skip_printed(self, rows)
-        if not rows:
+        limit = output_limit()
+        taken = self.store().take(self.agent, limit - INJECT_RESERVE, self._unprinted)
+        if taken is None:
             return None
-        from agentmaild.overstory.nudges import take_banner  # Overstory's marker, if any
+        rows, unread, nudges, lead = taken  # lead: Overstory's pending-nudge banner, if any
+        return inject.fit_rows(rows, self.agent, unread, nudges, wrap, limit, lead)
 
-        lead = take_banner(conn, self.db_path or "", self.agent, [r["id"] for r in rows])
-        return inject.fit(conn, self.agent, rows, wrap, limit, lead)
+    def _unprinted(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.vendor != "gemini":
+            return rows
+        from agentmaild.hooks import deferred
+
+        return deferred.skip_printed(self, rows)
 
     def mark_delivered(self, ids: list[str]) -> None:
-        from agentmaild.store import pull
-
-        conn = self.db()
-        pull.mark_read(conn, ids, "hook")
-        pull.mark_reached(conn, self.agent)
-
-
-def delivery_seen(conn: sqlite3.Connection, delivery_id: str) -> bool:
-    """True once a UserPromptSubmit hook has seen ``delivery_id``'s batch header in a prompt."""
-    sql = "SELECT 1 FROM am_prompt_seen WHERE delivery_id = ?"
-    return conn.execute(sql, (delivery_id,)).fetchone() is not None
+        self.store().mark_read(self.agent, ids, "hook")
 
 
 def _log_line(db_path: str | None, what: str, hook: Hook, exc: BaseException | None) -> None:

@@ -3,13 +3,11 @@
 The body is ``{"agent", "input": <the hook's stdin as text>, "quiet", "vendor"}`` (``vendor``:
 the hook's ``--vendor``, default ``claude``: the output's shape and the ack rule); the answer is
 ``{"ok", "exit", "stdout"}`` for the hook process to print (``hooks.remote``). Delivering mail
-acks it, so the token needs the read and ack scopes. On a PostgreSQL store the same handlers run
-on a pooled connection (``hooks.run_pg``).
+acks it, so the token needs the read and ack scopes. The handlers run on the port the store lends
+on its own connection (``store.ports.port_of``), whichever store it is.
 """
 
 from __future__ import annotations
-
-import sqlite3
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -31,6 +29,7 @@ def routes() -> list[BaseRoute]:
 async def hook(request: Request) -> JSONResponse:
     from agentmaild.hooks.remote import serve_hook
     from agentmaild.hooks.run import canonical_event
+    from agentmaild.store.ports import port_of
 
     caller = await authorize(request, "ack")
     if "read" not in caller.scopes:
@@ -50,18 +49,12 @@ async def hook(request: Request) -> JSONResponse:
     vendor = text_field(data, "vendor") or "claude"
     if vendor not in VENDORS:
         raise RequestRefused("invalid", f"vendor must be one of {', '.join(VENDORS)}")
-    conn = getattr(store, "connection", None)
-    if isinstance(conn, sqlite3.Connection):  # the hook runner reads SQLite directly
-        path = str(getattr(store, "path", ""))
-        code, out, poked = await ctx.run(serve_hook, event, agent, raw, quiet, conn, path,
-                                         vendor=vendor)  # fmt: skip
-    else:
-        from agentmaild.hooks.run_pg import serve_hook_pg
-        from agentmaild.store.postgres_tx import PostgresTransactions
 
-        if not isinstance(store, PostgresTransactions):
-            raise RequestRefused("unsupported", "hooks over HTTP need a SQLite or PostgreSQL store")
-        code, out, poked = await ctx.run(serve_hook_pg, event, agent, raw, quiet, store, vendor)
+    def served() -> tuple[int, str, bool]:
+        with port_of(store) as port:
+            return serve_hook(event, agent, raw, quiet, port, vendor=vendor)
+
+    code, out, poked = await ctx.run(served)
     if poked:
         ctx.wake([agent])
     return JSONResponse({"ok": True, "exit": code, "stdout": out})

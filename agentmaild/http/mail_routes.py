@@ -235,12 +235,9 @@ async def take(request: Request) -> JSONResponse:
 
 
 def _take_and_render(store: Any, agent: str) -> tuple[str, list[str]]:
-    """``check --inject`` on the daemon's store: SQLite's hot path, or PostgreSQL's own."""
+    """``check --inject`` on the daemon's store, through the port it lends."""
     from agentmaild import fast
-    from agentmaild.store.sqlite import SqliteMailStore
+    from agentmaild.store.ports import port_of
 
-    if isinstance(store, SqliteMailStore):
-        return fast.take_and_render(store.connection, agent)
-    from agentmaild.inject_pg import take_and_render_on
-
-    return take_and_render_on(store, agent, fast.INJECT_MAX_CHARS)
+    with port_of(store) as port:
+        return fast.take_and_render(port, agent)

@@ -18,7 +18,6 @@ Stdlib only and no dataclasses: the hooks' cold path builds one on every call.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 TYPE_CHECKING = False
@@ -116,6 +115,8 @@ def _state_home() -> str:
 
 
 def _anchor(dsn: str) -> str:
+    import hashlib  # here, not at the top: OpenSSL's load would cost every SQLite hook call
+
     digest = hashlib.sha256(_identity(dsn).encode()).hexdigest()[:16]
     return os.path.join(_state_home(), "agentmaild", f"pg-{digest}", ANCHOR_NAME)
 

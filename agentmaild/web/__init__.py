@@ -1,14 +1,13 @@
 """The live web dashboard at ``/`` on the daemon's HTTP face: team, timeline, mail, dead letters.
 
 Owns: ``dashboard`` (what the routes share, and the one SSE producer), ``views`` (routes: pages,
-``/events``, the three guarded writes), ``reader`` + ``queries.sql`` (bounded reads on the
-dashboard's own read-only SQLite connection; the producer's one call per tick), ``pg_reader`` +
-``pg_queries.sql`` (the same on a PostgreSQL store, with full-text search), ``search`` (FTS5
-over the newest mail, built at query time), ``hub`` (fan-out with bounded per-browser queues),
+``/events``, the three guarded writes), ``hub`` (fan-out with bounded per-browser queues),
 ``guard`` (sessions, Host check, same-origin + CSRF), ``templating`` (Jinja2, autoescaped; the
 SVG sparkline), ``templates/`` and ``static/`` (htmx 2.0.11 vendored, ``live.js``, CSS: no
 CDN, no build step).
-May import: ``store`` (read-only opens, queries), ``control.handler`` (the writes go through
+Its reads go through the reader the store offers (``store.reader.open_reader``: bounded
+queries on a read-only connection of its own, search included; the producer's one call per tick).
+May import: ``store`` (its reader), ``control.handler`` (the writes go through
 the same commands as ``agentmaild retry/pause/resume``), ``tokens``, ``errors``, ``ids``.
 Only ``http.server`` imports it.
 """

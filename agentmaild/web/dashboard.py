@@ -28,9 +28,9 @@ import anyio.lowlevel
 import structlog
 
 from agentmaild.control.handler import ControlHandler
+from agentmaild.store.reader import Reader, open_reader
 from agentmaild.web.guard import Guard
 from agentmaild.web.hub import Hub
-from agentmaild.web.reader import Reader
 from agentmaild.web.templating import make_env
 
 if TYPE_CHECKING:
@@ -48,24 +48,12 @@ IDLE_RENDER_S = 1.0  # unchanged data: re-render the team's ages this often
 SLICE_S = 0.0005  # rendering yields to the event loop after this much time
 
 
-def make_reader(daemon: DaemonPort) -> Reader:
-    """The reader for the daemon's store: SQLite's file, or a PostgreSQL connection of its own."""
-    dsn = getattr(daemon.store.sync, "dsn", None)
-    if dsn:
-        from agentmaild.web.pg_reader import PgReader
-
-        return PgReader(str(dsn))
-    from agentmaild.web.reader import SqliteReader
-
-    return SqliteReader(daemon.db)
-
-
 class Dashboard:
     """One per daemon run: ``routes()`` for the HTTP face, ``run()`` in its task group."""
 
     def __init__(self, daemon: DaemonPort, stopping: anyio.Event) -> None:
         self.daemon = daemon
-        self.reader = make_reader(daemon)
+        self.reader: Reader = open_reader(daemon.store.sync)  # the store's read-only reader
         self.hub = Hub()
         self.env = make_env()
         self.guard = Guard(daemon.config.http.require_tokens, self._find_token)

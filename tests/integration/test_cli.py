@@ -279,7 +279,7 @@ def test_check_inject_takes_the_fast_path(cli: Cli) -> None:
         m
         for m in imported
         if m.split(".")[0] in {"typer", "click", "structlog", "asyncio", "psycopg"}
-        or m.startswith(("agentmaild.store.postgres", "agentmaild.inject_pg"))
+        or m.startswith(("agentmaild.store.postgres", "agentmaild.store.port_postgres"))
     )
     assert heavy == []
     assert len(json.loads(proc.stdout)["acked"]) == 1

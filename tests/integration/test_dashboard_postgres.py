@@ -17,7 +17,7 @@ import pytest
 
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.store.anchor import anchor_for
-from agentmaild.web.pg_reader import PQ, PgReader
+from agentmaild.store.reader_postgres import PQ, PostgresReader
 from tests.support.daemon import FAST, base_env
 from tests.support.net import daemon_answers, free_port
 from tests.support.waiting import wait_for
@@ -113,13 +113,13 @@ def test_search_uses_the_schema_5_full_text_index(pg_dsn: str) -> None:
         # is then the only way left, and the plan shows whether it serves this query at all.
         conn.execute("SET enable_seqscan = off")
         conn.execute("SET enable_indexscan = off")
-        plan = conn.execute("EXPLAIN " + PQ["search"], ("canary", 5))
+        plan = conn.execute("EXPLAIN " + PQ["search"], {"query": "canary", "limit": 5})
         text = "\n".join(r[0] for r in plan.fetchall())
     assert "am_idx_messages_fts" in text
 
 
 def test_the_reader_cannot_write_and_its_mark_moves_with_a_commit(pg_dsn: str) -> None:
-    reader = PgReader(pg_dsn)
+    reader = PostgresReader(pg_dsn)
     try:
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             reader.conn().execute("DELETE FROM messages")

@@ -7,7 +7,6 @@ entry point in a child process."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import time
@@ -17,11 +16,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentmaild.channels.tmux_pg import PgReader, records_for
 from agentmaild.channels.tmux_signals import turn_state
-from agentmaild.hooks.run import delivery_seen
+from agentmaild.errors import StoreError
 from agentmaild.models import Agent
 from agentmaild.store.anchor import anchor_for
+from agentmaild.store.ports import port_at
 from agentmaild.store.postgres import PostgresMailStore
 from tests.support.daemon import FAST, base_env
 
@@ -227,23 +226,23 @@ def test_the_tmux_channel_reads_the_hooks_records_from_postgres(
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
     store = PostgresMailStore(pg_dsn)
-    reader = records_for(anchor_for(pg_dsn))  # what TmuxChannel._db opens on a daemon's anchor
+    reader = port_at(anchor_for(pg_dsn))  # what TmuxChannel._db opens on a daemon's anchor
     try:
         store.add_agent(Agent(name="bob", capability="builder", channel="tmux",
                               tmux_target="w:0.0"))
-        assert isinstance(reader, PgReader)
         assert turn_state(reader, "bob") == (None, None)
         prompt = "[agentmail] 1 message for bob (delivery dlv-fromtmux1)\nhello"
         before = time.time()
         hook(env, pg_dsn, "UserPromptSubmit", {"prompt": prompt})
         state, at = turn_state(reader, "bob")
         assert state == "busy" and at is not None and at >= before - 1
-        assert delivery_seen(reader, "dlv-fromtmux1") is True  # the paste was submitted
-        assert delivery_seen(reader, "dlv-other0001") is False
+        assert reader.delivery_seen("dlv-fromtmux1") is True  # the paste was submitted
+        assert reader.delivery_seen("dlv-other0001") is False
     finally:
         reader.close()
         store.close()
-    broken = PgReader("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
-    with pytest.raises(sqlite3.OperationalError):  # the channel's "unknown this time"
-        turn_state(broken, "bob")
-    assert isinstance(records_for(tmp_path / "mail.db"), sqlite3.Connection)
+    unreachable = anchor_for("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+    with pytest.raises(StoreError, match="cannot reach store"):  # the channel's "unknown"
+        port_at(unreachable)
+    with pytest.raises(StoreError, match="no store at"):  # a SQLite file nobody made yet
+        port_at(tmp_path / "mail.db")

@@ -27,6 +27,7 @@ from agentmaild.hooks import run as hooks
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.render import render_batch
+from agentmaild.store.ports import port_at
 from agentmaild.store.sqlite import SqliteMailStore
 
 REASON = "mail is delivered to you; end your turn instead of polling"
@@ -351,6 +352,15 @@ def test_output_limit_env_lowers_the_cap(st: Store, env: dict[str, str]) -> None
 
 
 # -- tmux delivery verification ------------------------------------------------------------------
+def seen(db: Path, delivery_id: str) -> bool:
+    """What the tmux channel asks the store's port: was this batch's header seen in a prompt?"""
+    port = port_at(db)
+    try:
+        return port.delivery_seen(delivery_id)
+    finally:
+        port.close()
+
+
 def test_a_pasted_batch_is_recorded_as_seen_and_not_printed_again(
     st: Store, env: dict[str, str]
 ) -> None:
@@ -359,12 +369,11 @@ def test_a_pasted_batch_is_recorded_as_seen_and_not_printed_again(
     assert batch is not None
     other = st.send(subject="arrived later")
     prompt = render_batch(batch.messages, agent="bob", delivery_id=batch.delivery_id)
-    with sqlite3.connect(st.db) as conn:
-        assert not hooks.delivery_seen(conn, batch.delivery_id)
+    assert not seen(st.db, batch.delivery_id)
     done = hook("user-prompt-submit", ups(prompt=prompt), db=st.db, env=env)
     assert done.returncode == 0 and done.stdout == ""
+    assert seen(st.db, batch.delivery_id)
     with sqlite3.connect(st.db) as conn:
-        assert hooks.delivery_seen(conn, batch.delivery_id)
         row = conn.execute("SELECT agent, session_id FROM am_prompt_seen").fetchone()
     assert row == ("bob", SESSION)
     assert st.agent().turn_state == "busy"
@@ -382,8 +391,7 @@ def test_a_redelivery_header_is_recognised_too(st: Store, env: dict[str, str]) -
     prompt = render_batch(batch.messages, agent="bob", delivery_id=batch.delivery_id, attempt=2,
                           banner="PRIORITY: 1 message(s) need attention first: x")
     hook("user-prompt-submit", ups(prompt=prompt), db=st.db, env=env)
-    with sqlite3.connect(st.db) as conn:
-        assert hooks.delivery_seen(conn, batch.delivery_id)
+    assert seen(st.db, batch.delivery_id)
 
 
 def test_a_store_from_before_the_table_is_upgraded_by_the_hook(
@@ -395,8 +403,7 @@ def test_a_store_from_before_the_table_is_upgraded_by_the_hook(
         conn.commit()
     prompt = "[agentmail] 1 new message for bob (delivery dlv-0000000000000abcdef)\n..."
     assert hook("user-prompt-submit", ups(prompt=prompt), db=st.db, env=env).returncode == 0
-    with sqlite3.connect(st.db) as conn:
-        assert hooks.delivery_seen(conn, "dlv-0000000000000abcdef")
+    assert seen(st.db, "dlv-0000000000000abcdef")
 
 
 # -- the poll-loop guard -------------------------------------------------------------------------
@@ -459,7 +466,7 @@ def test_a_directory_as_store_logs_and_exits_zero(tmp_path: Path, env: dict[str,
     assert done.stdout == "" and done.stderr == ""
     log = (tmp_path / "proj" / "logs" / "hooks.log").read_text()
     assert "hook.failed" in log and "user-prompt-submit" in log
-    assert len(log.splitlines()) == 1 and "OperationalError" in log
+    assert len(log.splitlines()) == 1 and "StoreError" in log and "is a directory" in log
 
 
 def test_a_corrupt_store_logs_and_exits_zero(tmp_path: Path, env: dict[str, str]) -> None:
@@ -540,7 +547,7 @@ def test_the_hook_path_imports_no_heavy_modules(st: Store, env: dict[str, str]) 
                if line.startswith("import time:")}
     heavy = {"typer", "click", "structlog", "asyncio", "anyio", "dataclasses", "aiosqlite",
              "agentmaild.models", "agentmaild.config", "agentmaild.store.sqlite", "psycopg",
-             "psycopg_pool", "agentmaild.store.postgres", "agentmaild.inject_pg"}
+             "psycopg_pool", "agentmaild.store.postgres", "agentmaild.store.port_postgres"}
     assert not heavy & modules
     assert b"[agentmail] 1 new message for bob" in done.stdout
 

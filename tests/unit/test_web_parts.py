@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agentmaild.store.reader import snippet_parts
+from agentmaild.store.reader_sqlite import Q, SearchIndex, fts_query
 from agentmaild.web.hub import Hub, HubFull
-from agentmaild.web.reader import Q
-from agentmaild.web.search import SearchIndex, fts_query, snippet_parts
 from agentmaild.web.templating import make_env, spark
 
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import anyio
 
+from agentmaild.store.reader import Reader
+from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.web.dashboard import LIVE_EVERY_S, TICK_S, Dashboard
-from agentmaild.web.reader import Reader
 
 AGENT = {"name": "a", "channel": "spawn", "state": "idle", "host": None, "turn_state": None,
          "unread": 0, "claimed": [], "dead": 0, "last": None}  # fmt: skip
@@ -52,7 +53,7 @@ class ChangingReader(Reader):
 
 def _board(tmp_path: Path) -> Dashboard:
     daemon = SimpleNamespace(
-        store=SimpleNamespace(sync=object()), db=tmp_path / "mail.db",
+        store=SimpleNamespace(sync=SqliteMailStore(tmp_path / "mail.db")), db=tmp_path / "mail.db",
         config=SimpleNamespace(http=SimpleNamespace(require_tokens=False)),
         supervisor=SimpleNamespace(snapshot=dict),
     )  # fmt: skip

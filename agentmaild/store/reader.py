@@ -1,32 +1,28 @@
-"""The dashboard's reads: its own read-only connection, used from one worker thread.
+"""The dashboard's reader: read-only, bounded reads on a connection of its own, from one thread.
 
-The delivery loops never wait on a page: the reader has its own connection (SQLite: a WAL
-reader that never blocks the daemon's writer; PostgreSQL: ``pg_reader``) and its own thread
-(``CapacityLimiter(1)``), not the store's. Every query is bounded (``queries.sql``). The
-producer makes ONE call per tick (``tick``): the change mark, then only the parts that are due
-and changed, all on the reader's thread — one thread hop, not one per query.
+The store offers it (``open_reader(store)``); the dashboard never learns which backend it has.
+The delivery loops never wait on a page: the reader has its own connection (SQLite: a WAL reader
+that never blocks the daemon's writer, ``reader_sqlite``; PostgreSQL: a read-only session,
+``reader_postgres``) and its own thread (``CapacityLimiter(1)``), not the store's. Every query is
+bounded and written once (``sql/reader.sql``, with ``@postgres`` overrides where the dialects
+differ). The producer makes ONE call per tick (``tick``): the change mark, then only the parts
+that are due and changed, all on the reader's thread — one thread hop, not one per query.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from agentmaild.store.marks import sqlite_mark
-from agentmaild.store.queries import parse_named as parse_queries
-from agentmaild.store.sqlite_open import connect_readonly
-from agentmaild.web.search import WINDOW, SearchIndex
+from agentmaild.errors import StoreError
 
 T = TypeVar("T")
-Q = parse_queries((Path(__file__).parent / "queries.sql").read_text(encoding="utf-8"))
 TIMELINE_ROWS = 60
 THREADS = 50
 THREAD_WINDOW = 2000  # threads are listed from the newest this many messages
@@ -39,11 +35,12 @@ Spark = list[tuple[int, float | None, int]]
 class Reader:
     """Named reads for the pages and the producer; ``await reader.call(fn, …)`` off the loop.
 
-    A store's reader supplies ``rows`` (a named query → dicts), ``mark`` (changes whenever
-    anything was committed), ``search`` and ``close``; the rest is shared."""
+    A store's reader supplies ``rows`` (a named query of ``sql/reader.sql`` → dicts), ``search``
+    and ``close``; the rest is shared. A failed read raises ``errors`` (then it is closed, and
+    reopened on the next call)."""
 
-    search_window: int | None = WINDOW  # newest messages searched (None: all of them)
-    errors: tuple[type[Exception], ...] = ()  # what a lost connection raises (then reopened)
+    search_window: int | None = None  # newest messages searched (None: all of them)
+    errors: tuple[type[Exception], ...] = (StoreError,)
 
     def __init__(self) -> None:
         self._limiter = anyio.CapacityLimiter(1)
@@ -52,10 +49,11 @@ class Reader:
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._limiter)
 
-    def rows(self, name: str, *args: Any) -> list[dict[str, Any]]:
+    def rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def mark(self) -> object:
+        """Changes whenever anything was committed (the store's change mark, ``store.marks``)."""
         raise NotImplementedError
 
     def search(self, text: str) -> list[dict[str, Any]]:
@@ -86,8 +84,8 @@ class Reader:
         unread = {r["to_agent"]: r["n"] for r in self.rows("unread")}
         out = []
         for a in self.rows("agents"):
-            deliveries = self.rows("agent_deliveries", a["name"])
-            last = self.rows("last_attempt", a["name"])
+            deliveries = self.rows("agent_deliveries", agent=a["name"])
+            last = self.rows("last_attempt", agent=a["name"])
             out.append({
                 "name": a["name"], "channel": a["channel"], "state": a["state"],
                 "host": a["host"], "turn_state": a["turn_state"],
@@ -101,12 +99,12 @@ class Reader:
     # -- timeline -----------------------------------------------------------------------
     def timeline(self, agent: str | None, limit: int = TIMELINE_ROWS) -> dict[str, Any]:
         if agent:
-            rows = self.rows("attempts_agent", agent, limit)
+            rows = self.rows("attempts_agent", agent=agent, limit=limit)
             names = [agent]
         else:
-            rows = self.rows("attempts_all", limit)
+            rows = self.rows("attempts_all", limit=limit)
             names = [r["name"] for r in self.rows("agents")]
-        flying = [r for n in names for r in self.rows("in_flight", n)]
+        flying = [r for n in names for r in self.rows("in_flight", agent=n)]
         attempts = [{**r, "n_messages": len(_ids(r["message_ids"]))} for r in rows]
         return {"attempts": attempts, "in_flight": flying,
                 "sparks": {n: self.cached_spark(n) for n in names[:50]}}  # fmt: skip
@@ -124,7 +122,7 @@ class Reader:
         """Per minute of the last hour, oldest first: (attempts, mean duration_s, failures)."""
         start = (time.time() if now is None else now) - SPARK_MINUTES * 60
         buckets: Spark = [(0, None, 0)] * SPARK_MINUTES
-        for r in self.rows("spark", start, agent, start):
+        for r in self.rows("spark", start=start, agent=agent):
             minute = int(r["minute"])
             if 0 <= minute < SPARK_MINUTES:
                 mean = r["mean"]
@@ -134,11 +132,11 @@ class Reader:
 
     # -- mail ---------------------------------------------------------------------------
     def threads(self) -> list[dict[str, Any]]:
-        return self.rows("threads", THREAD_WINDOW, THREADS)
+        return self.rows("threads", window=THREAD_WINDOW, limit=THREADS)
 
     def thread(self, thread_id: str) -> list[dict[str, Any]]:
         out = []
-        for message in self.rows("thread", thread_id, thread_id):
+        for message in self.rows("thread", thread=thread_id):
             message["payload_pretty"] = _pretty(message.get("payload"))
             message["delivery"] = self.delivery(message["delivery_id"])
             out.append(message)
@@ -147,49 +145,15 @@ class Reader:
     def delivery(self, delivery_id: str | None) -> dict[str, Any] | None:
         if not delivery_id:
             return None
-        rows = self.rows("delivery", delivery_id)
+        rows = self.rows("delivery", id=delivery_id)
         if not rows:
             return None
-        return {**rows[0], "history": self.rows("delivery_attempts", delivery_id)}
+        return {**rows[0], "history": self.rows("delivery_attempts", id=delivery_id)}
 
     # -- dead letters -------------------------------------------------------------------
     def dead(self) -> list[dict[str, Any]]:
-        return [{**r, "messages": self.rows("delivery_messages", r["id"])}
-                for r in self.rows("dead", DEAD_ROWS)]  # fmt: skip
-
-
-class SqliteReader(Reader):
-    """On a SQLite store: a read-only connection; ``PRAGMA data_version`` is the change mark."""
-
-    errors = (sqlite3.Error,)
-
-    def __init__(self, db: Path) -> None:
-        super().__init__()
-        self.db = db
-        self._conn: sqlite3.Connection | None = None
-        self.search_index = SearchIndex(Q)
-
-    def conn(self) -> sqlite3.Connection:
-        if self._conn is None:
-            # The daemon migrated the file before serving: nothing to upgrade here.
-            conn = connect_readonly(self.db, lambda: None)
-            conn.row_factory = sqlite3.Row
-            self._conn = conn
-        return self._conn
-
-    def rows(self, name: str, *args: Any) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.conn().execute(Q[name], args)]
-
-    def mark(self) -> object:
-        return sqlite_mark(self.conn())
-
-    def search(self, text: str) -> list[dict[str, Any]]:
-        return self.search_index.search(self.conn(), text)
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        return [{**r, "messages": self.rows("delivery_messages", id=r["id"])}
+                for r in self.rows("dead", limit=DEAD_ROWS)]  # fmt: skip
 
 
 def _ids(value: Any) -> list[Any]:
@@ -203,3 +167,32 @@ def _pretty(payload: str | None) -> str | None:
         return json.dumps(json.loads(payload), indent=2, ensure_ascii=False)
     except ValueError:
         return payload
+
+
+def snippet_parts(snippet: str) -> list[tuple[str, bool]]:
+    """A search snippet with \\x01…\\x02 around hits → (text, is_hit) pieces, escaped apart."""
+    parts: list[tuple[str, bool]] = []
+    for i, chunk in enumerate(snippet.split("\x01")):
+        hit, _, rest = chunk.partition("\x02") if i else ("", "", chunk)
+        if hit:
+            parts.append((hit, True))
+        if rest:
+            parts.append((rest, False))
+    return parts
+
+
+def open_reader(store: object) -> Reader:
+    """The dashboard's reader of the open ``store`` (its connection opens on the first read)."""
+    from agentmaild.store.sqlite import SqliteMailStore
+
+    if isinstance(store, SqliteMailStore):
+        from agentmaild.store.reader_sqlite import SqliteReader
+
+        return SqliteReader(store.path)
+    from agentmaild.store.postgres_tx import PostgresTransactions
+
+    if isinstance(store, PostgresTransactions):
+        from agentmaild.store.reader_postgres import PostgresReader
+
+        return PostgresReader(store.dsn)
+    raise StoreError(f"this store offers no dashboard reader: {type(store).__name__}")

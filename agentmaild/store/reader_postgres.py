@@ -1,33 +1,32 @@
-"""The dashboard's reads on a PostgreSQL store: its own read-only connection, not the store's.
+"""The dashboard's reader on a PostgreSQL store: its own read-only connection, not the store's.
 
 The connection is opened with ``default_transaction_read_only`` (a page cannot write) in
 autocommit, so each query reads the latest commit and holds no snapshot between ticks. The
-change mark is the next transaction id to be assigned (``pg_snapshot_xmax``): it moves whenever
-anything writes — at worst more often than our tables change, never less. Search is PostgreSQL
-full-text search over all mail (``websearch_to_tsquery``: words, "phrases", -not, or), on the
-GIN index of schema step 5.
+change mark is the next transaction id to be assigned (``store.marks``).
+Search is PostgreSQL full-text search over all mail (``websearch_to_tsquery``: words, "phrases",
+-not, or), on the GIN index of schema step 5.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
+from agentmaild.errors import StoreError
+from agentmaild.store.dialect import POSTGRES, named
 from agentmaild.store.marks import POSTGRES_MARK, postgres_mark
-from agentmaild.store.queries import parse_named
-from agentmaild.web.reader import Reader
-from agentmaild.web.search import RESULTS, snippet_parts
+from agentmaild.store.reader import Reader, snippet_parts
 
-PQ = parse_named((Path(__file__).parent / "pg_queries.sql").read_text(encoding="utf-8"))
+PQ = named("reader.sql", POSTGRES)
 MAX_WORDS = 12
+RESULTS = 50
 
 
-class PgReader(Reader):
+class PostgresReader(Reader):
     search_window = None  # all mail is searched
-    errors = (psycopg.Error,)
+    errors = (psycopg.Error, StoreError)
 
     def __init__(self, dsn: str) -> None:
         super().__init__()
@@ -43,17 +42,17 @@ class PgReader(Reader):
             )  # fmt: skip
         return self._conn
 
-    def rows(self, name: str, *args: Any) -> list[dict[str, Any]]:
-        return self.conn().execute(PQ[name], args).fetchall()
-
     def mark(self) -> object:
         return postgres_mark(self.conn().execute(POSTGRES_MARK).fetchone())
+
+    def rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        return self.conn().execute(PQ[name], params).fetchall()
 
     def search(self, text: str) -> list[dict[str, Any]]:
         words = " ".join(text.split()[:MAX_WORDS])
         if not words.strip('"- '):
             return []
-        found = self.rows("search", words, RESULTS)
+        found = self.rows("search", query=words, limit=RESULTS)
         return [{**r, "snippet": snippet_parts(r["snippet"] or "")} for r in found]
 
     def close(self) -> None:

@@ -1,0 +1,156 @@
+"""The store's port for the cold paths: what a hook, ``check --inject`` and the tmux channel ask
+of a store, on one connection, whichever backend holds it.
+
+``open_port(location)`` opens a port on the store a ``StoreLocation`` names (None when a SQLite
+file does not exist yet: nobody can have mail there); ``port_of(store)`` lends one on an open
+store's own connection (the daemon's HTTP API). A caller never learns which backend it has: the
+port's operations are the same on SQLite (``pull.SqlitePort``) and PostgreSQL
+(``port_postgres.PostgresPort``), its queries are written once (``sql/ports.sql``), and its
+errors leave as ``StoreError``. ``Port.inject`` — take unread mail within a size budget, render
+it, ack what was rendered — is written once here, over the backends' ``take`` and ``mark_read``.
+
+Stdlib only, like ``pull``: the hooks' SQLite cold path loads it on every call.
+"""
+
+from __future__ import annotations
+
+import os
+
+from agentmaild.store.dialect import SQLITE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
+    from typing import Any, TypeVar
+
+    from agentmaild.store.location import StoreLocation
+
+    T = TypeVar("T")
+    Rows = list[dict[str, Any]]
+    Taken = tuple[Rows, int, Rows, str]  # the rows, the agent's unread count, their nudges, a lead
+    Render = Callable[[Rows, int, Rows, str], tuple[str, list[str]]]
+
+INJECT_RESERVE = 2500  # characters of the output budget kept for headers, banner and the tail note
+
+
+class Port:
+    """One connection's worth of the cold paths' store work (see the module docstring).
+
+    ``local``: the store's path on this machine (the file, or a PostgreSQL store's stand-in):
+    the hooks' marker files and log live beside it."""
+
+    __slots__ = ("local",)
+
+    local: str
+
+    def write(self, work: Callable[[], T], *, wake: str = "") -> T:
+        """``work()`` in one write transaction; ``wake``: an agent whose daemon hears of it."""
+        raise NotImplementedError
+
+    def set_state(self, agent: str, state: str, sid: str, only_from: str | None = None) -> None:
+        """The agent's turn state (and Claude's session id ``sid``), only from ``only_from``."""
+        raise NotImplementedError
+
+    def record_seen(self, agent: str, sid: str | None, ids: list[str], keep_s: float) -> None:
+        """A prompt held the batch headers ``ids``; records older than ``keep_s`` go."""
+        raise NotImplementedError
+
+    def turn(self, agent: str) -> tuple[str | None, str | None]:
+        """The turn state the hooks recorded for ``agent`` and when (ISO 8601)."""
+        raise NotImplementedError
+
+    def delivery_seen(self, delivery_id: str) -> bool:
+        """True once a UserPromptSubmit hook saw ``delivery_id``'s batch header in a prompt."""
+        raise NotImplementedError
+
+    def has_unread(self, agent: str) -> bool:
+        raise NotImplementedError
+
+    def knows(self, agent: str) -> bool:
+        """Registered, or ever mailed."""
+        raise NotImplementedError
+
+    def take(
+        self, agent: str, budget: int, keep: Callable[[Rows], Rows] | None = None
+    ) -> Taken | None:
+        """In a write: the unread mail not in flight to the daemon, priority order, cut at
+        ``budget`` characters (at least one row), filtered by ``keep``; None when none is left."""
+        raise NotImplementedError
+
+    def mark_read(self, agent: str, ids: list[str], by: str) -> None:
+        """In a write: ``ids`` are read (their nudges go) and the agent is reached."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def done(self) -> None:
+        """The cold process is about to end (``entry`` exits with ``os._exit``)."""
+        self.close()
+
+    def inject(self, agent: str, max_chars: int, render: Render) -> tuple[str, list[str]]:
+        """One write: take the agent's unread mail within ``max_chars``, render it, ack just what
+        ``render`` says it rendered; ("", []) when there is none."""
+
+        def work() -> tuple[str, list[str]]:
+            taken = self.take(agent, max_chars - INJECT_RESERVE)
+            if taken is None:
+                return "", []
+            text, ids = render(*taken)
+            self.mark_read(agent, ids, "pull")
+            return text, ids
+
+        return self.write(work)
+
+
+def open_port(
+    location: StoreLocation, on_wake: Callable[[str, str], None] | None = None
+) -> Port | None:
+    """A port on its own connection to the store at ``location``; None when there is no store.
+
+    ``on_wake(local, agent)``: how a write's ``wake`` reaches the daemon when the store has no
+    notification channel of its own (SQLite's control socket; PostgreSQL NOTIFYs instead)."""
+    if location.kind == SQLITE:
+        from agentmaild.store.pull import SqlitePort
+
+        return SqlitePort.open(location.target, on_wake)
+    from agentmaild.store.port_postgres import PostgresPort
+
+    return PostgresPort.open(location)
+
+
+def port_at(store_path: str | os.PathLike[str]) -> Port:
+    """A port on the store whose local path is ``store_path``: the store file, or the stand-in
+    path of a PostgreSQL store this process named (the daemon's channels are given that path)."""
+    from agentmaild.errors import StoreError
+    from agentmaild.store.anchor import store_target
+    from agentmaild.store.location import StoreLocation
+
+    port = open_port(StoreLocation.of(store_target(os.fspath(store_path))))
+    if port is None:
+        raise StoreError(f"no store at {os.fspath(store_path)}")
+    return port
+
+
+def port_of(store: object) -> AbstractContextManager[Port]:
+    """A port lent on the open ``store``'s own connection (a pooled one for PostgreSQL). Its
+    ``wake`` reaches only the daemons the store itself notifies (PostgreSQL's NOTIFY), never
+    this process's control socket: the caller (the daemon) wakes its own loop."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def lend() -> Iterator[Port]:
+        from agentmaild.store.sqlite import SqliteMailStore
+
+        if isinstance(store, SqliteMailStore):
+            from agentmaild.store.pull import SqlitePort
+
+            yield SqlitePort(store.connection, str(store.path))
+            return
+        from agentmaild.store.port_postgres import lend_port
+
+        with lend_port(store) as port:
+            yield port
+
+    return lend()
