@@ -135,11 +135,12 @@ def check_inject(agent: str | None, db: str | None) -> tuple[str, list[str]]:
     """``agent`` None: Overstory's default (``orchestrator``) in Overstory mode, else an error."""
     import sqlite3
 
-    from agentmaild.location import resolve_db_str
     from agentmaild.overstory.flavor import ORCHESTRATOR, overstory_mode
+    from agentmaild.store.location import resolve_location
 
-    path = resolve_db_str(db)
-    if path.startswith(("postgresql://", "postgres://")):  # = location.is_dsn, inlined
+    location = resolve_location(db)
+    path = location.target
+    if not location.is_file:
         from agentmaild.inject_pg import check_inject as check_inject_pg
 
         if not agent:

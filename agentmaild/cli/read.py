@@ -31,11 +31,9 @@ from agentmaild.cli.mailview import messages_text, summaries_text
 from agentmaild.cli.read_remote import api_call, api_rows, check_remote, print_rows, thread_remote
 from agentmaild.errors import UsageError
 from agentmaild.ids import check_message_id, check_name, iso_now
-from agentmaild.location import is_dsn
 from agentmaild.mail import Mailer
 from agentmaild.overstory.flavor import ORCHESTRATOR
 from agentmaild.store.base import MailStore
-from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.trust.peers import with_origins
 
 AgentOpt = Annotated[str, typer.Option("--agent", "-a", help="Whose mail.")]
@@ -145,25 +143,11 @@ def check(
     if api is not None:
         check_remote(api, name, inject, as_json)
         return
-    target = db_target(db)
-    if inject and is_dsn(target):
-        from agentmaild.inject_pg import check_inject
-
-        text, ids = check_inject(target, name, fast.INJECT_MAX_CHARS)
+    if inject:  # the hot path's own take, render and ack (entry.py routes most calls there)
+        text, ids = fast.check_inject(name, db_target(db))
         out({"ok": True, "acked": ids, "text": text}, as_json, lambda: echo_text(text, nl=False))
         return
     with open_store(db, create=False) as store:
-        if inject:
-            assert isinstance(store, SqliteMailStore)  # a DSN took the branch above
-            text, ids = fast.take_and_render(store.connection, name, db=str(store.path))
-            if not ids:
-                known_agent(store, name)
-            out(
-                {"ok": True, "acked": ids, "text": text},
-                as_json,
-                lambda: echo_text(text, nl=False),
-            )
-            return
         found = store.take_unread(name)
         if not found:
             known_agent(store, name)

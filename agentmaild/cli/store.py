@@ -7,10 +7,9 @@ from typing import Annotated
 
 import typer
 
-from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, db_path, db_target, one_line
+from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, db_location, one_line
 from agentmaild.errors import UsageError
-from agentmaild.location import is_dsn
-from agentmaild.store.check import RECOVERY_HINT, CheckReport, check_store
+from agentmaild.store.check import RECOVERY_HINT, CheckReport
 
 FullOpt = Annotated[
     bool,
@@ -22,15 +21,7 @@ def store_check(full: FullOpt = False, db: DbOpt = None, as_json: JsonOpt = Fals
     """Check the store: a file's SQLite quick_check (integrity_check with --full), a PostgreSQL
     store's schema (amcheck's index check with --full, when installed), then agentmaild's
     cross-table checks. Exit 0 when sound, 1 with the problems listed. Read-only."""
-    target = db_target(db)
-    if is_dsn(target):
-        from agentmaild.store.check_pg import check_pg_store
-
-        report = check_pg_store(target, full=full)
-    else:
-        from agentmaild.store.files import resolved
-
-        report = check_store(resolved(db_path(db)), full=full)
+    report = db_location(db).check_integrity(full=full)
     if as_json or STATE.json:
         typer.echo(json.dumps(_json(report), ensure_ascii=False))
     else:

@@ -62,12 +62,18 @@ class PgHeartbeat:
 
 
 def read_hosts(dsn: str, now: float | None = None) -> list[dict[str, Any]]:
-    """Every host's daemon as ``status`` shows it: host, pid, last beat, age, up or down."""
+    """Every host's daemon as ``status`` shows it: host, pid, last beat, age, up or down;
+    ``StoreError`` when the store cannot be read."""
+    from agentmaild.errors import StoreError
+
     now = time.time() if now is None else now
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-        rows = conn.execute(
-            "SELECT host, pid, started_at, beat_at, lease_s FROM am_hosts ORDER BY host"
-        ).fetchall()
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT host, pid, started_at, beat_at, lease_s FROM am_hosts ORDER BY host"
+            ).fetchall()
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot read the hosts of the store: {exc}") from exc
     hosts = []
     for host, pid, started_at, beat_at, lease_s in rows:
         age = max(0.0, now - float(beat_at))

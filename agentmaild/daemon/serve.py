@@ -59,6 +59,7 @@ from agentmaild.store.files import (
     refuse_hard_links,
     resolved,
 )
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.sqlite import SqliteMailStore
 
 log = structlog.get_logger(__name__)
@@ -67,22 +68,23 @@ _WATCH_TICK_S = 1.0
 STORE_LOST_EXIT = 1
 
 
-def serve(db: Path | str, config: Config) -> int:
-    """Run the daemon for ``db`` (a file, or a PostgreSQL DSN) until shut down; 0 after a clean
-    drain.
+def serve(db: Path | str | StoreLocation, config: Config) -> int:
+    """Run the daemon for ``db`` (a location, a file, or a PostgreSQL DSN) until shut down; 0
+    after a clean drain.
 
     Raises ``AgentmaildError`` when it cannot start: another daemon holds the store's lock (the
     error names its pid), the store or its directory is unsafe, or the store is damaged.
     """
     configure_logging(config.log.level, config.log.format, config.log.file)
-    if isinstance(db, str):
+    location = StoreLocation.of(db)
+    if not location.is_file:
         from agentmaild.daemon.serve_pg import serve_pg
 
         try:
-            return serve_pg(db, config)
+            return serve_pg(location.target, config)
         except BaseExceptionGroup as group:
             raise first_error(group) from None
-    given = db.expanduser().absolute()
+    given = location.local_path.absolute()
     try:
         return _serve(given, resolved(given), config)
     except BaseExceptionGroup as group:
@@ -182,7 +184,7 @@ class Daemon:
     def _make_channel(self, agent: Agent, config: Config) -> Any:
         from agentmaild.channels.factory import make_channel  # channels load their deps lazily
 
-        return make_channel(agent, config, self.db, procs=self.journal)
+        return make_channel(agent, config, self.store.sync.location, procs=self.journal)
 
     @property
     def shutdown_event(self) -> anyio.Event:

@@ -143,12 +143,12 @@ class Hook:
             from agentmaild.hooks.remote import run_remote
 
             return run_remote(self)
-        from agentmaild.location import is_dsn, resolve_db_str
         from agentmaild.overstory.flavor import overstory_mode
+        from agentmaild.store.location import resolve_location
 
-        start = os.environ.get("CLAUDE_PROJECT_DIR") or None
-        self.db_path = resolve_db_str(self.db_flag, start=start)
-        if is_dsn(self.db_path):  # psycopg loads only on this branch
+        location = resolve_location(self.db_flag, start=os.environ.get("CLAUDE_PROJECT_DIR"))
+        self.db_path = location.target
+        if not location.is_file:  # psycopg loads only on this branch
             check_name(self.agent)
             from agentmaild.hooks.run_pg import run_pg
 

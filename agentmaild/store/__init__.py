@@ -5,6 +5,7 @@ in ``sql/``), ``postgres*`` (the PostgreSQL store: ``sql/pg_*.sql``, psycopg loa
 DSN), ``memory*`` (the shipped in-memory fake), ``migrate`` (schema versions), ``aio`` /
 ``aio_pg`` (the daemon's async facade and poll gates), ``pull`` (the stdlib-only reads and acks
 of the hot paths), ``queries`` (the named-query loader), ``copy*`` (``store copy`` between
-stores), ``anchor`` (a PostgreSQL store's local directory).
+stores), ``location`` (``StoreLocation``: which store a target names, where its local state
+lives, the one place a store class is chosen), ``anchor`` (a shim over it for older callers).
 May import: ``models``, ``errors``, ``ids``, ``vocab`` only — everything else builds on it.
 """

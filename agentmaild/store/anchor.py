@@ -1,37 +1,24 @@
-"""Where a PostgreSQL store lives on this machine: a private directory standing in for the store
-file's, for what stays local — the daemon's control socket and the agents' logs.
+"""A shim over ``StoreLocation`` for the callers that still pass a PostgreSQL store as a path.
 
-``anchor_for(dsn)`` is ``$XDG_STATE_HOME/agentmaild/pg-<hash>/store.pg`` (the hash names the
-server, port, database and user, never the password). Code that takes a store *path* — the
-channels, the log paths, the socket path — is given the anchor; ``store_target`` turns an anchor
-back into the DSN where the store itself is named (an agent's ``AGENTMAIL_DB``, a connection).
+``anchor_for(dsn)`` is ``StoreLocation.of(dsn).local_path`` (the store's stand-in path on this
+machine); ``store_target`` and ``is_anchor`` turn such a path back into its DSN, for the anchors
+this process made. New code holds the ``StoreLocation`` instead and never needs the way back;
+this module goes when its last caller (``daemon/``, ``hooks/``, ``channels/tmux_pg``) does.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 from pathlib import Path
 
+from agentmaild.store.location import ANCHOR_NAME as ANCHOR_NAME
+from agentmaild.store.location import StoreLocation
+
 _TARGETS: dict[str, str] = {}  # anchor path -> DSN, for the anchors this process made
-ANCHOR_NAME = "store.pg"
-
-
-def _state_home() -> Path:
-    given = os.environ.get("XDG_STATE_HOME", "")
-    return Path(given) if os.path.isabs(given) else Path.home() / ".local" / "state"
-
-
-def _identity(dsn: str) -> str:
-    from agentmaild.store.postgres_tx import redacted
-
-    return redacted(dsn)
 
 
 def anchor_for(dsn: str) -> Path:
     """The stand-in store path of ``dsn`` on this machine (its directory is not created here)."""
-    digest = hashlib.sha256(_identity(dsn).encode()).hexdigest()[:16]
-    path = _state_home() / "agentmaild" / f"pg-{digest}" / ANCHOR_NAME
+    path = StoreLocation.of(dsn).local_path
     _TARGETS[str(path)] = dsn
     return path
 

@@ -21,6 +21,7 @@ from agentmaild.models import (
 from agentmaild.store.guard import RULE_COUNTERS as RULE_COUNTERS
 from agentmaild.store.guard import ThreadGuard as ThreadGuard
 from agentmaild.store.guard import held_error as held_error
+from agentmaild.store.location import StoreLocation
 from agentmaild.tokens import ApiToken
 from agentmaild.trust.peers import Peer, PeerOrigin
 
@@ -142,6 +143,8 @@ class MailStore(abc.ABC):
 
     # The Overstory project this store belongs to (``overstory.link.OverstoryLink``), or None.
     overstory: Any = None
+    # Where the store is: what callers use instead of asking which backend it has.
+    location: StoreLocation
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:

@@ -14,6 +14,7 @@ import psycopg
 
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.postgres_agents import PostgresAgents
 from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_history import PostgresHistory
@@ -49,6 +50,7 @@ class PostgresMailStore(
         """``pool_size`` > 0 (the daemon's ``[store] pg_pool_size``): operations take their
         connections from a pool of that many, and may be called from several threads at once."""
         self.dsn = dsn
+        self.location = StoreLocation.of(dsn)
         self.drained = set()
         self.path = redacted(dsn)  # what messages and `status` show for "where the store is"
         try:

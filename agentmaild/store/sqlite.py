@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
 from agentmaild.store.files import create_private, make_store_dir, refuse_hard_links
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.migrate import migrate
 from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
@@ -114,6 +115,7 @@ class SqliteMailStore(
         flavor: str | None = None,
     ) -> None:
         self.path = Path(path)
+        self.location = StoreLocation.of(path)
         self.drained = set()
         self._wal: Path | None = None  # the -wal file, watched by inline writes (writable only)
         self.overstory = _overstory_link(str(path), flavor)
