@@ -9,7 +9,7 @@ import typer
 
 from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, db_location, one_line
 from agentmaild.errors import UsageError
-from agentmaild.store.check import RECOVERY_HINT, CheckReport
+from agentmaild.store.check import CheckReport
 
 FullOpt = Annotated[
     bool,
@@ -73,18 +73,10 @@ def store_copy(src: SourceArg, dst: DestArg, as_json: JsonOpt = False) -> None:
         raise typer.Exit(1)
 
 
-def _hint(report: CheckReport) -> str:
-    if report.engine == "postgresql":
-        from agentmaild.store.check_pg import PG_RECOVERY_HINT
-
-        return PG_RECOVERY_HINT
-    return RECOVERY_HINT
-
-
 def _json(report: CheckReport) -> dict[str, object]:
     data = report.to_json()
     if not report.ok:
-        message = f"{len(report.problems)} problem(s) found; to recover: {_hint(report)}"
+        message = f"{len(report.problems)} problem(s) found; to recover: {report.recovery_hint()}"
         data["error"] = {"code": "store_damaged", "message": message}
     return data
 
@@ -98,7 +90,8 @@ def _print(report: CheckReport) -> None:
     for warning in report.warnings:
         typer.echo(f"  warning: {one_line(warning)}")
     if not report.ok:
-        typer.echo(f"error: store {report.path} is damaged; to recover: {_hint(report)}", err=True)
+        hint = report.recovery_hint()
+        typer.echo(f"error: store {report.path} is damaged; to recover: {hint}", err=True)
 
 
 def register(app: typer.Typer) -> None:
