@@ -18,6 +18,7 @@ from agentmaild.ids import check_name
 from agentmaild.mail import Mailer
 from agentmaild.overstory.flavor import default_identity
 from agentmaild.store.base import MailStore
+from agentmaild.store.kinds import open_store
 from agentmaild.store.location import StoreLocation
 
 
@@ -25,7 +26,8 @@ def store_at(
     target: str | StoreLocation, *, readonly: bool = False, create: bool = True
 ) -> MailStore:
     """The store ``target`` names (a path, a DSN or a location), under the config's flavor."""
-    return StoreLocation.of(target).open(readonly=readonly, create=create, flavor=flavor())
+    location = StoreLocation.of(target)
+    return open_store(location, readonly=readonly, create=create, flavor=flavor())
 
 
 def mailer(store: MailStore) -> Mailer:

@@ -52,7 +52,9 @@ def store_session_saver(location: StoreLocation, agent: str) -> SessionSaver:
     """Persist a new session id on the agent's row: one short transaction on a fresh connection."""
 
     def save_sync(session_id: str) -> None:
-        store = location.open()
+        from agentmaild.store.kinds import open_store
+
+        store = open_store(location)
         try:
             store.update_agent(agent, {"session_id": session_id})
         finally:

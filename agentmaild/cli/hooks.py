@@ -54,6 +54,7 @@ def _warn_if_unknown(agent: str, db: str | None, project: Path) -> None:
     the agent may well be registered after its hooks)."""
     from agentmaild.errors import AgentmaildError
     from agentmaild.mail import IMPLICIT_RECIPIENTS
+    from agentmaild.store.kinds import open_store
     from agentmaild.store.location import resolve_location
 
     if agent in IMPLICIT_RECIPIENTS:
@@ -61,7 +62,7 @@ def _warn_if_unknown(agent: str, db: str | None, project: Path) -> None:
     location = resolve_location(db, start=str(project))
     problem = None
     try:
-        store = location.open(readonly=True)
+        store = open_store(location, readonly=True)
     except AgentmaildError:
         problem = f"no readable store at {location.shown} yet"
     else:

@@ -10,6 +10,7 @@ import typer
 from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, db_location, one_line
 from agentmaild.errors import UsageError
 from agentmaild.store.check import CheckReport
+from agentmaild.store.kinds import check_integrity
 
 FullOpt = Annotated[
     bool,
@@ -21,7 +22,7 @@ def store_check(full: FullOpt = False, db: DbOpt = None, as_json: JsonOpt = Fals
     """Check the store: a file's SQLite quick_check (integrity_check with --full), a PostgreSQL
     store's schema (amcheck's index check with --full, when installed), then agentmaild's
     cross-table checks. Exit 0 when sound, 1 with the problems listed. Read-only."""
-    report = db_location(db).check_integrity(full=full)
+    report = check_integrity(db_location(db), full=full)
     if as_json or STATE.json:
         typer.echo(json.dumps(_json(report), ensure_ascii=False))
     else:

@@ -13,8 +13,9 @@ turns it into ``(kind, target, local)``:
   hooks' marker files live beside it (``state_dir``).
 - ``shown``: how to name the store to a person: the path, or the DSN without its password.
 
-``open`` is where a store class is chosen; ``checked`` and ``check_integrity`` are the other
-questions whose answer depends on the kind. Everything else asks the value, never the kind.
+``store.kinds`` turns a location into a store (``open_store``: the one place a store class is
+chosen); ``checked`` here asks whether a target is usable. Everything else asks the value, never
+the kind.
 
 The project default is ``<project root>/.agentmail/mail.db`` (Overstory's ``.overstory/mail.db``
 when only that exists) where the project root is the main checkout of the git repository, found
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from agentmaild.store.base import MailStore
-    from agentmaild.store.check import CheckReport
 
 SQLITE = "sqlite"
 POSTGRES = "postgres"
@@ -114,48 +113,12 @@ class StoreLocation:
     def shown(self) -> str:
         return redacted(self.target) if self.kind == POSTGRES else self.target
 
-    def open(
-        self, *, readonly: bool = False, create: bool = True, flavor: str | None = None,
-        pool_size: int = 0,
-    ) -> MailStore:  # fmt: skip
-        """The store here (the one place a store class is chosen; each loads only when used).
-
-        ``readonly`` never writes nor creates; ``create=False`` refuses a missing store;
-        ``flavor`` is ``[store] flavor`` (a file store's Overstory mode); ``pool_size`` > 0 gives
-        a server store a connection pool (the daemon's)."""
-        create = create and not readonly
-        if self.kind == POSTGRES:
-            from agentmaild.store.postgres import PostgresMailStore
-
-            return PostgresMailStore(
-                self.target, readonly=readonly, create=create, pool_size=pool_size
-            )
-        if self.kind == MEMORY:
-            from agentmaild.store.memory import MemoryMailStore
-
-            return MemoryMailStore()
-        from agentmaild.store.sqlite import SqliteMailStore
-
-        return SqliteMailStore(self.target, readonly=readonly, create=create, flavor=flavor)
-
     def checked(self) -> StoreLocation:
         """This location, once its target is known to be usable as one (nothing is connected
         to: a server may be down); ``UsageError`` for a DSN that cannot be parsed."""
         if self.kind == POSTGRES:
             _check_dsn(self.target)
         return self
-
-    def check_integrity(self, *, full: bool = False) -> CheckReport:
-        """``store check``: a file's SQLite checks or a server store's schema checks, then the
-        cross-table checks (read-only)."""
-        if self.kind == POSTGRES:
-            from agentmaild.store.check_pg import check_pg_store
-
-            return check_pg_store(self.target, full=full)
-        from agentmaild.store.check import check_store
-        from agentmaild.store.files import resolved
-
-        return check_store(resolved(self.local_path), full=full)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, StoreLocation) and (self.kind, self.target) == (

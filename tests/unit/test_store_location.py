@@ -15,6 +15,7 @@ from agentmaild.config import Config
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.errors import StoreError, UsageError
 from agentmaild.models import Agent
+from agentmaild.store.kinds import check_integrity, open_store
 from agentmaild.store.location import (
     MEMORY,
     POSTGRES,
@@ -90,27 +91,37 @@ def test_local_path_is_stable_and_names_no_password(state_home: Path) -> None:
 def test_open_picks_the_store_class(tmp_path: Path) -> None:
     location = StoreLocation.of(tmp_path / "mail.db")
     with pytest.raises(StoreError):
-        location.open(readonly=True)  # read-only never creates
+        open_store(location, readonly=True)  # read-only never creates
     assert not (tmp_path / "mail.db").exists()
-    store = location.open()
+    store = open_store(location)
     try:
         assert isinstance(store, SqliteMailStore) and store.location == location
     finally:
         store.close()
-    memory = StoreLocation.memory().open()
+    memory = open_store(StoreLocation.memory())
     assert isinstance(memory, MemoryMailStore) and memory.location == StoreLocation.memory()
+
+
+def test_check_integrity_of_a_file(tmp_path: Path) -> None:
+    location = StoreLocation.of(tmp_path / "mail.db")
+    with pytest.raises(StoreError, match="no store"):
+        check_integrity(location)
+    open_store(location).close()
+    report = check_integrity(location)
+    assert report.ok and report.engine == "sqlite" and report.kind() == "quick_check"
 
 
 def test_open_picks_the_postgres_store(pg_dsn: str) -> None:
     from agentmaild.store.postgres import PostgresMailStore
 
     location = StoreLocation.of(pg_dsn)
-    store = location.open()
+    store = open_store(location)
     try:
         assert isinstance(store, PostgresMailStore) and store.location == location
         assert store.get_agent("nobody") is None
     finally:
         store.close()
+    assert check_integrity(location).engine == "postgresql"
 
 
 def test_checked_refuses_an_unparsable_dsn(tmp_path: Path) -> None:
