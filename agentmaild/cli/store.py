@@ -10,7 +10,7 @@ import typer
 from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, db_location, one_line
 from agentmaild.errors import UsageError
 from agentmaild.store.check import CheckReport
-from agentmaild.store.kinds import check_integrity
+from agentmaild.store.kinds import check_integrity, recovery_hint
 
 FullOpt = Annotated[
     bool,
@@ -77,7 +77,7 @@ def store_copy(src: SourceArg, dst: DestArg, as_json: JsonOpt = False) -> None:
 def _json(report: CheckReport) -> dict[str, object]:
     data = report.to_json()
     if not report.ok:
-        message = f"{len(report.problems)} problem(s) found; to recover: {report.recovery_hint()}"
+        message = f"{len(report.problems)} problem(s) found; to recover: {recovery_hint(report)}"
         data["error"] = {"code": "store_damaged", "message": message}
     return data
 
@@ -91,7 +91,7 @@ def _print(report: CheckReport) -> None:
     for warning in report.warnings:
         typer.echo(f"  warning: {one_line(warning)}")
     if not report.ok:
-        hint = report.recovery_hint()
+        hint = recovery_hint(report)
         typer.echo(f"error: store {report.path} is damaged; to recover: {hint}", err=True)
 
 

@@ -55,14 +55,6 @@ class CheckReport(NamedTuple):
             return "pg_amcheck" if self.full else "pg_schema"
         return "integrity_check" if self.full else "quick_check"
 
-    def recovery_hint(self) -> str:
-        """What to do about a damaged store of this kind."""
-        if self.engine == "postgresql":
-            from agentmaild.store.check_pg import PG_RECOVERY_HINT
-
-            return PG_RECOVERY_HINT
-        return RECOVERY_HINT
-
 
 def check_store(path: Path, *, full: bool = False, cross: bool = True) -> CheckReport:
     """Run ``PRAGMA quick_check`` (``integrity_check`` when ``full``) and, when ``cross``, the

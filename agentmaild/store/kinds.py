@@ -50,3 +50,14 @@ def check_integrity(location: StoreLocation, *, full: bool = False) -> CheckRepo
     from agentmaild.store.files import resolved
 
     return check_store(resolved(location.local_path), full=full)
+
+
+def recovery_hint(report: CheckReport) -> str:
+    """What to do about a store ``check_integrity`` found damaged."""
+    if report.engine == "postgresql":
+        from agentmaild.store.check_pg import PG_RECOVERY_HINT
+
+        return PG_RECOVERY_HINT
+    from agentmaild.store.check import RECOVERY_HINT
+
+    return RECOVERY_HINT

@@ -15,7 +15,7 @@ from agentmaild.config import Config
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.errors import StoreError, UsageError
 from agentmaild.models import Agent
-from agentmaild.store.kinds import check_integrity, open_store
+from agentmaild.store.kinds import check_integrity, open_store, recovery_hint
 from agentmaild.store.location import (
     MEMORY,
     POSTGRES,
@@ -109,6 +109,7 @@ def test_check_integrity_of_a_file(tmp_path: Path) -> None:
     open_store(location).close()
     report = check_integrity(location)
     assert report.ok and report.engine == "sqlite" and report.kind() == "quick_check"
+    assert "sqlite3 mail.db .recover" in recovery_hint(report)
 
 
 def test_open_picks_the_postgres_store(pg_dsn: str) -> None:
@@ -121,7 +122,8 @@ def test_open_picks_the_postgres_store(pg_dsn: str) -> None:
         assert store.get_agent("nobody") is None
     finally:
         store.close()
-    assert check_integrity(location).engine == "postgresql"
+    report = check_integrity(location)
+    assert report.engine == "postgresql" and "restore the database" in recovery_hint(report)
 
 
 def test_checked_refuses_an_unparsable_dsn(tmp_path: Path) -> None:
