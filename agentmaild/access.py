@@ -15,23 +15,19 @@ from pathlib import Path
 
 from agentmaild.errors import ValidationError
 from agentmaild.ids import check_name
-from agentmaild.location import is_dsn
 from agentmaild.mail import Mailer
 from agentmaild.overstory.flavor import default_identity
 from agentmaild.store.base import MailStore
+from agentmaild.store.kinds import open_store
+from agentmaild.store.location import StoreLocation
 
 
-def store_at(target: str, *, readonly: bool = False, create: bool = True) -> MailStore:
-    """The store ``target`` names: PostgreSQL for a DSN (psycopg loaded only then), else SQLite."""
-    if is_dsn(target):
-        from agentmaild.store.postgres import PostgresMailStore
-
-        return PostgresMailStore(target, readonly=readonly, create=create and not readonly)
-    from agentmaild.store.sqlite import SqliteMailStore
-
-    return SqliteMailStore(
-        Path(target), readonly=readonly, create=create and not readonly, flavor=flavor()
-    )
+def store_at(
+    target: str | StoreLocation, *, readonly: bool = False, create: bool = True
+) -> MailStore:
+    """The store ``target`` names (a path, a DSN or a location), under the config's flavor."""
+    location = StoreLocation.of(target)
+    return open_store(location, readonly=readonly, create=create, flavor=flavor())
 
 
 def mailer(store: MailStore) -> Mailer:
@@ -72,13 +68,7 @@ def daemon_socket(store: MailStore) -> Path | None:
     from agentmaild.config import load_config
     from agentmaild.control.protocol import socket_path_for
 
-    configured = load_config().daemon.socket
-    path = getattr(store, "path", None)
-    if not isinstance(path, Path):  # a PostgreSQL store: this machine's daemon, at its anchor
-        from agentmaild.store.anchor import anchor_for
-
-        path = anchor_for(getattr(store, "dsn", ""))
-    sock = Path(configured) if configured else socket_path_for(path)
+    sock = socket_path_for(store.location, load_config().daemon.socket)
     return sock if sock.exists() else None
 
 

@@ -80,12 +80,11 @@ def _is_known(port: Port, agent: str, path: str, overstory: bool) -> bool:
 
 def check_inject(agent: str | None, db: str | None) -> tuple[str, list[str]]:
     """``agent`` None: Overstory's default (``orchestrator``) in Overstory mode, else an error."""
-    from agentmaild.location import resolve_db_str
     from agentmaild.overstory.flavor import ORCHESTRATOR, overstory_mode
-    from agentmaild.store.location import StoreLocation
+    from agentmaild.store.location import resolve_location
     from agentmaild.store.ports import open_port
 
-    location = StoreLocation.of(resolve_db_str(db))
+    location = resolve_location(db)
     overstory = overstory_mode(location.target)
     if not agent:
         if not overstory:

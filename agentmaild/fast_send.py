@@ -79,9 +79,9 @@ def run_send(argv: Sequence[str], command: str = "send") -> int:
 
 def _send(command: str, opts: dict[str, str]) -> Sent:
     from agentmaild.access import mailer, poke, read_body, sender_of, store_at
-    from agentmaild.location import resolve_db_str
+    from agentmaild.store.location import resolve_location
 
-    store = store_at(resolve_db_str(opts.get("db")))
+    store = store_at(resolve_location(opts.get("db")))
     try:
         if command == "reply":
             sent = mailer(store).reply(

@@ -25,7 +25,7 @@ _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 class _Row(Protocol):
-    """A row of either store (``sqlite3.Row``, psycopg's dict rows): columns by name."""
+    """A store's row: its columns by name."""
 
     def __getitem__(self, key: str, /) -> Any: ...
 

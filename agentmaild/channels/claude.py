@@ -32,6 +32,7 @@ from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, Deli
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import ChildExit
 from agentmaild.procs.journal import ProcJournal
+from agentmaild.store.location import StoreLocation
 
 CLAUDE_EXECUTABLE = "claude"
 STREAM_JSON_FLAGS = (
@@ -47,21 +48,13 @@ STREAM_JSON_FLAGS = (
 SessionSaver = Callable[[str], Awaitable[None]]
 
 
-def store_session_saver(store_path: Path, agent: str) -> SessionSaver:
+def store_session_saver(location: StoreLocation, agent: str) -> SessionSaver:
     """Persist a new session id on the agent's row: one short transaction on a fresh connection."""
 
     def save_sync(session_id: str) -> None:
-        from agentmaild.store.anchor import is_anchor, store_target
-        from agentmaild.store.base import MailStore
-        from agentmaild.store.sqlite import SqliteMailStore  # the daemon has it loaded already
+        from agentmaild.store.kinds import open_store
 
-        store: MailStore
-        if is_anchor(store_path):
-            from agentmaild.store.postgres import PostgresMailStore
-
-            store = PostgresMailStore(store_target(store_path))
-        else:
-            store = SqliteMailStore(store_path)
+        store = open_store(location)
         try:
             store.update_agent(agent, {"session_id": session_id})
         finally:
@@ -95,7 +88,7 @@ def claude_argv(agent: Agent, session_args: list[str]) -> list[str]:
     return [command[0], *STREAM_JSON_FLAGS, *session_args, *command[1:]]
 
 
-def agent_env(agent: Agent, *, db: Path, delivery_id: str) -> dict[str, str]:
+def agent_env(agent: Agent, *, db: StoreLocation, delivery_id: str) -> dict[str, str]:
     """The daemon's environment made safe for a child, plus ``settings["env"]`` on top."""
     env = child_env(os.environ, agent=agent.name, db=db, delivery_id=delivery_id)
     extra = agent.settings.get("env") or {}
@@ -201,16 +194,16 @@ class ClaudeSpawnChannel(SpawnChannel):
         self,
         agent: Agent,
         config: Config,
-        store_path: Path,
+        store_path: Path | StoreLocation,
         *,
         save_session: SessionSaver | None = None,
         procs: ProcJournal | None = None,
     ) -> None:
         super().__init__(agent, config, store_path, procs=procs)
         self._success = "result"
-        saver = save_session or store_session_saver(self.store_path, agent.name)
+        saver = save_session or store_session_saver(self.store, agent.name)
         self.session = ClaudeSession(agent.session_id, saver)
-        self._home = agent_env(agent, db=self.store_path, delivery_id="").get("HOME", "")
+        self._home = agent_env(agent, db=self.store, delivery_id="").get("HOME", "")
         self._holder: int | None = None  # who held the session at the last is_busy()
 
     async def is_busy(self) -> bool:
@@ -270,7 +263,7 @@ class ClaudeSpawnChannel(SpawnChannel):
     def _claude_launch(self, batch: Batch, session_args: list[str]) -> _Launch:
         argv = claude_argv(self.agent, session_args)
         cwd = self._cwd()
-        env = agent_env(self.agent, db=self.store_path, delivery_id=batch.delivery_id)
+        env = agent_env(self.agent, db=self.store, delivery_id=batch.delivery_id)
         check_executable(argv[0], cwd, env)
         return _Launch(argv=argv, cwd=cwd, env=env, delivery_id=batch.delivery_id)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from agentmaild.errors import AgentUnavailable
 from agentmaild.models import Agent
+from agentmaild.store.location import StoreLocation
 
 _PLACEHOLDER = re.compile(r"\{(agent|session_id|delivery_id)\}")
 
@@ -28,7 +29,15 @@ def render_argv(template: tuple[str, ...], values: Mapping[str, str]) -> list[st
     return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], part) for part in template]
 
 
-def child_env(base: Mapping[str, str], *, agent: str, db: Path, delivery_id: str) -> dict[str, str]:
+def store_of(store: Path | StoreLocation) -> StoreLocation:
+    """The store a channel serves, as a location; a store file given by a relative path is made
+    absolute (the child may run in another directory)."""
+    return StoreLocation.of(store.absolute() if isinstance(store, Path) else store)
+
+
+def child_env(
+    base: Mapping[str, str], *, agent: str, db: StoreLocation, delivery_id: str
+) -> dict[str, str]:
     """The inherited environment without Claude Code's own markers, plus the AGENTMAIL_* trio.
 
     Dropping ``CLAUDECODE``/``CLAUDE_CODE_*`` keeps a daemon started from inside a Claude session
@@ -36,9 +45,7 @@ def child_env(base: Mapping[str, str], *, agent: str, db: Path, delivery_id: str
     skip the mail this very turn carries.
     """
     env = {k: v for k, v in base.items() if k != "CLAUDECODE" and not k.startswith("CLAUDE_CODE_")}
-    from agentmaild.store.anchor import store_target  # a PostgreSQL store's anchor: its DSN
-
-    env.update(AGENTMAIL_AGENT=agent, AGENTMAIL_DB=store_target(db), AGENTMAIL_DELIVERY=delivery_id)
+    env.update(AGENTMAIL_AGENT=agent, AGENTMAIL_DB=db.target, AGENTMAIL_DELIVERY=delivery_id)
     return env
 
 

@@ -18,6 +18,7 @@ from agentmaild.config import Config
 from agentmaild.errors import AgentUnavailable
 from agentmaild.models import Agent, ChannelKind
 from agentmaild.procs.journal import ProcJournal
+from agentmaild.store.location import StoreLocation
 
 # settings.protocol of a stdin agent -> the channel speaking it (None: Claude stream-json lines)
 PROTOCOLS: dict[str, type[AcpChannel | CodexAppChannel | OpencodeServerChannel]] = {
@@ -28,7 +29,11 @@ PROTOCOLS: dict[str, type[AcpChannel | CodexAppChannel | OpencodeServerChannel]]
 
 
 def make_channel(
-    agent: Agent, config: Config, store_path: Path, *, procs: ProcJournal | None = None
+    agent: Agent,
+    config: Config,
+    store_path: Path | StoreLocation,
+    *,
+    procs: ProcJournal | None = None,
 ) -> Channel:
     """The channel that delivers to ``agent``.
 
@@ -50,14 +55,14 @@ def make_channel(
     if kind == ChannelKind.SPAWN:
         return SpawnChannel(agent, config, store_path, procs=procs)
     if kind == ChannelKind.TMUX:
-        return TmuxChannel(agent, config, store_path)
+        return TmuxChannel(agent, config, StoreLocation.of(store_path))
     if kind == ChannelKind.STDIN:
         return _stdin_channel(agent, config, store_path, procs)
     raise AgentUnavailable(f"unknown channel {kind!r}")
 
 
 def _stdin_channel(
-    agent: Agent, config: Config, store_path: Path, procs: ProcJournal | None
+    agent: Agent, config: Config, store_path: Path | StoreLocation, procs: ProcJournal | None
 ) -> Channel:
     protocol = agent.settings.get("protocol")
     if protocol is None:

@@ -38,6 +38,7 @@ from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.journal import ProcJournal
 from agentmaild.procs.lines import Line
+from agentmaild.store.location import StoreLocation
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -58,7 +59,7 @@ class OpencodeServerChannel(StdinHost, Channel):
         self,
         agent: Agent,
         config: Config,
-        store_path: Path,
+        store_path: Path | StoreLocation,
         *,
         save_session: SessionSaver | None = None,
         procs: ProcJournal | None = None,
@@ -67,8 +68,8 @@ class OpencodeServerChannel(StdinHost, Channel):
         self._stall_s = self._stall_timeout_s or 0.0
         self._start_timeout_s = positive_setting(agent, "opencode_start_timeout_s", START_TIMEOUT_S)
         self._max_retries = _max_retries(agent)
-        self._save = save_session or store_session_saver(self.store_path, agent.name)
-        self._env = agent_env(agent, db=self.store_path, delivery_id=DELIVERY_MARKER)
+        self._save = save_session or store_session_saver(self.store, agent.name)
+        self._env = agent_env(agent, db=self.store, delivery_id=DELIVERY_MARKER)
         self._auth = _auth(self._env)
         self._attach = _attach_endpoint(agent, self._auth)
         if self._attach is None and not agent.command:

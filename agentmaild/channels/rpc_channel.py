@@ -31,6 +31,7 @@ from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.journal import ProcJournal
 from agentmaild.procs.lines import Line
+from agentmaild.store.location import StoreLocation
 
 START_TIMEOUT_S = 180.0  # node CLIs took ~20 s to answer initialize on a loaded machine
 
@@ -46,7 +47,7 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         self,
         agent: Agent,
         config: Config,
-        store_path: Path,
+        store_path: Path | StoreLocation,
         *,
         save_session: SessionSaver | None = None,
         procs: ProcJournal | None = None,
@@ -56,9 +57,9 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         super().__init__(agent, config, store_path, procs)
         key = f"{self.kind.replace('-', '_')}_start_timeout_s"
         self._start_timeout_s = positive_setting(agent, key, START_TIMEOUT_S)
-        self._save = save_session or store_session_saver(self.store_path, agent.name)
+        self._save = save_session or store_session_saver(self.store, agent.name)
         self._session_id_value: str | None = agent.session_id
-        self._env = agent_env(agent, db=self.store_path, delivery_id=DELIVERY_MARKER)
+        self._env = agent_env(agent, db=self.store, delivery_id=DELIVERY_MARKER)
         self._calls = Calls()
         self._ready: _Process | None = None  # the process whose handshake finished
         self._prompt: Call | None = None

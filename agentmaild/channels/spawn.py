@@ -28,6 +28,7 @@ from agentmaild.channels.commands import (
     child_env,
     render_argv,
     stall_timeout,
+    store_of,
     user_line,
 )
 from agentmaild.config import Config
@@ -39,6 +40,7 @@ from agentmaild.procs.journal import ProcJournal, ScopeRecord
 from agentmaild.procs.lines import Line
 from agentmaild.procs.logfiles import RotatingLog, log_path
 from agentmaild.procs.scope import open_child
+from agentmaild.store.location import StoreLocation
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -107,11 +109,17 @@ class SpawnChannel(Channel):
     kind = "spawn"
 
     def __init__(
-        self, agent: Agent, config: Config, store_path: Path, *, procs: ProcJournal | None = None
+        self,
+        agent: Agent,
+        config: Config,
+        store_path: Path | StoreLocation,
+        *,
+        procs: ProcJournal | None = None,
     ) -> None:
         self.agent = agent
         self._procs = procs
-        self.store_path = store_path.absolute()
+        self.store = store_of(store_path)
+        self.store_path = self.store.local_path  # logs and markers go beside it
         self.log_path = log_path(self.store_path, agent.name)
         self._spawn = config.spawn
         self._success = _success_rule(agent)
@@ -167,7 +175,7 @@ class SpawnChannel(Channel):
         argv = self._argv(batch)
         cwd = self._cwd()
         env = child_env(
-            os.environ, agent=self.agent.name, db=self.store_path, delivery_id=batch.delivery_id
+            os.environ, agent=self.agent.name, db=self.store, delivery_id=batch.delivery_id
         )
         check_executable(argv[0], cwd, env)
         return _Launch(argv=argv, cwd=cwd, env=env, delivery_id=batch.delivery_id)

@@ -41,6 +41,7 @@ from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.journal import ProcJournal
+from agentmaild.store.location import StoreLocation
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -58,7 +59,7 @@ class StdinChannel(StdinHost, Channel):
         self,
         agent: Agent,
         config: Config,
-        store_path: Path,
+        store_path: Path | StoreLocation,
         *,
         save_session: SessionSaver | None = None,
         procs: ProcJournal | None = None,
@@ -66,9 +67,9 @@ class StdinChannel(StdinHost, Channel):
         super().__init__(agent, config, store_path, procs)
         self._ack_on = _ack_on(agent, config.stdin.ack_on)
         self._claude = agent.preset == "claude" or not agent.command
-        saver = save_session or store_session_saver(self.store_path, agent.name)
+        saver = save_session or store_session_saver(self.store, agent.name)
         self.session = ClaudeSession(agent.session_id, saver) if self._claude else None
-        self._env = agent_env(agent, db=self.store_path, delivery_id=DELIVERY_MARKER)
+        self._env = agent_env(agent, db=self.store, delivery_id=DELIVERY_MARKER)
         self._writing = False
         self._last_reason: str | None = None
         self._holder: int | None = None  # who held the session at the last is_busy()

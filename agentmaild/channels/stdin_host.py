@@ -18,7 +18,7 @@ import anyio.abc
 from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.claude import ClaudeSession, claude_argv, session_holder
-from agentmaild.channels.commands import check_executable, render_argv, stall_timeout
+from agentmaild.channels.commands import check_executable, render_argv, stall_timeout, store_of
 from agentmaild.channels.stdin_turns import Turn, parse_event, track
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
@@ -28,6 +28,7 @@ from agentmaild.procs.journal import ProcJournal
 from agentmaild.procs.lines import Line
 from agentmaild.procs.logfiles import RotatingLog, log_path
 from agentmaild.procs.scope import open_child
+from agentmaild.store.location import StoreLocation
 
 
 @dataclass(slots=True)
@@ -60,12 +61,17 @@ class StdinHost:
     ends_on_eof = True  # False: a server that ignores its stdin is sent TERM at once
 
     def __init__(
-        self, agent: Agent, config: Config, store_path: Path, procs: ProcJournal | None
+        self,
+        agent: Agent,
+        config: Config,
+        store_path: Path | StoreLocation,
+        procs: ProcJournal | None,
     ) -> None:
         self.agent = agent
         self.session = None
         self._procs = procs
-        self.store_path = store_path.absolute()
+        self.store = store_of(store_path)
+        self.store_path = self.store.local_path  # logs and markers go beside it
         self.log_path = log_path(self.store_path, agent.name)
         self._spawn = config.spawn
         self._backoff = (config.stdin.restart_backoff_initial_s, config.stdin.restart_backoff_max_s)

@@ -48,7 +48,8 @@ from agentmaild.channels.tmux_signals import (
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed, StoreError
 from agentmaild.models import Agent, Batch
-from agentmaild.store.ports import Port, port_at
+from agentmaild.store.location import StoreLocation
+from agentmaild.store.ports import Port, open_port
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
@@ -66,13 +67,14 @@ class TmuxChannel(Channel):
 
     kind = "tmux"
 
-    def __init__(self, agent: Agent, config: Config, store_path: Path) -> None:
+    def __init__(self, agent: Agent, config: Config, store: StoreLocation | Path) -> None:
         if not agent.tmux_target:
             raise AgentUnavailable(f"agent {agent.name!r} has no tmux target")
         self.agent = agent
         self.target = agent.tmux_target
         self.socket = agent.tmux_socket or ""
-        self.store_path = store_path.absolute()
+        self.location = StoreLocation.of(store)
+        self.store_path = self.location.local_path.absolute()
         self._tmux = config.tmux
         self._cmd = TmuxCommand(self.target, self.socket)
         settings = agent.settings
@@ -278,7 +280,7 @@ class TmuxChannel(Channel):
     async def _db(self, fn: Any, *args: Any) -> Any:
         def call() -> Any:
             if self._port is None:
-                self._port = port_at(self.store_path)
+                self._port = _open_port(self.location)
             return fn(self._port, *args)
 
         try:
@@ -290,3 +292,10 @@ class TmuxChannel(Channel):
 
 def _seen(port: Port, delivery_id: str) -> bool:
     return port.delivery_seen(delivery_id)
+
+
+def _open_port(location: StoreLocation) -> Port:
+    port = open_port(location)
+    if port is None:
+        raise StoreError(f"no store at {location.shown}")
+    return port

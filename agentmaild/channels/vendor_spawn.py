@@ -41,6 +41,7 @@ from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, Deli
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import Child, ChildExit
 from agentmaild.procs.journal import ProcJournal
+from agentmaild.store.location import StoreLocation
 
 
 @dataclass(slots=True)
@@ -71,7 +72,7 @@ class VendorSpawnChannel(SpawnChannel):
         self,
         agent: Agent,
         config: Config,
-        store_path: Path,
+        store_path: Path | StoreLocation,
         *,
         preset: VendorPreset,
         save_session: SessionSaver | None = None,
@@ -81,7 +82,7 @@ class VendorSpawnChannel(SpawnChannel):
         self.preset = preset
         self.session_id = agent.session_id
         self.established = agent.session_id is not None  # a stored id is assumed to exist
-        self._saver = save_session or store_session_saver(self.store_path, agent.name)
+        self._saver = save_session or store_session_saver(self.store, agent.name)
         self._home = self._env("").get("HOME", "")
         self._events: VendorEvents | None = None
         self._holder: int | None = None
@@ -105,7 +106,7 @@ class VendorSpawnChannel(SpawnChannel):
         return codex_thread_holder(self._home, self.session_id)
 
     def _env(self, delivery_id: str) -> dict[str, str]:
-        env = agent_env(self.agent, db=self.store_path, delivery_id=delivery_id)
+        env = agent_env(self.agent, db=self.store, delivery_id=delivery_id)
         env = self.preset.scrub(env)
         env.update(self.agent.settings.get("env") or {})  # explicit values win over the scrub
         return env

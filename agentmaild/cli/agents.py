@@ -14,7 +14,6 @@ from agentmaild.cli.common import DbOpt, JsonOpt, command, one_line, open_store,
 from agentmaild.errors import NotFound, UsageError, ValidationError
 from agentmaild.ids import check_host, check_name
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
-from agentmaild.location import is_dsn
 from agentmaild.models import Agent, ChannelKind
 from agentmaild.rules import members, queues
 
@@ -58,11 +57,11 @@ def _agent_line(a: Agent) -> str:
 
 
 def _host(given: str | None, db: str | None) -> str | None:
-    """The agent's host: ``--host``, else this machine's on a PostgreSQL store (shared by hosts),
-    else none (a store file has one daemon, which delivers to every agent)."""
+    """The agent's host: ``--host``, else this machine's on a store shared by hosts, else none
+    (a store file has one daemon, which delivers to every agent)."""
     if given is not None:
         return check_host(given)
-    if is_dsn(cli.db_target(db)):
+    if cli.db_location(db).shared_by_hosts:
         return socket.gethostname()
     return None
 

@@ -20,11 +20,11 @@ from agentmaild.access import sender_of as sender_of
 from agentmaild.access import store_at as store_at
 from agentmaild.errors import AgentmaildError, UsageError
 from agentmaild.errors import one_line as one_line
-from agentmaild.location import is_dsn, resolve_db, resolve_db_str
 from agentmaild.mail import IMPLICIT_RECIPIENTS
 from agentmaild.overstory.flavor import overstory_mode
 from agentmaild.render import visible
 from agentmaild.store.base import MailStore
+from agentmaild.store.location import StoreLocation, resolve_location
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -110,17 +110,22 @@ def remote(url: str | None, token: str | None) -> tuple[str, str | None] | None:
     return target(url or STATE.url, token or STATE.token)
 
 
+def db_location(db: str | None) -> StoreLocation:
+    """Where the store is (``--db``, else ``$AGENTMAIL_DB``, the config, the project default)."""
+    return resolve_location(db or STATE.db)
+
+
 def db_target(db: str | None) -> str:
-    """Where the store is: a file path or a ``postgresql://`` DSN."""
-    return resolve_db_str(db or STATE.db)
+    """What names the store: a file path or a ``postgresql://`` DSN."""
+    return db_location(db).target
 
 
 def db_path(db: str | None) -> Path:
-    """The store's file, for the commands that need one (a DSN is a usage error there)."""
-    target = db_target(db)
-    if is_dsn(target):
-        raise UsageError("this command works on a SQLite store file, not a PostgreSQL DSN")
-    return resolve_db(target)
+    """The store's file, for the commands that need one (a server's store is a usage error)."""
+    location = db_location(db)
+    if not location.is_file:
+        raise UsageError(f"this command works on a store file, not a server's: {location.shown}")
+    return location.local_path
 
 
 @contextmanager
@@ -128,7 +133,7 @@ def open_store(
     db: str | None, *, readonly: bool = False, create: bool = True
 ) -> Iterator[MailStore]:
     """The store; ``readonly`` for the commands that only look (they never create one)."""
-    store = store_at(db_target(db), readonly=readonly, create=create)
+    store = store_at(db_location(db), readonly=readonly, create=create)
     try:
         yield store
     finally:
@@ -144,7 +149,7 @@ def known_agent(store: MailStore, name: str) -> None:
 
 
 def overstory_mode_of(db: str | None) -> bool:
-    """Whether the store ``db`` names (``--db``, else the default) is in Overstory mode."""
-    if is_dsn(db_target(db)):
-        return False
-    return overstory_mode(str(db_path(db)), _flavor())
+    """Whether the store ``db`` names (``--db``, else the default) is in Overstory mode (only
+    a store file can be: it shares Overstory's directory)."""
+    location = db_location(db)
+    return location.is_file and overstory_mode(location.local, _flavor())

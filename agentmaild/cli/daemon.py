@@ -15,8 +15,7 @@ from agentmaild.cli.common import (
     DbOpt,
     JsonOpt,
     command,
-    db_path,
-    db_target,
+    db_location,
     one_line,
     open_store,
     out,
@@ -30,7 +29,7 @@ from agentmaild.errors import (
     ValidationError,
 )
 from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
-from agentmaild.location import is_dsn
+from agentmaild.store.location import StoreLocation
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", help="Config file (default: $AGENTMAILD_CONFIG, XDG).")
@@ -47,17 +46,19 @@ _CLEAR = "\x1b[H\x1b[2J"
 DELIVERY_ID_RE = re.compile(r"dlv-[a-z0-9]{6,40}")
 
 
-def _socket(db: Path) -> Path:
+def _socket(location: StoreLocation) -> Path:
     from agentmaild.config import load_config
     from agentmaild.control.protocol import socket_path_for
 
-    return load_config().daemon.socket or socket_path_for(db)
+    return socket_path_for(location, load_config().daemon.socket)
 
 
-def _request(db: Path, cmd: str, args: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
+def _request(
+    location: StoreLocation, cmd: str, args: dict[str, Any] | None = None, timeout: float = 5.0
+) -> Any:
     from agentmaild.control.client import request
 
-    return request(_socket(db), cmd, args, timeout)
+    return request(_socket(location), cmd, args, timeout)
 
 
 def serve(
@@ -91,17 +92,16 @@ def serve(
         daemon_cfg = dataclasses.replace(cfg.daemon, host=check_host(host))
         cfg = dataclasses.replace(cfg, daemon=daemon_cfg)
     use_config_db = not db and not os.environ.get("AGENTMAIL_DB") and cfg.store.db is not None
-    target = str(cfg.store.db) if use_config_db else db_target(db)
-    raise typer.Exit(run_daemon(StoreLocation.of(target), cfg))
+    location = StoreLocation.of(str(cfg.store.db)) if use_config_db else db_location(db)
+    raise typer.Exit(run_daemon(location, cfg))
 
 
 # -- status -----------------------------------------------------------------------------------
-def _offline_status(db: Path) -> dict[str, Any]:
+def _offline_status(location: StoreLocation) -> dict[str, Any]:
     from agentmaild.rules.members import status_fields
     from agentmaild.rules.report import rules_status
-    from agentmaild.store.anchor import store_target
 
-    with open_store(store_target(db), readonly=True) as store:
+    with open_store(location.target, readonly=True) as store:
         counts, agents, totals = store.counts(), store.list_agents(), store.totals()
         rules = rules_status(store)
     rows = []
@@ -123,58 +123,44 @@ def _offline_status(db: Path) -> dict[str, Any]:
     return {"daemon": None, "agents": rows, "totals": totals, "rules": rules}
 
 
-def _control_path(db: str | None) -> Path:
-    """The store file, or a PostgreSQL store's anchor on this machine (where its socket is)."""
-    target = db_target(db)
-    if not is_dsn(target):
-        return db_path(db)
-    from agentmaild.store.anchor import anchor_for
-
-    return anchor_for(target)
-
-
-def _status(db: Path) -> dict[str, Any]:
+def _status(location: StoreLocation) -> dict[str, Any]:
     from agentmaild.control.replies import check_status
-    from agentmaild.store.anchor import is_anchor, store_target
     from agentmaild.store.files import modes_warning
 
     running = True
     try:
-        result = check_status(_request(db, "status", timeout=_STATUS_TIMEOUT_S))
+        result = check_status(_request(location, "status", timeout=_STATUS_TIMEOUT_S))
     except DaemonNotRunning:
-        result, running = _offline_status(db), False
+        result, running = _offline_status(location), False
     except DaemonNotAnswering:  # stopped, wedged or flooded: something listens but says nothing
-        result = _offline_status(db)
+        result = _offline_status(location)
         result["note"] = f"did not answer within {_STATUS_TIMEOUT_S:g}s; counts read from the store"
     result["running"] = running
-    result["store"] = str(db)
-    result["warnings"] = [w for w in (modes_warning(db),) if w]
-    if is_anchor(db):  # a PostgreSQL store: named by its DSN (without a password), no file
-        from agentmaild.store.postgres_tx import redacted
-
-        result["store"], result["warnings"] = redacted(store_target(db)), []
-        result["hosts"] = _hosts(store_target(db))
-    result["operator_unread"] = _operator_unread(db)
+    result["store"] = location.shown  # a server's store: its DSN without the password
+    result["warnings"] = []
+    if location.is_file:  # only a file here can be left readable by other users
+        result["warnings"] = [w for w in (modes_warning(location.local_path),) if w]
+    if location.shared_by_hosts:
+        result["hosts"] = _hosts(location)
+    result["operator_unread"] = _operator_unread(location)
     return result
 
 
-def _hosts(dsn: str) -> list[dict[str, Any]] | None:
-    """Every host's daemon of a PostgreSQL store (None when the store cannot be read)."""
-    from agentmaild.store.location import StoreLocation
+def _hosts(location: StoreLocation) -> list[dict[str, Any]] | None:
+    """Every host's daemon of a store shared by hosts (None when the store cannot be read)."""
     from agentmaild.store.services import host_daemons
 
-    return host_daemons(StoreLocation.of(dsn))
+    return host_daemons(location)
 
 
 # -- operator mail: reports (NDRs, daemon notices) to mail sent without --from ------------------
-def _operator_unread(db: Path) -> int | None:
+def _operator_unread(location: StoreLocation) -> int | None:
     """Unread mail for ``operator``, which no agent reads; None when the store cannot be read."""
     from agentmaild.errors import StoreError
     from agentmaild.mail import OPERATOR
-    from agentmaild.store.anchor import store_target
 
     try:
-        with open_store(store_target(db), readonly=True) as store:
+        with open_store(location.target, readonly=True) as store:
             c = store.counts().get(OPERATOR)
     except StoreError:
         return None
@@ -187,14 +173,14 @@ def status(
     watch: Annotated[bool, typer.Option("--watch", help="Refresh every second.")] = False,
 ) -> None:
     """The daemon (pid, uptime, version, store) and one row per agent; works with no daemon."""
-    path = _control_path(db)
+    location = db_location(db)
     if not watch:
-        data = _status(path)
+        data = _status(location)
         out({"ok": True, **data}, as_json, lambda: print_status(data))
         return
     try:
         while True:
-            data = _status(path)
+            data = _status(location)
             if as_json:
                 typer.echo(json.dumps({"ok": True, **data}))
             else:
@@ -238,7 +224,7 @@ def ctl(
     """Send one control command to the running daemon (e.g. `ctl pause agent=builder-1`)."""
     parsed = _parse_args(args or [])
     timeout = 5.0 + float(parsed.get("timeout_s", 0) if cmd == "drain" else 0)
-    result = _request(_control_path(db), cmd, parsed, timeout)
+    result = _request(db_location(db), cmd, parsed, timeout)
     if cmd == "metrics":
         from agentmaild.control.replies import check_text
 
@@ -266,15 +252,13 @@ def retry(
         raise ValidationError(
             f"invalid delivery id {delivery[:80]!r}: expected dlv-<letters and digits>"
         )
-    path = _control_path(db)
+    location = db_location(db)
     args = {k: v for k, v in (("agent", agent), ("delivery", delivery)) if v is not None}
     try:
         # Through the daemon when it runs: it also drops the backoff of the agents' loops.
-        ids, woken = _request(path, "retry", args)["requeued"], True
+        ids, woken = _request(location, "retry", args)["requeued"], True
     except DaemonNotRunning:
-        from agentmaild.store.anchor import store_target
-
-        with open_store(store_target(path)) as store:
+        with open_store(location.target) as store:
             ids, woken = store.retry_dead(agent=agent, delivery_id=delivery), False
     if delivery and not ids:
         raise NotFound(f"no dead delivery {delivery!r}")

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, open_store, out
+from agentmaild.cli.common import DbOpt, JsonOpt, command, db_location, open_store, out
 from agentmaild.errors import DaemonNotAnswering, DaemonNotRunning, UsageError
+from agentmaild.store.location import StoreLocation
 from agentmaild.tokens import OPERATOR_AGENT, mint, parse_duration
 
 
-def _daemon_http(db: Any) -> tuple[str, bool]:
+def _daemon_http(location: StoreLocation) -> tuple[str, bool]:
     """The daemon's bound ``HOST:PORT`` and whether it asks for tokens."""
     from agentmaild.config import load_config
     from agentmaild.control.client import request
@@ -21,7 +22,7 @@ def _daemon_http(db: Any) -> tuple[str, bool]:
 
     config = load_config()
     try:
-        info = request(config.daemon.socket or socket_path_for(db), "ping", None, 2.0)
+        info = request(socket_path_for(location, config.daemon.socket), "ping", None, 2.0)
     except (DaemonNotRunning, DaemonNotAnswering) as exc:
         raise DaemonNotRunning(
             f"{exc.message}; start it with `agentmaild serve --http 127.0.0.1:8025`"
@@ -56,8 +57,7 @@ def dashboard(
 ) -> None:
     """Print the URL of the running daemon's web dashboard (with a fresh operator token when the
     daemon requires tokens) and open it in a browser when run at a terminal."""
-    path = db_path(db)
-    address, require_tokens = _daemon_http(path)
+    address, require_tokens = _daemon_http(db_location(db))
     url = f"http://{_browsable(address)}/"
     token_id = None
     if require_tokens:

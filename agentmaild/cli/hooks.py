@@ -53,22 +53,22 @@ def _warn_if_unknown(agent: str, db: str | None, project: Path) -> None:
     """One warning line on stderr when the store does not know ``agent`` (installing goes on:
     the agent may well be registered after its hooks)."""
     from agentmaild.errors import AgentmaildError
-    from agentmaild.location import resolve_db
     from agentmaild.mail import IMPLICIT_RECIPIENTS
-    from agentmaild.store.sqlite import SqliteMailStore
+    from agentmaild.store.kinds import open_store
+    from agentmaild.store.location import resolve_location
 
     if agent in IMPLICIT_RECIPIENTS:
         return
-    path = resolve_db(db, start=str(project))
+    location = resolve_location(db, start=str(project))
     problem = None
     try:
-        store = SqliteMailStore(path, readonly=True)
+        store = open_store(location, readonly=True)
     except AgentmaildError:
-        problem = f"no readable store at {path} yet"
+        problem = f"no readable store at {location.shown} yet"
     else:
         try:
             if store.get_agent(agent) is None:
-                problem = f"it is not registered in {path}"
+                problem = f"it is not registered in {location.shown}"
         finally:
             store.close()
     if problem:

@@ -31,12 +31,7 @@ def _log_of(db: str | None, agent: str) -> tuple[Path, str | None]:
 
     with open_store(db, readonly=True) as store:
         registered = store.get_agent(agent)
-        where = getattr(store, "path", None)
-        if not isinstance(where, Path):  # a PostgreSQL store: logs of this machine's agents
-            from agentmaild.store.anchor import anchor_for
-
-            where = anchor_for(getattr(store, "dsn", ""))
-        path = log_path(where, agent)
+        path = log_path(store.location.local_path, agent)  # this machine's agents' logs
     if registered is None and not path.exists():
         raise NotFound(f"no agent named {agent!r}")
     return path, registered.channel if registered is not None else None

@@ -142,20 +142,11 @@ def check(
     if api is not None:
         check_remote(api, name, inject, as_json)
         return
+    if inject:  # the hot path's own take, render and ack (entry.py routes most calls there)
+        text, ids = fast.check_inject(name, db)
+        out({"ok": True, "acked": ids, "text": text}, as_json, lambda: echo_text(text, nl=False))
+        return
     with open_store(db, create=False) as store:
-        if inject:
-            from agentmaild.store.ports import port_of
-
-            with port_of(store) as port:
-                text, ids = fast.take_and_render(port, name)
-            if not ids:
-                known_agent(store, name)
-            out(
-                {"ok": True, "acked": ids, "text": text},
-                as_json,
-                lambda: echo_text(text, nl=False),
-            )
-            return
         found = store.take_unread(name)
         if not found:
             known_agent(store, name)

@@ -11,9 +11,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from agentmaild.cli.common import DbOpt, JsonOpt, command, db_path, db_target, out
+from agentmaild.cli.common import DbOpt, JsonOpt, command, db_location, out
 from agentmaild.errors import UsageError
-from agentmaild.location import is_dsn
 
 
 def _kind(systemd: bool, launchd: bool) -> Literal["systemd", "launchd"]:
@@ -23,21 +22,6 @@ def _kind(systemd: bool, launchd: bool) -> Literal["systemd", "launchd"]:
     if launchd or (not systemd and sys.platform == "darwin"):
         return "launchd"
     return "systemd"
-
-
-def _checked_dsn(target: str) -> str | None:
-    """``target`` when it is a DSN psycopg can parse (it is not connected to: the service may
-    be installed before the database is up); None for a store file."""
-    if not is_dsn(target):
-        return None
-    import psycopg
-
-    try:
-        psycopg.conninfo.conninfo_to_dict(target)
-    except psycopg.ProgrammingError as exc:
-        first = (str(exc).strip().splitlines() or ["unparsable"])[0]
-        raise UsageError(f"not a usable PostgreSQL DSN: {first}") from exc
-    return target
 
 
 def service_install(
@@ -65,12 +49,14 @@ def service_install(
     kind = _kind(systemd, launchd)
     cfg_path = Path(config).expanduser() if config else None
     cfg = load_config(cfg_path)
-    dsn = _checked_dsn(db_target(db))
+    # Checked, not connected to: the service may be installed before the database is up.
+    location = db_location(db).checked()
+    file = location.local_path if location.is_file else None
     result = install_service(
         kind,
         print_only,
-        db=None if dsn else db_path(db),
-        dsn=dsn,
+        db=file,
+        dsn=None if file else location.target,  # a secret: the service's environment, not argv
         config=cfg_path,
         workdir=Path.cwd(),
         shutdown_grace_s=cfg.daemon.shutdown_grace_s,

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, db_path, db_target, one_line
+from agentmaild.cli.common import STATE, DbOpt, JsonOpt, command, db_location, one_line
 from agentmaild.errors import UsageError
-from agentmaild.location import is_dsn
-from agentmaild.store.check import RECOVERY_HINT, CheckReport, check_store
+from agentmaild.store.check import CheckReport
+from agentmaild.store.kinds import check_integrity, recovery_hint
 
 FullOpt = Annotated[
     bool,
@@ -22,15 +22,7 @@ def store_check(full: FullOpt = False, db: DbOpt = None, as_json: JsonOpt = Fals
     """Check the store: a file's SQLite quick_check (integrity_check with --full), a PostgreSQL
     store's schema (amcheck's index check with --full, when installed), then agentmaild's
     cross-table checks. Exit 0 when sound, 1 with the problems listed. Read-only."""
-    target = db_target(db)
-    if is_dsn(target):
-        from agentmaild.store.check_pg import check_pg_store
-
-        report = check_pg_store(target, full=full)
-    else:
-        from agentmaild.store.files import resolved
-
-        report = check_store(resolved(db_path(db)), full=full)
+    report = check_integrity(db_location(db), full=full)
     if as_json or STATE.json:
         typer.echo(json.dumps(_json(report), ensure_ascii=False))
     else:
@@ -82,18 +74,10 @@ def store_copy(src: SourceArg, dst: DestArg, as_json: JsonOpt = False) -> None:
         raise typer.Exit(1)
 
 
-def _hint(report: CheckReport) -> str:
-    if report.engine == "postgresql":
-        from agentmaild.store.check_pg import PG_RECOVERY_HINT
-
-        return PG_RECOVERY_HINT
-    return RECOVERY_HINT
-
-
 def _json(report: CheckReport) -> dict[str, object]:
     data = report.to_json()
     if not report.ok:
-        message = f"{len(report.problems)} problem(s) found; to recover: {_hint(report)}"
+        message = f"{len(report.problems)} problem(s) found; to recover: {recovery_hint(report)}"
         data["error"] = {"code": "store_damaged", "message": message}
     return data
 
@@ -107,7 +91,8 @@ def _print(report: CheckReport) -> None:
     for warning in report.warnings:
         typer.echo(f"  warning: {one_line(warning)}")
     if not report.ok:
-        typer.echo(f"error: store {report.path} is damaged; to recover: {_hint(report)}", err=True)
+        hint = recovery_hint(report)
+        typer.echo(f"error: store {report.path} is damaged; to recover: {hint}", err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentmaild.config.sections import _SECTIONS, Config, _problem, _Section, _specs
 from agentmaild.errors import ConfigError
+from agentmaild.store.location import StoreLocation
 
 ENV_PREFIX = "AGENTMAILD_"
 CONFIG_ENV = "AGENTMAILD_CONFIG"
@@ -78,8 +79,8 @@ def _coerce(kind: str, value: object, base: Path | None) -> object:
         return float(value)  # type: ignore[arg-type]
     if kind == "choice":
         return str(value).lower()
-    if kind == "path" and str(value).startswith(("postgresql://", "postgres://")):
-        return str(value)  # a store DSN ([store] db): not a file name
+    if kind == "path" and not StoreLocation.of(str(value)).is_file:
+        return str(value)  # a server's store ([store] db): its target is not a file name
     if kind == "path":
         path = Path(str(value)).expanduser()
         # Relative paths in a file mean "next to this file", whatever the daemon's cwd is.

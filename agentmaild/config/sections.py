@@ -75,7 +75,7 @@ class StoreConfig(_Section):
     # "overstory": Overstory mode (its registry, banners, names, identity); "auto": when the store
     # is .overstory/mail.db.
     flavor: StoreFlavor = "auto"
-    # A PostgreSQL store's daemon: its connection pool (psycopg_pool), so that many store calls
+    # A server store's daemon: its connection pool, so that many store calls
     # (claims, acks, sends of several agents) run at once; 1 = one connection, one call at a time.
     pg_pool_size: int = 4
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from agentmaild.errors import ControlError, ProtocolError
+from agentmaild.store.location import StoreLocation
 
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 64 * 1024
@@ -117,15 +118,20 @@ def decode_response(line: bytes) -> dict[str, Any]:
     raise _remote_error(obj.get("error"))
 
 
-def socket_path_for(db_path: Path) -> Path:
-    """Where the daemon serving ``db_path`` listens; the daemon and every client call this.
+def socket_path_for(store: Path | StoreLocation, configured: Path | None = None) -> Path:
+    """Where the daemon serving ``store`` (a location, or a store file) listens; the daemon and
+    every client call this. ``configured``: ``[daemon] socket``, which wins when set.
 
-    Beside the store when that path fits in ``sun_path``; otherwise
+    Beside the store's local path (a server store's stand-in: ``StoreLocation.local_path``)
+    when that fits in ``sun_path``; otherwise
     ``$XDG_RUNTIME_DIR/agentmaild-<hash>.sock``, or ``/tmp/agentmaild-<uid>/agentmaild-<hash>.sock``
     (the server creates that directory 0700). The path is resolved first so that a relative and an
     absolute spelling of one store agree.
     """
-    db = db_path.expanduser().resolve()
+    if configured:
+        return Path(configured)
+    local = store.local_path if isinstance(store, StoreLocation) else store
+    db = local.expanduser().resolve()
     beside = db.parent / SOCKET_NAME
     if _fits(beside):
         return beside

@@ -145,7 +145,7 @@ class Daemon:
     def _make_channel(self, agent: Agent, config: Config) -> Any:
         from agentmaild.channels.factory import make_channel  # channels load their deps lazily
 
-        return make_channel(agent, config, self.db, procs=self.journal)
+        return make_channel(agent, config, self.services.location, procs=self.journal)
 
     @property
     def shutdown_event(self) -> anyio.Event:

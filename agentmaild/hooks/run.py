@@ -143,13 +143,12 @@ class Hook:
             from agentmaild.hooks.remote import run_remote
 
             return run_remote(self)
-        from agentmaild.location import resolve_db_str
         from agentmaild.overstory.flavor import overstory_mode
-        from agentmaild.store.location import StoreLocation
+        from agentmaild.store.location import resolve_location
         from agentmaild.store.ports import open_port
 
         start = os.environ.get("CLAUDE_PROJECT_DIR") or None
-        location = StoreLocation.of(resolve_db_str(self.db_flag, start=start))
+        location = resolve_location(self.db_flag, start=start)
         self.db_path = location.local  # hooks.log and the marker files go beside it
         check_name(self.agent, loose=overstory_mode(location.target))
         self.port = open_port(location, poke_daemon)

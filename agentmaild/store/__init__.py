@@ -7,6 +7,7 @@ DSN), ``memory*`` (the shipped in-memory fake), ``migrate`` (schema versions), `
 its backend: lock, heartbeat, checkpoints, outages), ``wake`` (the wake-up seam: ``notify`` /
 ``run``), ``marks`` (each store's change mark), ``pull`` (the stdlib-only reads and acks
 of the hot paths), ``queries`` (the named-query loader), ``copy*`` (``store copy`` between
-stores), ``anchor`` (a PostgreSQL store's local directory).
+stores), ``location`` (``StoreLocation``: which store a target names, where its local state
+lives, the one place a store class is chosen), ``anchor`` (a shim over it for older callers).
 May import: ``models``, ``errors``, ``ids``, ``vocab`` only — everything else builds on it.
 """

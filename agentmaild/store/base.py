@@ -143,14 +143,11 @@ class MailStore(abc.ABC):
 
     # The Overstory project this store belongs to (``overstory.link.OverstoryLink``), or None.
     overstory: Any = None
+    # Where the store is: what callers use instead of asking which backend it has.
+    location: StoreLocation
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
-        return None
-
-    @property
-    def location(self) -> StoreLocation | None:
-        """Where the store is (``store.location``); None for a store that is nowhere (memory)."""
         return None
 
     def change_mark(self) -> object | None:

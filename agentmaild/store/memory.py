@@ -9,6 +9,7 @@ Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC —
 from __future__ import annotations
 
 from agentmaild.store.base import MailStore
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.memory_agents import MemoryAgents
 from agentmaild.store.memory_deliveries import MemoryDeliveries
 from agentmaild.store.memory_history import MemoryHistory
@@ -33,3 +34,5 @@ class MemoryMailStore(
     MailStore,
 ):
     """Dicts behind one lock; every public method is one atomic step, as one SQL transaction is."""
+
+    location = StoreLocation.memory()

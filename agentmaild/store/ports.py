@@ -14,8 +14,6 @@ Stdlib only, like ``pull``: the hooks' SQLite cold path loads it on every call.
 
 from __future__ import annotations
 
-import os
-
 from agentmaild.store.dialect import SQLITE
 
 TYPE_CHECKING = False
@@ -118,19 +116,6 @@ def open_port(
     from agentmaild.store.port_postgres import PostgresPort
 
     return PostgresPort.open(location)
-
-
-def port_at(store_path: str | os.PathLike[str]) -> Port:
-    """A port on the store whose local path is ``store_path``: the store file, or the stand-in
-    path of a PostgreSQL store this process named (the daemon's channels are given that path)."""
-    from agentmaild.errors import StoreError
-    from agentmaild.store.anchor import store_target
-    from agentmaild.store.location import StoreLocation
-
-    port = open_port(StoreLocation.of(store_target(os.fspath(store_path))))
-    if port is None:
-        raise StoreError(f"no store at {os.fspath(store_path)}")
-    return port
 
 
 def port_of(store: object) -> AbstractContextManager[Port]:

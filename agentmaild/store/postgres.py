@@ -50,6 +50,7 @@ class PostgresMailStore(
         """``pool_size`` > 0 (the daemon's ``[store] pg_pool_size``): operations take their
         connections from a pool of that many, and may be called from several threads at once."""
         self.dsn = dsn
+        self.location = StoreLocation.of(dsn)
         self.drained = set()
         self.path = redacted(dsn)  # what messages and `status` show for "where the store is"
         try:
@@ -84,10 +85,6 @@ class PostgresMailStore(
     @property
     def connection(self) -> Conn:
         return self._conn
-
-    @property
-    def location(self) -> StoreLocation:
-        return StoreLocation.of(self.dsn)
 
     def change_mark(self) -> object:
         from agentmaild.store.marks import POSTGRES_MARK, postgres_mark

@@ -49,11 +49,6 @@ class PgServices(DaemonServices):
         self.outages = Outages()  # `status` shows them
         self._wakes = NotifyWakes(self.dsn, self.outages)
         self._lock: PgHostLock | None = None
-        # Channels still name a PostgreSQL store by its stand-in path and look the DSN up in
-        # ``store.anchor``'s map: register it there for this process.
-        from agentmaild.store.anchor import anchor_for
-
-        anchor_for(self.dsn)
 
     @property
     def wakes(self) -> Wakes:

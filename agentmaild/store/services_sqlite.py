@@ -54,7 +54,9 @@ class SqliteServices(DaemonServices):
 
     def __init__(self, location: StoreLocation, config: Config) -> None:
         self.given = Path(location.target).absolute()  # the path as named: what the watch stats
-        super().__init__(location, config, resolved(self.given))
+        real = resolved(self.given)
+        # Agents and channels name the resolved file (their AGENTMAIL_DB, their cwd may differ).
+        super().__init__(StoreLocation.of(real), config, real)
         self._wakes = DatagramWakes(self.socket)
         self._opened: FileIdentity | None = None
 

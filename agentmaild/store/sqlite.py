@@ -115,6 +115,7 @@ class SqliteMailStore(
         flavor: str | None = None,
     ) -> None:
         self.path = Path(path)
+        self.location = StoreLocation.of(path)
         self.drained = set()
         self._wal: Path | None = None  # the -wal file, watched by inline writes (writable only)
         self.overstory = _overstory_link(str(path), flavor)
@@ -162,10 +163,6 @@ class SqliteMailStore(
     @property
     def connection(self) -> sqlite3.Connection:
         return self._lend()
-
-    @property
-    def location(self) -> StoreLocation:
-        return StoreLocation.of(self.path)
 
     def change_mark(self) -> object:
         from agentmaild.store.marks import sqlite_mark

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agentmaild.errors import NotFound, StoreError, UsageError, ValidationError
-from agentmaild.location import is_dsn
+from agentmaild.store.location import StoreLocation
 from agentmaild.trust import envelope
 
 FILE_NAME = "domain.key"
@@ -43,7 +43,7 @@ def key_path(db_target: str, key_file: str | None) -> str:
     chosen = key_file or os.environ.get("AGENTMAIL_KEY_FILE")
     if chosen:
         return os.path.abspath(chosen)
-    if is_dsn(db_target):
+    if not StoreLocation.of(db_target).is_file:
         raise UsageError("a PostgreSQL store has no directory for the key: give --key-file "
                          "or $AGENTMAIL_KEY_FILE")  # fmt: skip
     return os.path.join(os.path.dirname(os.path.abspath(db_target)), FILE_NAME)

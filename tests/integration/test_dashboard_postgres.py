@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from agentmaild.control.protocol import socket_path_for
-from agentmaild.store.anchor import anchor_for
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.reader_postgres import PQ, PostgresReader
 from tests.support.daemon import FAST, base_env
 from tests.support.net import daemon_answers, free_port
@@ -53,7 +53,7 @@ def board(tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Itera
     daemon = subprocess.Popen([sys.executable, "-m", "agentmaild", "serve"], env=env,
                               stdout=log, stderr=log, stdin=subprocess.DEVNULL)  # fmt: skip
     try:
-        sock = socket_path_for(anchor_for(pg_dsn))
+        sock = socket_path_for(StoreLocation.of(pg_dsn).local_path)
         wait_for(lambda: daemon.poll() is not None or daemon_answers(sock), 30,
                  "the daemon's socket")
         assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]

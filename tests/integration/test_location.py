@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmaild import location
+from agentmaild.store import location
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -147,15 +147,18 @@ def test_override_order(repo: Repo) -> None:
     env = {"HOME": str(repo.home), "XDG_CONFIG_HOME": str(repo.home / ".config")}
     start = str(repo.wt)
     default = str(repo.main.resolve() / ".agentmail" / "mail.db")
-    assert location.resolve_db_str(None, env, start) == default
+    assert location.resolve_location(None, env, start).target == default
     cfg_dir.mkdir(parents=True)
     (cfg_dir / "config.toml").write_text(f'[store]\ndb = "{repo.root / "cfg.db"}"\n')
-    assert location.resolve_db_str(None, env, start) == str(repo.root / "cfg.db")
+    assert location.resolve_location(None, env, start).target == str(repo.root / "cfg.db")
     env["AGENTMAIL_DB"] = str(repo.root / "env.db")
-    assert location.resolve_db_str(None, env, start) == str(repo.root / "env.db")
-    assert location.resolve_db_str(str(repo.root / "flag.db"), env, start) == str(
-        repo.root / "flag.db"
-    )
+    assert location.resolve_location(None, env, start).target == str(repo.root / "env.db")
+    flagged = location.resolve_location(str(repo.root / "flag.db"), env, start)
+    assert flagged == location.StoreLocation.of(repo.root / "flag.db")
+    assert flagged.target == str(repo.root / "flag.db")
+    env["AGENTMAIL_DB"] = "postgresql://u:secret@db.example:5433/mail"  # a DSN passes as given
+    dsn = location.resolve_location(None, env, start)
+    assert dsn.target == env["AGENTMAIL_DB"] and "secret" not in dsn.shown
 
 
 # ---- the CLI in a worktree uses the main checkout's store ----------------------------------

@@ -16,11 +16,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from agentmaild.channels.tmux import _open_port as port_at  # what TmuxChannel._db opens
 from agentmaild.channels.tmux_signals import turn_state
 from agentmaild.errors import StoreError
 from agentmaild.models import Agent
-from agentmaild.store.anchor import anchor_for
-from agentmaild.store.ports import port_at
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.postgres import PostgresMailStore
 from tests.support.daemon import FAST, base_env
 
@@ -163,7 +163,7 @@ def test_a_pasted_batch_header_is_recorded_not_answered_with_mail(
 def test_post_tool_use_delivers_mid_turn_once_per_debounce(
     tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # where anchor_for looks
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # where a DSN's local state lives
     env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
     store = PostgresMailStore(pg_dsn)
     try:
@@ -175,8 +175,8 @@ def test_post_tool_use_delivers_mid_turn_once_per_debounce(
         assert out["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
         assert first in context and "body of mid-turn news" in context
         assert unread(store) == set()
-        marker = anchor_for(pg_dsn).parent / "hooks" / "bob.mid-turn"
-        assert marker.is_file()  # the debounce stamp lives beside the DSN's anchor
+        marker = StoreLocation.of(pg_dsn).local_path.parent / "hooks" / "bob.mid-turn"
+        assert marker.is_file()  # the debounce stamp lives beside the DSN's local path
         second = send(env, pg_dsn, "too soon")
         assert hook(env, pg_dsn, "PostToolUse", {"tool_name": "Read"}) == ""  # debounced
         subagent = {"tool_name": "Read", "agent_id": "sub-1"}
@@ -226,7 +226,7 @@ def test_the_tmux_channel_reads_the_hooks_records_from_postgres(
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
     store = PostgresMailStore(pg_dsn)
-    reader = port_at(anchor_for(pg_dsn))  # what TmuxChannel._db opens on a daemon's anchor
+    reader = port_at(StoreLocation.of(pg_dsn))
     try:
         store.add_agent(Agent(name="bob", capability="builder", channel="tmux",
                               tmux_target="w:0.0"))
@@ -241,8 +241,8 @@ def test_the_tmux_channel_reads_the_hooks_records_from_postgres(
     finally:
         reader.close()
         store.close()
-    unreachable = anchor_for("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+    unreachable = StoreLocation.of("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
     with pytest.raises(StoreError, match="cannot reach store"):  # the channel's "unknown"
         port_at(unreachable)
     with pytest.raises(StoreError, match="no store at"):  # a SQLite file nobody made yet
-        port_at(tmp_path / "mail.db")
+        port_at(StoreLocation.of(tmp_path / "mail.db"))

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from agentmaild.control.protocol import socket_path_for
-from agentmaild.store.anchor import anchor_for
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.postgres import PostgresMailStore
 from tests.support.daemon import FAST, base_env
 from tests.support.net import daemon_answers, free_port
@@ -77,7 +77,7 @@ def test_a_postgres_daemon_serves_tokens_inject_takes_and_hooks(
                               stdout=log, stderr=log, stdin=subprocess.DEVNULL)  # fmt: skip
     headers = {"authorization": f"Bearer {token}"}
     try:
-        sock = socket_path_for(anchor_for(pg_dsn))
+        sock = socket_path_for(StoreLocation.of(pg_dsn).local_path)
         wait_for(lambda: daemon.poll() is not None or daemon_answers(sock), 30,
                  "the daemon's socket")
         assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]

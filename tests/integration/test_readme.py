@@ -191,10 +191,10 @@ def stop_team_daemon(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> No
     from agentmaild.control.client import request
     from agentmaild.control.protocol import socket_path_for
     from agentmaild.errors import ControlError
-    from agentmaild.store.anchor import anchor_for
+    from agentmaild.store.location import StoreLocation
 
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])  # where the README's daemon was
-    sock = socket_path_for(anchor_for(env["TEAM_DB"]))
+    sock = socket_path_for(StoreLocation.of(env["TEAM_DB"]).local_path)
     if sock.exists():
         with contextlib.suppress(ControlError, OSError):
             request(sock, "shutdown", timeout=10)

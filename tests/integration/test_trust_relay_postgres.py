@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from agentmaild.control.protocol import socket_path_for
-from agentmaild.store.anchor import anchor_for
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import FAST, base_env
 from tests.support.net import daemon_answers, free_port
@@ -58,7 +58,7 @@ def test_mail_relayed_into_a_postgres_domain_is_verified_recorded_and_not_replay
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: daemon.poll() is not None or daemon_answers(
-            socket_path_for(anchor_for(pg_dsn))), 30, "B's daemon")  # fmt: skip
+            socket_path_for(StoreLocation.of(pg_dsn).local_path)), 30, "B's daemon")  # fmt: skip
         assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
         with httpx.Client(base_url=url, timeout=20,
                           headers={"authorization": f"Bearer {token}"}) as c:  # fmt: skip

@@ -20,6 +20,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from agentmaild.channels.tmux import _open_port
 from agentmaild.cli import hooks as cli_hooks
 from agentmaild.errors import ConfigError
 from agentmaild.hooks import install as hooks_install
@@ -27,7 +28,7 @@ from agentmaild.hooks import run as hooks
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.render import render_batch
-from agentmaild.store.ports import port_at
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.sqlite import SqliteMailStore
 
 REASON = "mail is delivered to you; end your turn instead of polling"
@@ -354,7 +355,7 @@ def test_output_limit_env_lowers_the_cap(st: Store, env: dict[str, str]) -> None
 # -- tmux delivery verification ------------------------------------------------------------------
 def seen(db: Path, delivery_id: str) -> bool:
     """What the tmux channel asks the store's port: was this batch's header seen in a prompt?"""
-    port = port_at(db)
+    port = _open_port(StoreLocation.of(db))
     try:
         return port.delivery_seen(delivery_id)
     finally:
