@@ -3,12 +3,13 @@
 The signature covers the canonical JSON (sorted keys, no spaces, UTF-8) of from, to, subject, the
 body's SHA-256, payload, created_at, nonce, domain and the sender's message id, prefixed with a
 domain-separation tag naming the envelope version, so a signature made for anything else (another
-protocol, another version) never verifies here. Everything the receiver stores or keys on is in
-it: version 3 adds the message id (the receiver's idempotency key and the origin it shows; version
-2 sent it beside the envelope, where a man in the middle could change it); version 2 added the
+protocol, another version) never verifies here. Everything the receiver stores or keys on is in it:
+version 3 adds the message id (the receiver's idempotency key and the origin it shows; version 2
+sent it beside the envelope, where a man in the middle could change it); version 2 added the
 payload (version 1 signed it as null). A receiver refuses versions 1 and 2 by their ``version``
-field, see ``receive``. A receiver checks, in order: the key id names the peer's pinned key, the signature, the body hash,
-and that ``created_at`` lies within the window (default 5 minutes old, 30 s ahead for skew).
+field, see ``receive``. A receiver checks, in order: the key id names the peer's pinned key, the
+signature, the body hash, and that ``created_at`` lies within the window (default 5 minutes old,
+30 s ahead for skew).
 Nonces are the caller's to remember until the window passes (the store does that, see the package
 docstring).
 """

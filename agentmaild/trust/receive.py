@@ -3,12 +3,12 @@
 The request is ``{"version": 3, "envelope": {...}, "signature", "key_id", "body"}``, the sender's
 message id inside the signed envelope; any other version (version 1 had no such field, version 2
 sent the message id unsigned beside the envelope) is one clear ``ValidationError`` naming the
-version this domain takes. Then, in order, each a clear ``Untrusted``: the domain is a pinned peer, the
-key id is its pinned key, the signature, the body hash, the freshness window, that ``to`` is
-``peer:HERE/agent`` with HERE this domain's name (its key file's), then the nonce
-(remembered until the window has passed, in the store). The message is delivered from
-``peer:DOMAIN/agent`` with idempotency key ``relay:<sender's message id>`` (signed, so only the
-sender can choose it), so a retried relay returns the first delivery, never a second.
+version this domain takes. Then, in order, each a clear ``Untrusted``: the domain is a pinned peer,
+the key id is its pinned key, the signature, the body hash, the freshness window, that ``to`` is
+``peer:HERE/agent`` with HERE this domain's name (its key file's), then the nonce (remembered until
+the window has passed, in the store). The message is delivered from ``peer:DOMAIN/agent`` with
+idempotency key ``relay:<sender's message id>`` (signed, so only the sender can choose it), so a
+retried relay returns the first delivery, never a second.
 The signed payload travels with it; type and priority are not signed: relayed mail arrives as a
 normal-priority ``status`` message.
 """

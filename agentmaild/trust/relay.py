@@ -1,8 +1,9 @@
 """Forwarding mail addressed to ``peer:NAME/agent`` to that peer's ``POST /v1/relay``.
 
 At least once: a message is marked relayed only after the peer answered 200; a relay killed in
-between sends it again with a fresh envelope (new nonce, new time), and the peer returns its
-first delivery (its idempotency key is the message id, signed in the envelope), so nothing arrives twice. Stdlib HTTP.
+between sends it again with a fresh envelope (new nonce, new time), and the peer returns its first
+delivery (its idempotency key is the message id, signed in the envelope), so nothing arrives twice.
+Stdlib HTTP.
 """
 
 from __future__ import annotations
