@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from agentmaild.errors import NotFound, Untrusted, UsageError, ValidationError
+from agentmaild.errors import ConfigError, NotFound, Untrusted, UsageError, ValidationError
 from agentmaild.ids import check_message_id, check_name
 from agentmaild.mail import Mailer, Sent
 from agentmaild.trust import envelope, keyfile
@@ -84,6 +84,8 @@ def own_domain(db_target: str) -> str:
     except (NotFound, UsageError) as exc:
         raise Untrusted(f"this domain has no key, so it cannot know which mail is addressed to "
                         f"it ({exc})") from None  # fmt: skip
+    except ConfigError as exc:  # a key others could read: refused until fixed (the log says how)
+        raise Untrusted(f"this domain's key is not used ({exc})") from None
 
 
 def accept(
