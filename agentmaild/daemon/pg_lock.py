@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import psycopg
 
 from agentmaild.errors import ControlError, StoreError
+from agentmaild.store.location import scrub
 from agentmaild.store.postgres_tx import redacted
 
 # The advisory lock "agentmaild daemon" (classid/objid form: 2 x int4); objid names the host.
@@ -93,7 +94,7 @@ def hold_pg_lock(dsn: str, host: str) -> Iterator[PgHostLock]:
     try:
         held.take()
     except psycopg.Error as exc:
-        raise StoreError(f"cannot open store {redacted(dsn)}: {exc}") from exc
+        raise StoreError(f"cannot open store {redacted(dsn)}: {scrub(str(exc), dsn)}") from exc
     try:
         yield held
     finally:

@@ -24,6 +24,7 @@ import psycopg
 from agentmaild.errors import StoreError
 from agentmaild.store.check import STALE_NUDGES, STRANDED, CheckReport
 from agentmaild.store.copy import TABLES
+from agentmaild.store.location import scrub
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version
 from agentmaild.store.postgres_tx import Conn, connect, redacted
 
@@ -65,7 +66,7 @@ def check_pg_store(dsn: str, *, full: bool = False) -> CheckReport:
     try:
         conn = connect(dsn)
     except psycopg.Error as exc:
-        raise StoreError(f"cannot open store {where}: {_first(exc)}") from exc
+        raise StoreError(f"cannot open store {where}: {scrub(_first(exc), dsn)}") from exc
     try:
         with conn.transaction():
             conn.execute("SET TRANSACTION READ ONLY")

@@ -14,6 +14,7 @@ import psycopg
 
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
+from agentmaild.store.location import scrub
 from agentmaild.store.postgres_agents import PostgresAgents
 from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_history import PostgresHistory
@@ -54,7 +55,7 @@ class PostgresMailStore(
         try:
             self._conn = connect(dsn)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open store {self.path}: {_short(exc)}") from exc
+            raise StoreError(f"cannot open store {self.path}: {scrub(_short(exc), dsn)}") from exc
         try:
             self._prepare(readonly=readonly or not create)
             if pool_size > 0:
@@ -70,7 +71,8 @@ class PostgresMailStore(
                 return
             version = current_version(self._conn)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open store {self.path}: {_short(exc)}") from exc
+            reason = scrub(_short(exc), self.dsn)
+            raise StoreError(f"cannot open store {self.path}: {reason}") from exc
         if version < PG_SCHEMA_VERSION:
             migrate_hint = "run any write command (e.g. `agentmaild agents list` after `serve`)"
             if version == 0:
