@@ -14,7 +14,6 @@ import psycopg
 
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
-from agentmaild.store.location import scrub
 from agentmaild.store.postgres_agents import PostgresAgents
 from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_history import PostgresHistory
@@ -55,7 +54,7 @@ class PostgresMailStore(
         try:
             self._conn = connect(dsn)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open store {self.path}: {scrub(_short(exc), dsn)}") from exc
+            raise StoreError(f"cannot open store {self.path}: {_short(exc, dsn)}") from exc
         try:
             self._prepare(readonly=readonly or not create)
             if pool_size > 0:
@@ -71,8 +70,7 @@ class PostgresMailStore(
                 return
             version = current_version(self._conn)
         except psycopg.Error as exc:
-            reason = scrub(_short(exc), self.dsn)
-            raise StoreError(f"cannot open store {self.path}: {reason}") from exc
+            raise StoreError(f"cannot open store {self.path}: {_short(exc, self.dsn)}") from exc
         if version < PG_SCHEMA_VERSION:
             migrate_hint = "run any write command (e.g. `agentmaild agents list` after `serve`)"
             if version == 0:
@@ -92,5 +90,8 @@ class PostgresMailStore(
         self._conn.close()
 
 
-def _short(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def _short(exc: BaseException, dsn: str) -> str:
+    """The first line of a driver error, without the DSN's password (libpq may quote it)."""
+    from agentmaild.store.location import scrub
+
+    return scrub((str(exc).strip().splitlines() or [type(exc).__name__])[0], dsn)
