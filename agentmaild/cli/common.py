@@ -100,7 +100,7 @@ def command(fn: Callable[P, R]) -> Callable[P, R]:
 def _without_password(message: str, db: object) -> str:
     """The last guard before a terminal: no error names the store's password, whoever wrote it
     (the store's own errors are scrubbed where they are made)."""
-    from agentmaild.store.location import scrub
+    from agentmaild.store.redaction import scrub
 
     try:
         return scrub(message, db_target(db if isinstance(db, str) else None))

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 import psycopg
 
 from agentmaild.errors import ControlError, StoreError
-from agentmaild.store.location import scrub
 from agentmaild.store.postgres_tx import redacted
 
 # The advisory lock "agentmaild daemon" (classid/objid form: 2 x int4); objid names the host.
@@ -94,6 +93,8 @@ def hold_pg_lock(dsn: str, host: str) -> Iterator[PgHostLock]:
     try:
         held.take()
     except psycopg.Error as exc:
+        from agentmaild.store.redaction import scrub  # libpq may quote the DSN
+
         raise StoreError(f"cannot open store {redacted(dsn)}: {scrub(str(exc), dsn)}") from exc
     try:
         yield held

@@ -92,6 +92,6 @@ class PostgresMailStore(
 
 def _short(exc: BaseException, dsn: str) -> str:
     """The first line of a driver error, without the DSN's password (libpq may quote it)."""
-    from agentmaild.store.location import scrub
+    from agentmaild.store.redaction import scrub
 
     return scrub((str(exc).strip().splitlines() or [type(exc).__name__])[0], dsn)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agentmaild.errors import ConfigError, NotFound, StoreError, UsageError, ValidationError
+from agentmaild.errors import NotFound, StoreError, UsageError, ValidationError
 from agentmaild.location import is_dsn
 from agentmaild.trust import envelope
 
@@ -71,6 +71,7 @@ def create(path: str, domain: str) -> DomainKey:
 
 def check_private(path: str, st: os.stat_result) -> None:
     """Refuse a key file another user owns or may read or write: ``ConfigError`` with the fix."""
+    from agentmaild.errors import ConfigError
     if st.st_uid != os.geteuid():
         raise ConfigError(f"{path}: the domain key belongs to uid {st.st_uid}, not to us "
                           f"(uid {os.geteuid()}); refusing to use it")  # fmt: skip
