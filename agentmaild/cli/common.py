@@ -90,10 +90,22 @@ def command(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except AgentmaildError as exc:
+            exc.message = _without_password(exc.message, kwargs.get("db"))
             emit_error(exc, bool(kwargs.get("as_json")) or STATE.json)
             raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
 
     return wrapper
+
+
+def _without_password(message: str, db: object) -> str:
+    """The last guard before a terminal: no error names the store's password, whoever wrote it
+    (the store's own errors are scrubbed where they are made)."""
+    from agentmaild.store.redaction import scrub
+
+    try:
+        return scrub(message, db_target(db if isinstance(db, str) else None))
+    except AgentmaildError:  # no store to name: nothing of it to take out
+        return message
 
 
 def out(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:

@@ -1,10 +1,13 @@
 """The ``logs`` command: an agent's own log (its child output), the last lines, or followed.
 
-Read-only: it never creates a store. Ctrl-C ends ``-f`` quietly (exit 0).
+Read-only: it never creates a store. Ctrl-C ends ``-f`` quietly (exit 0). On a terminal the log's
+control characters are shown, not obeyed (``render.visible``): an agent's output must not drive the
+reader's terminal; a pipe gets the bytes as written.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 from pathlib import Path
@@ -20,9 +23,22 @@ from agentmaild.ids import check_name
 _LOGGED_CHANNELS = ("spawn", "stdin")
 
 
-def _write(data: bytes) -> None:
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+class _Shown:
+    """Writes chunks of the log to stdout, made visible on a terminal; a character split between
+    two chunks is held until its rest arrives (invalid UTF-8 shows as U+FFFD)."""
+
+    def __init__(self) -> None:
+        self.terminal = sys.stdout.isatty()
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def __call__(self, data: bytes) -> None:
+        if self.terminal:
+            from agentmaild.render import visible
+
+            data = visible(self.decoder.decode(data)).encode("utf-8", "replace")
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
 
 
 def _log_of(db: str | None, agent: str) -> tuple[Path, str | None]:
@@ -43,11 +59,11 @@ def _no_log_note(agent: str, channel: str | None, path: Path) -> str:
     return f"no log yet for {agent}: it starts at {path} with the agent's first delivery"
 
 
-def _follow(path: Path, offset: int) -> None:
+def _follow(path: Path, offset: int, write: _Shown) -> None:
     from agentmaild.procs.logtail import Follower
 
     try:
-        Follower(path, _write, offset).run()
+        Follower(path, write, offset).run()
     except KeyboardInterrupt:
         pass  # Ctrl-C is how following ends: a normal exit
     except BrokenPipeError:
@@ -79,13 +95,14 @@ def logs(
         if not follow or (channel is not None and channel not in _LOGGED_CHANNELS):
             return
     text, end = tail(path, lines)
+    write = _Shown()
     try:
-        _write(text)
+        write(text)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     if follow:
-        _follow(path, end)
+        _follow(path, end, write)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,7 +2,8 @@
 file that runs ``agentmaild serve`` for this store, and remove it again.
 
 A store file goes on the service's command line (``--db``); a PostgreSQL DSN goes into its
-environment (``AGENTMAIL_DB``), since a command line is visible to every user."""
+environment (``AGENTMAIL_DB``) from a 0600 file the unit names, since a command line is visible to
+every user and a unit to anyone who can read it: nothing printed here holds the password."""
 
 from __future__ import annotations
 
@@ -67,13 +68,16 @@ def service_install(
         "path": str(result.path) if result.path else None,
         "next_steps": list(result.next_steps),
         "text": result.text,
+        "env_file": str(result.env_file) if result.env_file else None,
     }
 
     def human() -> None:
         if result.path is None:
             typer.echo(result.text, nl=False)
-        else:
-            typer.echo(f"wrote {result.path}\nnext:\n  " + "\n  ".join(result.next_steps))
+            return
+        if result.env_file is not None:
+            typer.echo(f"wrote {result.env_file} (mode 0600: the store's DSN)")
+        typer.echo(f"wrote {result.path}\nnext:\n  " + "\n  ".join(result.next_steps))
 
     out(data, as_json, human)
 

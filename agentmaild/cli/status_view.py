@@ -1,7 +1,8 @@
 """How ``status`` prints: the daemon and store lines, the operator's unread note, the agent table.
 
 Pure rendering of the status dict (from the daemon, or the store's own counts when none answers);
-``daemon`` gathers it.
+``daemon`` gathers it. Its text (a crash reason, a store error) can quote what an agent or a server
+wrote, so on a terminal it goes out through ``echo_text``: control characters shown, not obeyed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import typer
 
+from agentmaild.cli.common import echo_text, one_line
 from agentmaild.rules.report import queue_lines, rules_line
 
 
@@ -89,35 +91,35 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
 
 def print_status(status: dict[str, Any]) -> None:
     for warning in status.get("warnings", ()):
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(one_line(f"warning: {warning}"), err=True)
     d = status["daemon"]
     if d is None:
-        typer.echo(f"daemon: {status.get('note') or 'not running'}")
+        echo_text(f"daemon: {status.get('note') or 'not running'}")
     else:
-        typer.echo(
+        echo_text(
             f"daemon: running (pid {d['pid']}, up {_duration(d['uptime_s'])}, "
             f"version {d['version']}{', stopping' if d.get('stopping') else ''})"
         )
     outages = (d or {}).get("outages") or {}
     if outages.get("count"):
         last = outages["recent"][-1]
-        typer.echo(
+        echo_text(
             f"store outages: {outages['count']} (open: {', '.join(outages['open']) or 'none'}; "
             f"last: {last['what']} {last['since']} to {last['until'] or 'now'}: {last['error']})"
         )
     for h in status.get("hosts") or ():
-        typer.echo(
+        echo_text(
             f"host {h['host']}: {h['state']} (pid {h['pid']}, last beat {h['age_s']:g}s ago)"
         )
     t = status["totals"]
-    typer.echo(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
+    echo_text(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
     print_operator(status.get("operator_unread"))
     rules = rules_line(status.get("rules"))
     if rules is not None:
-        typer.echo(rules)
+        echo_text(rules)
     for line in queue_lines(status.get("rules")):
-        typer.echo(line)
+        echo_text(line)
     rows = [_COLUMNS, *(_row(r) for r in status["agents"])]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     for row in rows:
-        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        echo_text("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

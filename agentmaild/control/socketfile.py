@@ -13,7 +13,7 @@ import anyio.abc
 import structlog
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from agentmaild.control.peer import peer_credentials
+from agentmaild.control.peer import check_server, check_socket_file, peer_credentials
 from agentmaild.control.protocol import (
     MAX_RESPONSE_BYTES,
     decode_response,
@@ -52,9 +52,15 @@ def ensure_private_dir(directory: Path) -> None:
 
 
 async def clear_stale_socket(path: Path) -> None:
-    """Remove a dead daemon's socket file; refuse a live one or anything that is not a socket."""
+    """Remove a dead daemon's socket file; refuse a live one or anything that is not a socket.
+
+    A socket of another uid (its file, or the server on it) is refused before a byte is sent, as
+    the CLI refuses it: a ping would tell an impostor we are starting, and its answer is no
+    evidence that an agentmaild of ours is running.
+    """
     if not _socket_exists(path):
         return
+    check_socket_file(str(path))
     try:
         stream = await anyio.connect_unix(path)
     except ConnectionRefusedError:
@@ -63,6 +69,7 @@ async def clear_stale_socket(path: Path) -> None:
     except OSError as exc:
         raise ControlError(f"cannot probe the existing socket {path}: {exc}") from exc
     async with stream:
+        check_server(stream.extra(anyio.abc.SocketAttribute.raw_socket), str(path))
         pid = await _probe_pid(stream)
     who = f" (pid {pid})" if pid is not None else ""
     raise ControlError(f"another agentmaild{who} is already listening on {path}")

@@ -1,8 +1,10 @@
 """Service files: install and uninstall the systemd user unit and the launchd agent.
 
 What goes in them is rendered by ``service_render``; this module puts it in place (atomically),
-says what to run next, and removes only a file it recognises as its own. A file that names a
-PostgreSQL DSN (which may hold a password) is written readable by its owner only.
+says what to run next, and removes only a file it recognises as its own. A PostgreSQL DSN (which may
+hold a password) goes into an environment file of its own, written readable by its owner only
+(0600 from its first byte), that the unit or plist names; ``--print`` writes nothing and prints
+only the unit or plist, so the password is never printed.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Literal
 
 from agentmaild.daemon.service_render import (
     DEFAULT_GRACE_S,
+    ENV_FILE_HEADER,
     LAUNCHD_LABEL,
     SERVICE_NAME,
+    render_env_file,
     render_launchd_plist,
     render_systemd_unit,
 )
@@ -30,12 +34,14 @@ ServiceKind = Literal["systemd", "launchd"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceInstall:
-    """What ``install_service`` did: the text, where it went (None: printed only), what next."""
+    """What ``install_service`` did: the text, where it went (None: printed only), what next;
+    ``env_file``: where a PostgreSQL store's DSN goes (written unless printed only)."""
 
     kind: ServiceKind
     text: str
     path: Path | None
     next_steps: tuple[str, ...]
+    env_file: Path | None = None
 
 
 def install_service(
@@ -59,6 +65,8 @@ def install_service(
     if dsn is not None and db is not None:
         raise ConfigError("a service runs one store: a file or a DSN, not both")
     home = Path.home() if home is None else home
+    env_file = env_file_path(home) if dsn is not None else None
+    env_text = render_env_file(dsn) if dsn is not None else None  # refused before any write
     render = _systemd_files if kind == "systemd" else _launchd_files
     text, target, steps = render(
         default_executable() if exe is None else exe,
@@ -68,14 +76,16 @@ def install_service(
         home,
         shutdown_grace_s,
         os.environ.get("PATH") if path_env is None else path_env,
-        dsn,
+        env_file,
     )
     if print_only:
-        return ServiceInstall(kind=kind, text=text, path=None, next_steps=())
-    _write(target, text, private=dsn is not None)
+        return ServiceInstall(kind=kind, text=text, path=None, next_steps=(), env_file=env_file)
+    if env_file is not None and env_text is not None:
+        _write(env_file, env_text, private=True)  # before the unit that names it
+    _write(target, text)
     if kind == "launchd":
         _launchd_log(home).parent.mkdir(parents=True, exist_ok=True)  # launchd will not
-    return ServiceInstall(kind=kind, text=text, path=target, next_steps=steps)
+    return ServiceInstall(kind=kind, text=text, path=target, next_steps=steps, env_file=env_file)
 
 
 _Files = tuple[str, Path, tuple[str, ...]]  # text, where it goes, what to run next
@@ -89,10 +99,10 @@ def _systemd_files(
     home: Path,
     grace_s: float,
     path_env: str | None,
-    dsn: str | None,
+    env_file: Path | None,
 ) -> _Files:
     text = render_systemd_unit(
-        exe, db, config, workdir, shutdown_grace_s=grace_s, path_env=path_env, dsn=dsn
+        exe, db, config, workdir, shutdown_grace_s=grace_s, path_env=path_env, env_file=env_file
     )
     return (
         text,
@@ -113,7 +123,7 @@ def _launchd_files(
     home: Path,
     grace_s: float,
     path_env: str | None,
-    dsn: str | None,
+    env_file: Path | None,
 ) -> _Files:
     text = render_launchd_plist(
         exe,
@@ -123,7 +133,7 @@ def _launchd_files(
         log_path=_launchd_log(home),
         shutdown_grace_s=grace_s,
         path_env=path_env,
-        dsn=dsn,
+        env_file=env_file,
     )
     target = _plist_path(home)
     return text, target, (f"launchctl load -w {shlex.quote(str(target))}",)
@@ -139,6 +149,11 @@ def _plist_path(home: Path) -> Path:
 
 def _launchd_log(home: Path) -> Path:
     return home / "Library" / "Logs" / f"{SERVICE_NAME}.log"
+
+
+def env_file_path(home: Path) -> Path:
+    """The service's environment file (a PostgreSQL store's DSN), for systemd and launchd."""
+    return home / ".config" / SERVICE_NAME / "service.env"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,7 +189,9 @@ def uninstall_service(
         return ServiceUninstall(kind=kind, paths=(), removed=False, next_steps=())
     if not _ours(kind, target):
         raise ConfigError(f"{target} was not written by agentmaild service install; not removed")
-    paths = (target, *links)
+    env_file = env_file_path(home)
+    ours = env_file.is_file() and env_file.read_bytes().startswith(ENV_FILE_HEADER.encode())
+    paths = (target, *links, *((env_file,) if ours else ()))
     if not print_only:
         for path in paths:
             path.unlink(missing_ok=True)

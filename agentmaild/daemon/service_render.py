@@ -3,8 +3,10 @@
 The repository's ``systemd/`` files are examples produced by these functions (a test keeps them
 equal), so the rendering here is the one source of truth; ``service`` installs what they render.
 
-A PostgreSQL store goes in as ``AGENTMAIL_DB`` in the service's environment, not as ``--db`` on
-its command line: a DSN may hold a password, and a command line is visible to every user (``ps``).
+A PostgreSQL store goes in as ``AGENTMAIL_DB`` in the service's environment, read from an
+environment file of its own (mode 0600, ``render_env_file``) that the unit or plist names: never on
+the command line (every user sees it in ``ps``), nor in the unit or plist (which ``--print`` shows
+and the service manager lets any user read), since a DSN may hold a password.
 """
 
 from __future__ import annotations
@@ -45,13 +47,13 @@ def render_systemd_unit(
     *,
     shutdown_grace_s: float = DEFAULT_GRACE_S,
     path_env: str | None = None,
-    dsn: str | None = None,
+    env_file: Path | None = None,
 ) -> str:
     """A systemd *user* unit running ``<exe> serve``.
 
     ``path_env``: a PATH for the daemon's children (``claude``, ``tmux``); a user manager's own
     PATH often lacks ~/.local/bin and friends, so ``install_service`` passes the caller's.
-    ``dsn``: a PostgreSQL store, set as ``AGENTMAIL_DB`` (then ``db`` is None).
+    ``env_file``: the file holding a PostgreSQL store's ``AGENTMAIL_DB`` (then ``db`` is None).
     """
     _require_absolute(workdir, "workdir")
     # ExecStart= expands $VAR, Environment= does not: only the command line doubles its "$".
@@ -59,8 +61,11 @@ def render_systemd_unit(
     env = ["Environment=PYTHONUNBUFFERED=1"]
     if path_env:
         env.append(f"Environment={_systemd_word(f'PATH={path_env}')}")
-    if dsn:
-        env.append(f"Environment={_systemd_word(f'AGENTMAIL_DB={dsn}')}")
+    secret = [] if env_file is None else [
+        "# AGENTMAIL_DB, the PostgreSQL store (password included), is read from this file, mode",
+        "# 0600, which `agentmaild service install` writes: it never goes into the unit itself.",
+        f"EnvironmentFile={_systemd_escape(str(env_file))}",
+    ]  # fmt: skip
     return "\n".join(
         [
             "# agentmaild delivery daemon, a systemd user unit.",
@@ -80,6 +85,7 @@ def render_systemd_unit(
             "ExecReload=/bin/kill -HUP $MAINPID",
             f"WorkingDirectory={_systemd_escape(str(workdir))}",
             *env,
+            *secret,
             "Restart=on-failure",
             "RestartSec=2",
             # mixed: SIGTERM to the daemon only, so it drains and stops its own children (agent
@@ -105,19 +111,23 @@ def render_launchd_plist(
     log_path: Path,
     shutdown_grace_s: float = DEFAULT_GRACE_S,
     path_env: str | None = None,
-    dsn: str | None = None,
+    env_file: Path | None = None,
 ) -> str:
-    """A launchd agent running ``<exe> serve``, restarted on failure (``dsn``: as systemd's)."""
+    """A launchd agent running ``<exe> serve``, restarted on failure.
+
+    ``env_file``: as systemd's; launchd has no such key, so ``sh`` reads the file (exporting what
+    it sets) and then becomes ``serve``: the plist names the file, never the DSN."""
     _require_absolute(workdir, "workdir")
     _require_absolute(log_path, "log_path")
     env = {"PYTHONUNBUFFERED": "1"}
     if path_env:
         env["PATH"] = path_env  # launchd's default PATH is /usr/bin:/bin:/usr/sbin:/sbin
-    if dsn:
-        env["AGENTMAIL_DB"] = dsn
+    argv = serve_argv(exe, db, config)
+    if env_file is not None:
+        argv = ["/bin/sh", "-c", 'set -a && . "$0" && exec "$@"', str(env_file), *argv]
     plist = {
         "Label": LAUNCHD_LABEL,
-        "ProgramArguments": serve_argv(exe, db, config),
+        "ProgramArguments": argv,
         "WorkingDirectory": str(workdir),
         "EnvironmentVariables": env,
         "RunAtLoad": True,
@@ -127,6 +137,19 @@ def render_launchd_plist(
         "StandardErrorPath": str(log_path),
     }
     return plistlib.dumps(plist, sort_keys=False).decode("utf-8")
+
+
+ENV_FILE_HEADER = "# agentmaild service environment"
+
+
+def render_env_file(dsn: str) -> str:
+    """The service's environment file: ``AGENTMAIL_DB`` single-quoted, which systemd's
+    ``EnvironmentFile=`` and ``sh``'s ``.`` both read as written (no escapes inside)."""
+    if any(c in dsn for c in "'\n\r\0"):
+        raise ConfigError("the PostgreSQL DSN holds a quote or a line break; percent-encode it "
+                          "(' is %27) for the service's environment file")  # fmt: skip
+    return (f"{ENV_FILE_HEADER} (written by `agentmaild service install`; keep it mode 0600:\n"
+            f"# it holds the store's password)\nAGENTMAIL_DB='{dsn}'\n")  # fmt: skip
 
 
 def _require_absolute(path: Path, what: str) -> None:

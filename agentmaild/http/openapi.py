@@ -121,9 +121,8 @@ def document() -> dict[str, Any]:
                                              "input": {"type": "string"},
                                              "quiet": {"type": "boolean"},
                                              "vendor": {"type": "string"}}}  # fmt: skip
-    relay = {"type": "object", "required": ["version", "envelope", "signature", "key_id", "body",
-                                            "message_id"],
-             "properties": {"version": {"const": 2}}}  # fmt: skip
+    relay = {"type": "object", "required": ["version", "envelope", "signature", "key_id", "body"],
+             "properties": {"version": {"const": 3}}}  # fmt: skip
     reply = {k: v for k, v in _SEND.items() if k != "required"}
     reply["required"] = ["body"]
     reply["properties"] = {k: v for k, v in _SEND["properties"].items()  # type: ignore[attr-defined]

@@ -65,7 +65,7 @@ def check_pg_store(dsn: str, *, full: bool = False) -> CheckReport:
     try:
         conn = connect(dsn)
     except psycopg.Error as exc:
-        raise StoreError(f"cannot open store {where}: {_first(exc)}") from exc
+        raise StoreError(f"cannot open store {where}: {_first(exc, dsn)}") from exc
     try:
         with conn.transaction():
             conn.execute("SET TRANSACTION READ ONLY")
@@ -151,5 +151,8 @@ def _count(conn: Conn, sql: str, params: tuple[object, ...] | None = None) -> in
     return int(row["count"]) if row else 0
 
 
-def _first(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def _first(exc: BaseException, dsn: str = "") -> str:
+    """The first line of a driver error, without ``dsn``'s password (libpq may quote it)."""
+    from agentmaild.store.redaction import scrub
+
+    return scrub((str(exc).strip().splitlines() or [type(exc).__name__])[0], dsn)

@@ -56,7 +56,7 @@ class PostgresMailStore(
         try:
             self._conn = connect(dsn)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open store {self.path}: {_short(exc)}") from exc
+            raise StoreError(f"cannot open store {self.path}: {_short(exc, dsn)}") from exc
         try:
             self._prepare(readonly=readonly or not create)
             if pool_size > 0:
@@ -72,7 +72,7 @@ class PostgresMailStore(
                 return
             version = current_version(self._conn)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open store {self.path}: {_short(exc)}") from exc
+            raise StoreError(f"cannot open store {self.path}: {_short(exc, self.dsn)}") from exc
         if version < PG_SCHEMA_VERSION:
             migrate_hint = "run any write command (e.g. `agentmaild agents list` after `serve`)"
             if version == 0:
@@ -97,5 +97,8 @@ class PostgresMailStore(
         self._conn.close()
 
 
-def _short(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def _short(exc: BaseException, dsn: str) -> str:
+    """The first line of a driver error, without the DSN's password (libpq may quote it)."""
+    from agentmaild.store.redaction import scrub
+
+    return scrub((str(exc).strip().splitlines() or [type(exc).__name__])[0], dsn)

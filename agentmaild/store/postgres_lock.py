@@ -93,7 +93,9 @@ def hold_pg_lock(dsn: str, host: str) -> Iterator[PgHostLock]:
     try:
         held.take()
     except psycopg.Error as exc:
-        raise StoreError(f"cannot open store {redacted(dsn)}: {exc}") from exc
+        from agentmaild.store.redaction import scrub  # libpq may quote the DSN
+
+        raise StoreError(f"cannot open store {redacted(dsn)}: {scrub(str(exc), dsn)}") from exc
     try:
         yield held
     finally:

@@ -1,12 +1,15 @@
 """The signed envelope of a message sent from one trust domain to another.
 
 The signature covers the canonical JSON (sorted keys, no spaces, UTF-8) of from, to, subject, the
-body's SHA-256, payload, created_at, nonce and domain, prefixed with a domain-separation tag naming
-the envelope version, so a signature made for anything else (another protocol, another version)
-never verifies here. Version 2 carries the message's payload (version 1 signed it as null and
-dropped it; a receiver refuses version 1 by its ``version`` field, see ``receive``). A
-receiver checks, in order: the key id names the peer's pinned key, the signature, the body hash,
-and that ``created_at`` lies within the window (default 5 minutes old, 30 s ahead for skew).
+body's SHA-256, payload, created_at, nonce, domain and the sender's message id, prefixed with a
+domain-separation tag naming the envelope version, so a signature made for anything else (another
+protocol, another version) never verifies here. Everything the receiver stores or keys on is in it:
+version 3 adds the message id (the receiver's idempotency key and the origin it shows; version 2
+sent it beside the envelope, where a man in the middle could change it); version 2 added the
+payload (version 1 signed it as null). A receiver refuses versions 1 and 2 by their ``version``
+field, see ``receive``. A receiver checks, in order: the key id names the peer's pinned key, the
+signature, the body hash, and that ``created_at`` lies within the window (default 5 minutes old,
+30 s ahead for skew).
 Nonces are the caller's to remember until the window passes (the store does that, see the package
 docstring).
 """
@@ -25,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from agentmaild.errors import Untrusted, ValidationError
 
-VERSION = 2
+VERSION = 3
 TAG = b"agentmaild/envelope/v%d\x00" % VERSION
 KEY_PREFIX = "ed25519:"
 WINDOW_S = 300.0
@@ -42,6 +45,7 @@ class Envelope:
     created_at: float  # unix seconds, the sender's clock
     nonce: str
     domain: str  # the sending trust domain
+    message_id: str  # the sender's id: the receiver's idempotency key and the origin it shows
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -57,12 +61,13 @@ def body_hash(body: str) -> str:
 
 def seal(
     *, from_agent: str, to_agent: str, subject: str, body: str, payload: str | None,
-    created_at: float, domain: str,
+    created_at: float, domain: str, message_id: str,
 ) -> Envelope:  # fmt: skip
     """The envelope of one message, with a fresh 128-bit nonce."""
     return Envelope(from_agent=from_agent, to_agent=to_agent, subject=subject,
                     body_sha256=body_hash(body), payload=payload, created_at=created_at,
-                    nonce=secrets.token_hex(16), domain=domain)  # fmt: skip
+                    nonce=secrets.token_hex(16), domain=domain,
+                    message_id=message_id)  # fmt: skip
 
 
 # -- keys ---------------------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 Default place: ``domain.key`` next to a SQLite store file; ``--key-file`` or
 ``$AGENTMAIL_KEY_FILE`` name another (a PostgreSQL store has no directory, so one is required).
+A key file that any other user could read (or that another user owns) is refused wherever it is
+loaded (``keys show``, ``relay``, the daemon's relay route) with the fix in the message: anyone
+who read it can sign mail as this domain, and using it silently would hide that.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import stat
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -65,9 +69,23 @@ def create(path: str, domain: str) -> DomainKey:
     return DomainKey(domain, key, path)
 
 
+def check_private(path: str, st: os.stat_result) -> None:
+    """Refuse a key file another user owns or may read or write: ``ConfigError`` with the fix."""
+    from agentmaild.errors import ConfigError
+    if st.st_uid != os.geteuid():
+        raise ConfigError(f"{path}: the domain key belongs to uid {st.st_uid}, not to us "
+                          f"(uid {os.geteuid()}); refusing to use it")  # fmt: skip
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise ConfigError(f"{path}: the domain key is open to other users (mode "
+                          f"{stat.S_IMODE(st.st_mode):04o}); refusing to use it: run "
+                          f"`chmod 600 {path}` (and make a new key if another user may have "
+                          f"read it)")  # fmt: skip
+
+
 def load(path: str) -> DomainKey:
     try:
         with open(path, "rb") as f:
+            check_private(path, os.fstat(f.fileno()))
             data = json.loads(f.read())
         seed = base64.b64decode(data["ed25519_seed"], validate=True)
         return DomainKey(str(data["domain"]), envelope.load_private(seed), path)

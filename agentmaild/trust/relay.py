@@ -1,8 +1,9 @@
 """Forwarding mail addressed to ``peer:NAME/agent`` to that peer's ``POST /v1/relay``.
 
 At least once: a message is marked relayed only after the peer answered 200; a relay killed in
-between sends it again with a fresh envelope (new nonce, new time), and the peer returns its
-first delivery (its idempotency key is the message id), so nothing arrives twice. Stdlib HTTP.
+between sends it again with a fresh envelope (new nonce, new time), and the peer returns its first
+delivery (its idempotency key is the message id, signed in the envelope), so nothing arrives twice.
+Stdlib HTTP.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def relay_one(key: DomainKey, url: str, m: Message) -> None:
     post it to ``url``."""
     env = envelope.seal(from_agent=m.from_agent, to_agent=m.to_agent, subject=m.subject,
                         body=m.body, payload=m.payload, created_at=time.time(),
-                        domain=key.domain)  # fmt: skip
-    _post(url, wire(env, envelope.sign(key.key, env), key.key_id, m.body, m.id))
+                        domain=key.domain, message_id=m.id)  # fmt: skip
+    _post(url, wire(env, envelope.sign(key.key, env), key.key_id, m.body))
 
 
 def relay_pass(

@@ -14,76 +14,24 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 
-from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from agentmaild.trust import envelope, keyfile
+from agentmaild.trust import envelope
 from agentmaild.trust.receive import wire
-from tests.support.daemon import FAST, DaemonProc, daemon_factory
-from tests.support.http_api import base_url, http_env
+from tests.support.http_api import base_url
+from tests.support.trust_domains import Domains, two_domains
 from tests.support.waiting import wait_for
-
-
-@dataclass
-class Domains:
-    a: DaemonProc
-    b: DaemonProc
-    b_url: str
-    a_key: keyfile.DomainKey
-
-    def relay(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        done: subprocess.CompletedProcess[str] = self.a.cli("relay", "--to", self.b_url, *args,
-                                                              timeout=timeout)  # fmt: skip
-        return done
-
-    def b_mail(self) -> list[dict[str, object]]:
-        done = self.b.cli("list", "--to", "alice", "--json")
-        assert done.returncode == 0, done.stderr
-        rows: list[dict[str, object]] = json.loads(done.stdout)["messages"]
-        return rows
-
-    def send_a(self, subject: str) -> str:
-        done = self.a.cli("send", "--from", "bob", "--to", "peer:b/alice", "--subject", subject,
-                          "--body", f"body of {subject}")  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return str(done.stdout).strip()
-
-    def b_over_http(self, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        """The CLI against B's API, with no store file (no --db, and one that does not exist)."""
-        return subprocess.run([sys.executable, "-m", "agentmaild", *args],
-                              env={**self.b.env, **env}, capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
-
-    def post(self, data: dict[str, object]) -> httpx.Response:
-        return httpx.post(self.b_url + "/v1/relay", json=data, timeout=20)
 
 
 @pytest.fixture
 def domains(tmp_path: Path) -> Iterator[Domains]:
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    db_a, db_b = tmp_path / "a" / "mail.db", tmp_path / "b" / "mail.db"
-    for db, agent in ((db_a, "bob"), (db_b, "alice")):
-        s = SqliteMailStore(db)
-        s.add_agent(Agent(name=agent, capability="builder", channel="pull"))
-        s.close()
-    with daemon_factory(db_a, tmp_path / "a", defaults=FAST, text=True) as make_a, \
-         daemon_factory(db_b, tmp_path / "b", defaults=FAST, text=True) as make_b:  # fmt: skip
-        a, b = make_a(), make_b(http_env())
-        keys = {}
-        for d, name in ((a, "a"), (b, "b")):
-            done = d.cli("keys", "create", "--domain", name, "--json")
-            assert done.returncode == 0, done.stderr
-            keys[name] = json.loads(done.stdout)
-        assert (tmp_path / "a" / "domain.key").stat().st_mode & 0o777 == 0o600
-        added = b.cli("peers", "add", "a", "--public-key", keys["a"]["public_key"])
-        assert added.returncode == 0, added.stderr
-        yield Domains(a, b, base_url(b), keyfile.load(str(tmp_path / "a" / "domain.key")))
+    with two_domains(tmp_path) as d:
+        yield d
 
 
 def test_relayed_mail_arrives_from_the_verified_peer_once(domains: Domains) -> None:
@@ -177,9 +125,10 @@ def test_check_shows_the_verified_origin_in_text_and_json(domains: Domains) -> N
 
 def _signed(d: Domains, **changes: object) -> dict[str, object]:
     env = envelope.seal(from_agent="bob", to_agent="peer:b/alice", subject="hi", body="hello",
-                        payload=None, created_at=time.time(), domain="a")  # fmt: skip
+                        payload=None, created_at=time.time(), domain="a",
+                        message_id="msg-abc1234567")  # fmt: skip
     env = replace(env, **changes)  # type: ignore[arg-type]
-    return wire(env, envelope.sign(d.a_key.key, env), d.a_key.key_id, "hello", "msg-abc1234567")
+    return wire(env, envelope.sign(d.a_key.key, env), d.a_key.key_id, "hello")
 
 
 def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Domains) -> None:
@@ -189,12 +138,13 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
     assert r.status_code == 403 and "does not match its hash" in r.json()["error"]["message"]
     other = envelope.new_private_key()
     env = envelope.seal(from_agent="bob", to_agent="peer:b/alice", subject="hi", body="hello",
-                        payload=None, created_at=time.time(), domain="a")  # fmt: skip
-    wrong = wire(env, envelope.sign(other, env), domains.a_key.key_id, "hello", "msg-abc1234568")
+                        payload=None, created_at=time.time(), domain="a",
+                        message_id="msg-abc1234568")  # fmt: skip
+    wrong = wire(env, envelope.sign(other, env), domains.a_key.key_id, "hello")
     r = domains.post(wrong)
     assert r.status_code == 403 and "bad signature" in r.json()["error"]["message"]
     rekeyed = wire(env, envelope.sign(other, env), envelope.key_id(envelope.public_text(other)),
-                   "hello", "msg-abc1234569")  # signed and named by a key B never pinned
+                   "hello")  # signed and named by a key B never pinned
     r = domains.post(rekeyed)
     assert r.status_code == 403 and f"the pinned key is {domains.a_key.key_id}" in r.json()[
         "error"]["message"]  # fmt: skip
@@ -214,7 +164,7 @@ def test_tampered_wrong_key_old_and_replayed_envelopes_are_refused(domains: Doma
     stranger = _signed(domains, domain="zz")
     r = domains.post(stranger)
     assert r.status_code == 403 and "not a peer of this domain" in r.json()["error"]["message"]
-    r = domains.post({"version": 2, "envelope": {"from_agent": "bob"}, "signature": "x"})
+    r = domains.post({"version": 3, "envelope": {"from_agent": "bob"}, "signature": "x"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid"
     v1 = {k: v for k, v in _signed(domains).items() if k != "version"}  # the v1 wire form
     r = domains.post(v1)

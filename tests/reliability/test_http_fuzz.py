@@ -106,8 +106,9 @@ def _signed_relay(body: str = "b") -> bytes:
     """One envelope from the peer ``a`` to ``sink`` for the body "b", signed now, sent with
     ``body``."""
     env = envelope.seal(from_agent="bob", to_agent="peer:here/sink", subject="relayed", body="b",
-                        payload='{"pr": 1}', created_at=time.time(), domain="a")  # fmt: skip
-    data = wire(env, envelope.sign(PEER_KEY, env), PEER_KEY_ID, body, "msg-abc1234567")
+                        payload='{"pr": 1}', created_at=time.time(), domain="a",
+                        message_id="msg-abc1234567")  # fmt: skip
+    data = wire(env, envelope.sign(PEER_KEY, env), PEER_KEY_ID, body)
     return json.dumps(data).encode()
 
 
@@ -116,6 +117,7 @@ def _relayed(draw: st.DrawFn) -> bytes:
     """A ``POST /v1/relay`` body signed by the peer ``a``, its fields fuzzed, maybe tampered."""
     body = draw(NASTY_TEXT)
     payload = draw(st.none() | JSONISH.map(json.dumps) | NASTY_TEXT)
+    fresh = f"msg-{draw(st.integers(10**11, 10**12 - 1))}"  # the relay's idempotency key
     env = envelope.seal(
         from_agent=draw(st.sampled_from(["bob", "x" * 65]) | NASTY_TEXT),
         to_agent=draw(st.sampled_from(["peer:here/sink", "peer:here/sink", "peer:here/other",
@@ -123,13 +125,14 @@ def _relayed(draw: st.DrawFn) -> bytes:
                       | NASTY_TEXT),
         subject=draw(NASTY_TEXT), body=body, payload=payload, created_at=time.time(),
         domain=draw(st.sampled_from(["a", "a", "a", "zz", ""])),
+        message_id=draw(st.sampled_from([fresh, fresh, "msg-abc1234567", "../x", ""])),
     )  # fmt: skip
-    fresh = f"msg-{draw(st.integers(10**11, 10**12 - 1))}"  # the relay's idempotency key
-    mid = draw(st.sampled_from([fresh, fresh, "msg-abc1234567", "../x", ""]))
-    data: dict[str, Any] = wire(env, envelope.sign(PEER_KEY, env), PEER_KEY_ID, body, mid)
+    data: dict[str, Any] = wire(env, envelope.sign(PEER_KEY, env), PEER_KEY_ID, body)
     tamper = draw(TAMPER)
-    if tamper in ("body", "key_id", "message_id", "version"):
+    if tamper in ("body", "key_id", "version"):
         data[tamper] = draw(JSONISH)
+    elif tamper == "message_id":
+        data["envelope"]["message_id"] = draw(JSONISH)
     elif tamper == "surrogate":
         data["body"] = "\ud800"  # JSON's escape decodes to a lone surrogate
     elif tamper == "v1":

@@ -23,7 +23,7 @@ from agentmaild.trust.envelope import (
     sign,
     verify,
 )
-from agentmaild.trust.receive import REQUEST_FIELDS, own_domain, parse, wire
+from agentmaild.trust.receive import REQUEST_FIELDS, WIRE_FIELDS, own_domain, parse, wire
 
 NOW = 1_800_000_000.0
 BODY = "please review PR 12 — ünïcode too"
@@ -32,7 +32,8 @@ BODY = "please review PR 12 — ünïcode too"
 def _signed() -> tuple[Envelope, str, str]:
     key = new_private_key()
     env = seal(from_agent="alice", to_agent="bob", subject="review", body=BODY,
-               payload='{"pr":12}', created_at=NOW, domain="team-a")  # fmt: skip
+               payload='{"pr":12}', created_at=NOW, domain="team-a",
+               message_id="msg-abc1234567")  # fmt: skip
     return env, sign(key, env), public_text(key)
 
 
@@ -60,6 +61,7 @@ def test_canonical_form_is_stable_and_sorted() -> None:
         ({"created_at": NOW + 1}, "bad signature"),
         ({"nonce": "0" * 32}, "bad signature"),
         ({"domain": "team-b"}, "bad signature"),
+        ({"message_id": "msg-abc1234568"}, "bad signature"),
     ],
 )
 def test_any_changed_field_breaks_the_signature(change: dict[str, object], why: str) -> None:
@@ -87,25 +89,37 @@ def test_tampered_body_wrong_key_old_future_and_untagged_are_refused() -> None:
     untagged = base64.b64encode(key.sign(env.canonical())).decode()
     with pytest.raises(Untrusted, match="bad signature"):  # domain separation: the tag counts
         verify(env, untagged, pinned=public_text(key), body=BODY, now=NOW)
-    assert TAG == b"agentmaild/envelope/v2\x00"
-    v1 = base64.b64encode(key.sign(b"agentmaild/envelope/v1\x00" + env.canonical())).decode()
-    with pytest.raises(Untrusted, match="bad signature"):  # a v1 signature is no v2 signature
-        verify(env, v1, pinned=public_text(key), body=BODY, now=NOW)
+    assert TAG == b"agentmaild/envelope/v3\x00"
+    for old in (b"v1", b"v2"):  # an older version's signature is no version 3 signature
+        tagged = b"agentmaild/envelope/" + old + b"\x00" + env.canonical()
+        with pytest.raises(Untrusted, match="bad signature"):
+            verify(env, base64.b64encode(key.sign(tagged)).decode(), pinned=public_text(key),
+                   body=BODY, now=NOW)  # fmt: skip
 
 
-def test_the_wire_form_is_version_2_and_version_1_is_refused_by_name() -> None:
+def test_the_wire_form_is_version_3_and_older_versions_are_refused_by_name() -> None:
     env, sig, pub = _signed()
-    data = wire(env, sig, key_id(pub), BODY, "msg-abc1234567")
-    assert data["version"] == 2 and set(data) == REQUEST_FIELDS
-    assert parse(data) == (env, sig, key_id(pub), BODY, "msg-abc1234567")
-    v1 = {k: v for k, v in data.items() if k != "version"}  # version 1 had no version field
-    for old in (v1, {**data, "version": 1}):
-        with pytest.raises(ValidationError, match=r"envelope version 1 is refused .* takes "
-                                                  r"version 2; upgrade agentmaild"):  # fmt: skip
+    data = wire(env, sig, key_id(pub), BODY)
+    assert data["version"] == 3 and set(data) == WIRE_FIELDS == REQUEST_FIELDS - {"message_id"}
+    assert parse(data) == (env, sig, key_id(pub), BODY)
+    assert env.message_id == "msg-abc1234567"  # the id travels signed, inside the envelope
+    # Version 2's form: the message id beside the envelope, unsigned.
+    v2 = {**data, "version": 2, "envelope": {k: v for k, v in env.to_dict().items()
+                                             if k != "message_id"}, "message_id": env.message_id}
+    v1 = {k: v for k, v in v2.items() if k != "version"}  # version 1 had no version field
+    for old, n, why in ((v1, 1, "signed no payload"), ({**v2, "version": 1}, 1, "signed no"),
+                        (v2, 2, "did not sign the message id")):  # fmt: skip
+        refusal = (rf"^envelope version {n} is refused \(it {why}.*\): this domain takes "
+                   r"version 3; upgrade agentmaild on the sending domain$")  # fmt: skip
+        with pytest.raises(ValidationError, match=refusal):
             parse(old)
-    for odd in (3, "2", True, None, [2]):
-        with pytest.raises(ValidationError, match="is not supported: this domain takes version 2"):
+    for odd in (4, "3", True, None, [3], 2.0):
+        with pytest.raises(ValidationError, match="is not supported: this domain takes version 3"):
             parse({**data, "version": odd})
+    with pytest.raises(ValidationError, match="unknown field 'message_id'"):
+        parse({**data, "message_id": "msg-other1"})  # a v3 envelope's id is the signed one
+    with pytest.raises(ValidationError, match="invalid message id"):
+        parse({**data, "envelope": {**env.to_dict(), "message_id": "../x"}})
 
 
 def test_keys_round_trip_and_bad_public_keys_are_named() -> None:

@@ -15,6 +15,7 @@ import pytest
 from agentmaild.daemon.service import install_service, uninstall_service
 from agentmaild.daemon.service_render import (
     LAUNCHD_LABEL,
+    render_env_file,
     render_launchd_plist,
     render_systemd_unit,
 )
@@ -359,34 +360,70 @@ def test_service_uninstall_cli_refusal_is_one_error_line(tmp_path: Path) -> None
 DSN = "postgresql://am:s3cr%40t@db.example:5433/mail?sslmode=require"
 
 
-def test_a_dsn_goes_into_the_environment_not_onto_the_command_line() -> None:
-    text = render_systemd_unit("/x/agentmaild", None, None, Path("/w"), dsn=DSN)
+def test_a_dsn_goes_into_an_environment_file_never_into_the_unit() -> None:
+    env_file = Path("/h/.config/agentmaild/service.env")
+    text = render_systemd_unit("/x/agentmaild", None, None, Path("/w"), env_file=env_file)
     lines = unit_lines(text)
     assert "ExecStart=/x/agentmaild serve" in lines  # nothing for `ps` to show
-    # systemd expands %-specifiers in Environment=: the DSN's "%40" must reach the daemon intact.
-    assert f"Environment=AGENTMAIL_DB={DSN.replace('%', '%%')}" in lines
+    assert f"EnvironmentFile={env_file}" in lines
+    assert not [x for x in lines if x.startswith("Environment=AGENTMAIL_DB")]
     plist = plistlib.loads(
         render_launchd_plist(
-            "/x/agentmaild", None, None, Path("/w"), log_path=Path("/l/a.log"), dsn=DSN
+            "/x/agentmaild", None, None, Path("/w"), log_path=Path("/l/a.log"), env_file=env_file
         ).encode()
     )
-    assert plist["ProgramArguments"] == ["/x/agentmaild", "serve"]
-    assert plist["EnvironmentVariables"]["AGENTMAIL_DB"] == DSN
+    assert plist["ProgramArguments"][3:] == [str(env_file), "/x/agentmaild", "serve"]
+    assert "AGENTMAIL_DB" not in plist["EnvironmentVariables"]
+    assert render_env_file(DSN) == (
+        "# agentmaild service environment (written by `agentmaild service install`; keep it mode "
+        f"0600:\n# it holds the store's password)\nAGENTMAIL_DB='{DSN}'\n"
+    )
+    for bad in ("postgresql://u:it's@h/db", "postgresql://u:p@h/db\nEVIL=1"):
+        with pytest.raises(ConfigError, match="percent-encode it"):
+            render_env_file(bad)
 
 
-def test_install_with_a_dsn_writes_an_owner_only_file(tmp_path: Path) -> None:
+def test_the_launchd_wrapper_hands_serve_the_dsn_exactly(tmp_path: Path) -> None:
+    """The plist's own argv, run by the real sh: serve gets AGENTMAIL_DB byte for byte, even with
+    the characters a shell or systemd would otherwise expand."""
+    dsn = 'postgresql://am:p$HOME`x`"\\%40 ;&@db.example/mail'
+    env_file = tmp_path / "service.env"
+    env_file.write_text(render_env_file(dsn))
+    exe = tmp_path / "agentmaild"
+    exe.write_text('#!/bin/sh\nprintf "%s|%s" "$AGENTMAIL_DB" "$*"\n')
+    exe.chmod(0o755)
+    plist = plistlib.loads(render_launchd_plist(
+        str(exe), None, None, tmp_path, log_path=tmp_path / "a.log", env_file=env_file
+    ).encode())  # fmt: skip
+    done = subprocess.run(plist["ProgramArguments"], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, f"{dsn}|serve"), done.stderr
+
+
+def test_install_with_a_dsn_writes_an_owner_only_env_file(tmp_path: Path) -> None:
     for kind in ("systemd", "launchd"):
+        home = tmp_path / kind
         result = install_service(
             kind, False, db=None, dsn=DSN, config=None, workdir=tmp_path, exe="/x/agentmaild",
-            home=tmp_path / kind,
+            home=home,
         )  # fmt: skip
-        assert result.path is not None and "s3cr" in result.path.read_text()
-        assert result.path.stat().st_mode & 0o777 == 0o600
+        env_file = home / ".config/agentmaild/service.env"
+        assert result.path is not None and result.env_file == env_file
+        assert "s3cr" not in result.path.read_text() and "s3cr" not in result.text
+        assert env_file.stat().st_mode & 0o777 == 0o600 and DSN in env_file.read_text()
+        gone = uninstall_service(kind, False, home=home)
+        assert env_file in gone.paths and not env_file.exists()
+    printed = install_service(
+        "systemd", True, db=None, dsn=DSN, config=None, workdir=tmp_path, exe="/x/agentmaild",
+        home=tmp_path / "printed",
+    )  # fmt: skip
+    assert "s3cr" not in printed.text and not (tmp_path / "printed").exists()
     plain = install_service(
         "systemd", False, db=tmp_path / "m.db", config=None, workdir=tmp_path,
         exe="/x/agentmaild", home=tmp_path / "plain",
     )  # fmt: skip
     assert plain.path is not None and plain.path.stat().st_mode & 0o077 != 0  # umask's, as before
+    assert plain.env_file is None and not (tmp_path / "plain/.config/agentmaild").exists()
     with pytest.raises(ConfigError, match="not both"):
         install_service(
             "systemd", True, db=tmp_path / "m.db", dsn=DSN, config=None, workdir=tmp_path,
@@ -396,7 +433,11 @@ def test_install_with_a_dsn_writes_an_owner_only_file(tmp_path: Path) -> None:
 
 def test_systemd_analyze_verifies_a_dsn_unit(tmp_path: Path) -> None:
     exe = fake_executable(tmp_path / "bin")
-    text = render_systemd_unit(str(exe), None, None, tmp_path, path_env="/usr/bin", dsn=DSN)
+    env_file = tmp_path / "with space and 100%" / "service.env"
+    env_file.parent.mkdir()
+    env_file.write_text(render_env_file(DSN))
+    text = render_systemd_unit(str(exe), None, None, tmp_path, path_env="/usr/bin",
+                               env_file=env_file)  # fmt: skip
     unit = tmp_path / "agentmaild.service"
     unit.write_text(text)
     proc = systemd_verify(unit, tmp_path)
@@ -405,16 +446,19 @@ def test_systemd_analyze_verifies_a_dsn_unit(tmp_path: Path) -> None:
 
 def test_service_install_cli_takes_a_dsn(tmp_path: Path) -> None:
     unit = tmp_path / ".config/systemd/user/agentmaild.service"
+    env_file = tmp_path / ".config/agentmaild/service.env"
     done = service_cli(tmp_path, "install", "--systemd", "--db", DSN, "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["ok"] is True and data["path"] == str(unit)
+    assert data["env_file"] == str(env_file) and "s3cr" not in done.stdout
     lines = unit_lines(unit.read_text())
-    assert f"Environment=AGENTMAIL_DB={DSN.replace('%', '%%')}" in lines
+    assert f"EnvironmentFile={env_file}" in lines and "s3cr" not in unit.read_text()
     assert [x for x in lines if x.startswith("ExecStart=")] == [
         f"ExecStart={sys.executable.rsplit('/', 1)[0]}/agentmaild serve"
     ]
-    assert unit.stat().st_mode & 0o777 == 0o600
+    assert env_file.stat().st_mode & 0o777 == 0o600
+    assert f"AGENTMAIL_DB='{DSN}'" in env_file.read_text().splitlines()
 
 
 def test_service_install_cli_refuses_an_unparsable_dsn(tmp_path: Path) -> None:
