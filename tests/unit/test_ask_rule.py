@@ -46,9 +46,7 @@ def test_a_third_party_on_the_thread_to_someone_else_does_not_release(
     assert find_reply(store, qid, "lead") is None
 
 
-def test_the_askers_own_follow_up_does_not_release(
-    store: SqliteMailStore, mailer: Mailer
-) -> None:
+def test_the_askers_own_follow_up_does_not_release(store: SqliteMailStore, mailer: Mailer) -> None:
     qid = ask(mailer)
     follow = mailer.reply(qid, sender="lead", body="also: which host?")
     assert store.get_message(follow.ids[0]).to_agent == "worker"  # the reply rule's direction
