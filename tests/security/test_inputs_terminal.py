@@ -105,8 +105,10 @@ def _assert_shown_not_obeyed(out: bytes, *, body: bool) -> None:
     for byte in FORBIDDEN:
         assert byte not in out, f"{byte!r} reached the terminal: {out[:400]!r}"
     text = out.decode("utf-8")
-    # The subject, visibly (inbox and list JSON-quote it, which spells ESC \u001b).
-    assert ("\\x1b[2J" in text or "\\u001b[2J" in text) and "\\x9b1m" in text
+    # The subject, visibly (inbox, list and the agent's batch JSON-quote it, which spells ESC
+    # \u001b; the batch spells the C1 CSI \u009b too).
+    assert "\\x1b[2J" in text or "\\u001b[2J" in text
+    assert "\\x9b1m" in text or "\\u009b1m" in text
     if body:
         assert "\\x1b]52;c;cm0gLXJmIH4K\\x07" in text and "\\x1b]0;pwned\\x07" in text
         assert "safe text\\x0dEVIL\n\tindented \\x9b31mred\\x7f end" in text
