@@ -23,7 +23,7 @@ from agentmaild.errors import one_line as one_line
 from agentmaild.location import is_dsn, resolve_db, resolve_db_str
 from agentmaild.mail import IMPLICIT_RECIPIENTS
 from agentmaild.overstory.flavor import overstory_mode
-from agentmaild.render import visible
+from agentmaild.render import json_text, visible
 from agentmaild.store.base import MailStore
 
 P = ParamSpec("P")
@@ -98,7 +98,7 @@ def command(fn: Callable[P, R]) -> Callable[P, R]:
 
 def out(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
     if as_json or STATE.json:
-        typer.echo(json.dumps(data, ensure_ascii=False))
+        typer.echo(json_text(data))  # C1 and bidi controls escaped: a person may be reading
     elif human is not None:
         human()
 
