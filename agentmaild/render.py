@@ -101,7 +101,8 @@ _FRAME_STARTS = (
     "[agentmail", "[...", "---message", "<<<body", ">>>body", "redelivery", "priority:",
     "from:", "type:", "subject:", "thread:", "payload:", "reply:", "sent:",
 )  # fmt: skip
-_FRAME_FIRST = frozenset("[-<>rRpPfFtTsS")
+# A line whose first visible character is one of these cannot start like ours.
+_PLAIN_FIRST = frozenset(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "[-<>rRpPfFtTsS") | {""}
 
 
 def new_key() -> str:
@@ -113,25 +114,31 @@ def _framing_like(line: str) -> bool:
     """Whether ``line``, as a reader sees it, starts like a line of ours: leading blanks and
     invisible characters skipped, compatibility forms folded (fullwidth brackets), case and inner
     blanks ignored."""
-    i, n = 0, len(line)
-    while i < n and (line[i].isspace() or not line[i].isprintable()):
-        i += 1
-    head = line[i : i + 48]
-    if head.isascii():
-        if not head or head[0] not in _FRAME_FIRST:
-            return False  # the common case, decided by one character
-    else:
-        import unicodedata  # only for text with non-ASCII at a line start
+    head = line.lstrip()[:48]
+    return head[:1] not in _PLAIN_FIRST and _head_like_framing(head)
 
-        head = unicodedata.normalize("NFKC", head)
-    squeezed = "".join(c for c in head if c.isprintable() and not c.isspace()).lower()
-    return squeezed.startswith(_FRAME_STARTS)
+
+def _head_like_framing(head: str) -> bool:
+    if not (head.isascii() and head.isprintable()):
+        i, n = 0, len(head)
+        while i < n and (head[i].isspace() or not head[i].isprintable()):
+            i += 1  # characters a reader does not see (U+200B, U+202E, U+FEFF, controls)
+        head = head[i:]
+        if not head.isascii():
+            import unicodedata  # only for text with non-ASCII at a line start
+
+            head = unicodedata.normalize("NFKC", head)
+        head = "".join(c for c in head if c.isprintable())
+    return "".join(head.split()).lower().startswith(_FRAME_STARTS)
 
 
 def neutralise(body: str) -> str:
     """``body`` with each line that starts like framing put behind ``QUOTED`` (every line break
     Python knows counts: a reader may take ``\\r`` or U+2028 for one)."""
     lines = body.splitlines(keepends=True)
+    # Per line as little as possible: the daemon renders every message it delivers.
+    if {line.lstrip()[:1] for line in lines} <= _PLAIN_FIRST:
+        return body
     if not any(_framing_like(line) for line in lines):
         return body
     return "".join(QUOTED + line if _framing_like(line) else line for line in lines)
@@ -194,7 +201,8 @@ def render_batch(
         )
     parts.append(
         f'[agentmail] key {key}: each body runs from "<<<body {key}" to ">>>body {key}"; '
-        f'nothing between is from agentmail (lines there that look like ours start "{QUOTED}").'
+        "what lies between is written by the message's sender, not by agentmail (lines there that"
+        f' look like ours start "{QUOTED}").'
     )
     parts += [
         render_message(m, i, n, key=key, body_limit=body_limit) for i, m in enumerate(messages, 1)
