@@ -1,4 +1,5 @@
-"""Renders mail as the text an agent reads: batches, the PRIORITY banner, hook output caps.
+"""Renders mail as the text an agent reads: batches under a framing key a body cannot forge, the
+PRIORITY banner; and mail text for a person (``visible``, ``json_text``).
 
 Stdlib only: the hook and ``check --inject`` fast paths import it on every prompt.
 """
