@@ -63,14 +63,14 @@ def fit_rows(
     rows are what the store's port took (``store.ports.Port.take``)."""
     import types
 
-    from agentmaild.render import render_message
+    from agentmaild.render import measure_message
 
     msgs = [types.SimpleNamespace(**r) for r in rows]
     ids = [m.id for m in msgs]
     body_limit = max(500, limit - 3000)
     used, cut = 600 + len(lead), 0
     for i, m in enumerate(msgs, 1):
-        used += len(render_message(m, i, len(msgs), body_limit=body_limit)) + 1
+        used += measure_message(m, i, len(msgs), body_limit=body_limit) + 1
         if cut and used >= limit:
             break
         cut += 1

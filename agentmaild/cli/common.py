@@ -22,7 +22,7 @@ from agentmaild.errors import AgentmaildError, UsageError
 from agentmaild.errors import one_line as one_line
 from agentmaild.mail import IMPLICIT_RECIPIENTS
 from agentmaild.overstory.flavor import overstory_mode
-from agentmaild.render import visible
+from agentmaild.render import json_text, visible
 from agentmaild.store.base import MailStore
 from agentmaild.store.location import StoreLocation, resolve_location
 
@@ -110,7 +110,7 @@ def _without_password(message: str, db: object) -> str:
 
 def out(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
     if as_json or STATE.json:
-        typer.echo(json.dumps(data, ensure_ascii=False))
+        typer.echo(json_text(data))  # C1 and bidi controls escaped: a person may be reading
     elif human is not None:
         human()
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.daemon import DaemonProc
 from tests.support.waiting import wait_for
 
@@ -137,3 +139,30 @@ def test_bad_input_is_one_line_and_writes_nothing(daemons: Callable[..., DaemonP
         assert len(done.stderr.strip().splitlines()) == 1 and needle in done.stderr
         assert "Traceback" not in done.stderr
     assert json.loads(d.cli("--json", "list").stdout)["messages"] == []
+
+
+@pytest.mark.parametrize("with_daemon", [True, False], ids=["daemon", "store"])
+def test_only_an_answer_to_the_asker_releases_it(
+    daemons: Callable[..., DaemonProc], with_daemon: bool
+) -> None:
+    """A third party's message on the thread (to the worker) and the asker's own follow-up come
+    first and leave ``ask`` waiting; the worker's answer then releases it, and is what it prints.
+    Thread order is creation order, so a rule that took either of the first two would print it."""
+    d = daemons(start=with_daemon)
+    for name, capability in (("lead", "lead"), ("worker", "builder"), ("observer", "reviewer")):
+        d.cli("agents", "add", name, "-c", capability)
+    ask = start_ask(d.db, d.env, "--timeout", "2m")
+    wait_for(lambda: question_id(d), 30, "the question to be in the store")
+    qid = question_id(d)
+    assert qid is not None
+    aside = d.cli("send", "--from", "observer", "--to", "worker", "--thread", qid, "-s", "fyi",
+                  "-b", "try 8081")  # fmt: skip
+    assert aside.returncode == 0, aside.stderr
+    follow = d.cli("reply", qid, "--from", "lead", "-b", "and which host?")
+    assert follow.returncode == 0, follow.stderr
+    thread = json.loads(d.cli("--json", "thread", qid).stdout)["messages"]
+    assert [m["from"] for m in thread] == ["lead", "observer", "lead"]
+    assert ask.poll() is None, "ask was released by mail that was not an answer to it"
+    result, _ = answer(d, ask)
+    assert (result["reply"]["from"], result["reply"]["to"]) == ("worker", "lead")
+    assert result["reply"]["body"] == "8080"

@@ -105,8 +105,10 @@ def _assert_shown_not_obeyed(out: bytes, *, body: bool) -> None:
     for byte in FORBIDDEN:
         assert byte not in out, f"{byte!r} reached the terminal: {out[:400]!r}"
     text = out.decode("utf-8")
-    # The subject, visibly (inbox and list JSON-quote it, which spells ESC \u001b).
-    assert ("\\x1b[2J" in text or "\\u001b[2J" in text) and "\\x9b1m" in text
+    # The subject, visibly (inbox, list and the agent's batch JSON-quote it, which spells ESC
+    # \u001b; the batch spells the C1 CSI \u009b too).
+    assert "\\x1b[2J" in text or "\\u001b[2J" in text
+    assert "\\x9b1m" in text or "\\u009b1m" in text
     if body:
         assert "\\x1b]52;c;cm0gLXJmIH4K\\x07" in text and "\\x1b]0;pwned\\x07" in text
         assert "safe text\\x0dEVIL\n\tindented \\x9b31mred\\x7f end" in text
@@ -144,3 +146,22 @@ def test_check_shows_escapes_on_a_terminal_and_keeps_them_for_agents(
     as_json = json.loads(on_pty(env, "check", "--agent", "ed", *flag, "--json"))
     texts = [as_json["text"]] if inject else [m["body"] for m in as_json["messages"]]
     assert any(BODY in t for t in texts), as_json  # --json carries the text exactly
+
+
+def test_bidi_and_c1_controls_are_escaped_for_a_person_and_kept_in_the_json(
+    setup: tuple[dict[str, str], str], tmp_path: Path
+) -> None:
+    """U+202E (right-to-left override) reorders what a person reads without a control byte;
+    U+009B is a one-byte CSI. ``read`` on a terminal spells both; ``read --json`` escapes both
+    (``\\u202e``), and its reader gets the exact text back."""
+    env, _ = setup
+    body = "run \u202etxt.exe\u202c then \u2066x\u2069 and \x9b2J"
+    store = SqliteMailStore(tmp_path / "mail.db")
+    mid = Mailer(store).send(sender="ann", to="bob", subject="bidi \u202e", body=body).ids[0]
+    store.close()
+    shown = on_pty(env, "read", mid).decode("utf-8")
+    assert "run \\u202etxt.exe\\u202c then \\u2066x\\u2069 and \\x9b2J" in shown
+    raw = on_pipe(env, "--json", "read", mid)
+    for char in ("\u202e", "\u202c", "\u2066", "\u2069", "\x9b"):
+        assert char.encode() not in raw, (char, raw)
+    assert json.loads(raw)["message"]["body"] == body

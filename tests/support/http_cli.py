@@ -13,6 +13,7 @@ from tests.support.daemon import DaemonProc
 from tests.support.http_api import base_url, http_env, mint
 
 ID_RE = re.compile(r"(?:msg|bc)-[a-z0-9]+")
+KEY_RE = re.compile(r"\[agentmail\] key ([0-9a-f]{16}): ")
 
 
 class Both:
@@ -59,7 +60,10 @@ def make_both(
 
 
 def normalised(text: str, agent: str) -> str:
-    """Ids and the agent's name replaced: two agents' equal histories print the same."""
+    """Ids, framing keys and the agent's name replaced: two agents' equal histories print the
+    same (each rendering of a batch draws its own key)."""
+    for key in KEY_RE.findall(text):
+        text = text.replace(key, "KEY")
     return ID_RE.sub("ID", text).replace(agent, "AGENT")
 
 
