@@ -28,6 +28,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from agentmaild.config import HttpConfig
 from agentmaild.errors import ConfigError
 from agentmaild.http.app import ApiContext, build_app
+from agentmaild.http.local import check_available
 
 log = structlog.get_logger(__name__)
 _GRACE_S = 2.0  # in-flight requests get this long once the daemon stops
@@ -49,12 +50,16 @@ def is_loopback(host: str) -> bool:
 
 
 def check_listen(http: HttpConfig) -> None:
+    """Tokens off needs a loopback bind and the per-caller uid check (``local``) to work here."""
     host, _ = split_listen(http.listen)
-    if not http.require_tokens and not is_loopback(host):
+    if http.require_tokens:
+        return
+    if not is_loopback(host):
         raise ConfigError(
             f"http.listen: {http.listen} is not a loopback address and http.require_tokens is "
             "false; serve other hosts only with tokens (set http.require_tokens = true)"
         )
+    check_available()
 
 
 def bind(listen: str) -> socket.socket:
