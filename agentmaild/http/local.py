@@ -7,9 +7,10 @@ face (``/v1``, the dashboard, its static files) only when both hold:
   another site that rebinds its own name to 127.0.0.1 still sends that name, and is refused;
 - the connecting socket belongs to the daemon's own user (the store's owner: the daemon opens the
   store, 0600, as that user). TCP has no ``SO_PEERCRED``, but on loopback both ends of the
-  connection are sockets of this machine, and the kernel's TCP table (``/proc/net/tcp``,
-  ``tcp6``) names the uid that owns each: the row whose local address is the peer's and whose
-  remote address is ours is the caller's socket, and its uid is not the caller's to choose.
+  connection are sockets of this machine, and the kernel records the uid that owns each: the
+  socket whose source is the peer's address and whose destination is ours is the caller's, and
+  its uid is not the caller's to choose (``peer_uid``: netlink ``sock_diag``, the lookup ``ss``
+  makes, else the ``/proc/net/tcp`` table).
 
 Why not only a Unix socket: a browser cannot open one, and the dashboard without tokens is for a
 browser of the owner on the same machine. Where the kernel has no such table (not Linux), the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 import struct
 from pathlib import Path
 
@@ -37,10 +39,15 @@ _MAPPED = "::ffff:"  # an IPv6 client socket reaching an IPv4 listener shows thi
 
 def check_available() -> None:
     """``ConfigError`` when callers' uids cannot be read here (tokens off is then refused)."""
+    try:
+        _diag_uid(("127.0.0.1", 1), ("127.0.0.1", 1))  # no such socket: None, if netlink answers
+        return
+    except _NoDiag:
+        pass
     if not (PROC_NET / "tcp").is_file():
         raise ConfigError(
-            "http.require_tokens = false needs the kernel's TCP table (/proc/net/tcp, Linux) to "
-            "check that each caller is the daemon's own user; it is missing here: use tokens "
+            "http.require_tokens = false needs the kernel to tell each caller's user (netlink "
+            "sock_diag or /proc/net/tcp, Linux); neither answers here: use tokens "
             "(http.require_tokens = true, `agentmaild tokens create`)"
         )
 
@@ -62,6 +69,60 @@ def loopback_host(header: str | None) -> bool:
         return False
 
 
+def peer_uid(peer: tuple[str, int], ours: tuple[str, int]) -> int | None:
+    """The uid owning the client socket of the TCP connection ``peer`` → ``ours`` (None: no
+    such socket here). Asked of the kernel by netlink (``sock_diag``: one exact lookup, about
+    0.2 ms); where that is missing, found in ``/proc/net/tcp*`` (correct, but the kernel walks
+    its whole table: 15 ms on a large machine)."""
+    try:
+        return _diag_uid(peer, ours)
+    except _NoDiag:
+        return _table_uid(peer, ours)
+
+
+class _NoDiag(Exception):
+    """Netlink ``sock_diag`` is not available here."""
+
+
+_NETLINK_SOCK_DIAG = 4  # NETLINK_INET_DIAG
+_SOCK_DIAG_BY_FAMILY = 20
+_NLMSG_ERROR = 2
+_NO_COOKIE = 0xFFFFFFFF
+_ENOENT = 2
+_UID_AT = 16 + 64  # nlmsghdr, then inet_diag_msg's family..retrans (4), sockid (48), 3 u32s
+
+
+def _diag_uid(peer: tuple[str, int], ours: tuple[str, int]) -> int | None:
+    """``inet_diag_req_v2`` for the socket whose source is ``peer`` and destination ``ours``."""
+    (ph, pp), (oh, op) = peer, ours
+    family = socket.AF_INET6 if ipaddress.ip_address(ph).version == 6 else socket.AF_INET
+    sockid = struct.pack("!HH16s16s", pp, op, _padded(ph), _padded(oh))
+    sockid += struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE)  # any interface, any cookie
+    req = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    head = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY, 1, 1, 0)  # NLM_F_REQUEST
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as link:
+            link.settimeout(1.0)
+            link.send(head + req)
+            answer = link.recv(8192)
+    except (OSError, AttributeError) as exc:  # no AF_NETLINK, no sock_diag, no answer
+        raise _NoDiag(str(exc)) from exc
+    (kind,) = struct.unpack_from("=H", answer, 4)
+    if kind == _NLMSG_ERROR:
+        (err,) = struct.unpack_from("=i", answer, 16)
+        if -err == _ENOENT:
+            return None
+        raise _NoDiag(f"sock_diag error {-err}")
+    if len(answer) < _UID_AT + 4:
+        raise _NoDiag("short sock_diag answer")
+    (uid,) = struct.unpack_from("=I", answer, _UID_AT)
+    return int(uid)
+
+
+def _padded(host: str) -> bytes:
+    return ipaddress.ip_address(host).packed.ljust(16, b"\0")
+
+
 def _kernel_address(host: str, port: int) -> str:
     """``host:port`` as ``/proc/net/tcp*`` prints it: each 32-bit word in the host's byte order."""
     packed = ipaddress.ip_address(host).packed
@@ -78,8 +139,7 @@ def _candidates(peer: tuple[str, int], ours: tuple[str, int]) -> list[tuple[str,
             ("tcp6", _kernel_address(_MAPPED + ph, pp), _kernel_address(_MAPPED + oh, op))]
 
 
-def peer_uid(peer: tuple[str, int], ours: tuple[str, int]) -> int | None:
-    """The uid owning the client socket of the connection ``peer`` → ``ours``, if it is here."""
+def _table_uid(peer: tuple[str, int], ours: tuple[str, int]) -> int | None:
     for table, local, remote in _candidates(peer, ours):
         try:
             text = (PROC_NET / table).read_text()

@@ -5,7 +5,8 @@ Owns: ``dashboard`` (what the routes share, and the one SSE producer), ``views``
 dashboard's own read-only SQLite connection; the producer's one call per tick), ``pg_reader`` +
 ``pg_queries.sql`` (the same on a PostgreSQL store, with full-text search), ``search`` (FTS5
 over the newest mail, built at query time), ``hub`` (fan-out with bounded per-browser queues),
-``guard`` (sessions, Host check, same-origin + CSRF), ``templating`` (Jinja2, autoescaped; the
+``guard`` (sessions and their scopes, same-origin + CSRF; without tokens ``http.local`` has
+already admitted only the owner on a loopback ``Host``), ``templating`` (Jinja2, autoescaped; the
 SVG sparkline), ``templates/`` and ``static/`` (htmx 2.0.11 vendored, ``live.js``, CSS: no
 CDN, no build step).
 May import: ``store`` (read-only opens, queries), ``control.handler`` (the writes go through

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
 
-from agentmaild.http.local import check_available, loopback_host, peer_uid
+from agentmaild.http import local
+from agentmaild.http.local import check_available, loopback_host
+
+# Both ways the kernel is asked: netlink sock_diag (the one used) and the /proc table (fallback).
+LOOKUPS = pytest.mark.parametrize("peer_uid", [local.peer_uid, local._diag_uid, local._table_uid])
 
 
 @pytest.mark.parametrize(
@@ -40,7 +44,8 @@ def _connection(family: socket.AddressFamily, host: str) -> Iterator[tuple[socke
             s.close()
 
 
-def test_the_client_end_of_a_loopback_connection_is_ours() -> None:
+@LOOKUPS
+def test_the_client_end_of_a_loopback_connection_is_ours(peer_uid: Callable[..., object]) -> None:
     check_available()
     with _connection(socket.AF_INET, "127.0.0.1") as (_client, accepted):
         peer, ours = accepted.getpeername(), accepted.getsockname()
@@ -49,12 +54,14 @@ def test_the_client_end_of_a_loopback_connection_is_ours() -> None:
         assert peer_uid((peer[0], peer[1] ^ 1), ours) is None  # no such connection: unknown
 
 
-def test_an_ipv6_loopback_connection_is_found_in_tcp6() -> None:
+@LOOKUPS
+def test_an_ipv6_loopback_connection_is_found(peer_uid: Callable[..., object]) -> None:
     with _connection(socket.AF_INET6, "::1") as (_client, accepted):
         assert peer_uid(accepted.getpeername()[:2], accepted.getsockname()[:2]) == os.geteuid()
 
 
-def test_an_ipv6_client_reaching_an_ipv4_listener_is_found_as_mapped() -> None:
+@LOOKUPS
+def test_an_ipv6_client_reaching_an_ipv4_listener_is_found(peer_uid: Callable[..., object]) -> None:
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
     server.listen(1)
