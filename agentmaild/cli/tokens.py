@@ -56,7 +56,7 @@ def list_cmd(db: DbOpt = None, as_json: JsonOpt = False) -> None:
             shown = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until)) if until else "-"
             state = t.usable(now) or "active"
             typer.echo(
-                f"{t.id}  {t.agent:<20} {','.join(t.scopes):<14} {state:<8} expires {shown}"
+                f"{t.id}  {t.agent:<20} {','.join(t.scopes):<17} {state:<8} expires {shown}"
             )
 
     out({"ok": True, "tokens": [t.to_dict(now) for t in tokens]}, as_json, human)

@@ -3,8 +3,9 @@
 The socket is bound here (so ``task_group.start`` returns once the port is ours, and a bad or busy
 address is one ``ConfigError`` at start); uvicorn's own signal handling is off (the daemon owns
 signals); a connection that has not sent its request headers within ``http.request_timeout_s`` is
-answered 408 and closed (``_DeadlineH11Protocol``), the body's own deadline is ``body.read_json``'s,
-and a body still arriving that long after an answer that did not read it closes the connection.
+answered 408 and closed (``_DeadlineH11Protocol``), the body's own deadline is ``body.read_json``'s
+(its 408 closes the connection as it is sent: ``errors``), and a body still arriving that long
+after another answer that did not read it closes the connection.
 """
 
 from __future__ import annotations
