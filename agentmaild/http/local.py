@@ -104,9 +104,11 @@ def _diag_uid(peer: tuple[str, int], ours: tuple[str, int]) -> int | None:
         with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as link:
             link.settimeout(1.0)
             link.send(head + req)
-            answer = link.recv(8192)
+            answer, source = link.recvfrom(8192)
     except (OSError, AttributeError) as exc:  # no AF_NETLINK, no sock_diag, no answer
         raise _NoDiag(str(exc)) from exc
+    if source[0] != 0 or len(answer) < 20:
+        return None  # not the kernel's answer (another process may write to us): unknown
     (kind,) = struct.unpack_from("=H", answer, 4)
     if kind == _NLMSG_ERROR:
         (err,) = struct.unpack_from("=i", answer, 16)
