@@ -2,7 +2,11 @@
 
 A token is ``amt_`` + 43 random URL-safe characters, shown once by ``tokens create``; the store
 keeps only its SHA-256 (a random 256-bit secret needs no slow hash: there is nothing to guess).
-A token acts as one agent (or, for ``operator``, as any agent and for ``@all``) within its scopes.
+A token acts as one agent (or, for ``operator``, as any agent and for ``@all``) within its scopes:
+the API's ``read``, ``send`` and ``ack``, and the dashboard's own ``dashboard`` (see its pages and
+live stream) and ``control`` (its pause, resume and retry buttons). The dashboard scopes are for
+operator tokens only and open no ``/v1`` route, so the token ``agentmaild dashboard`` puts in a
+URL can watch and steer delivery but never read, send or ack mail through the API.
 Stdlib only: the CLI and the daemon both load it.
 """
 
@@ -18,7 +22,9 @@ from typing import Any, Protocol
 from agentmaild.errors import ValidationError
 
 PREFIX = "amt_"
-SCOPES = ("read", "send", "ack")
+SCOPES = ("read", "send", "ack")  # the API's (/v1); a token made without --scope has these
+DASHBOARD_SCOPES = ("dashboard", "control")  # the dashboard's: view; pause/resume/retry
+ALL_SCOPES = SCOPES + DASHBOARD_SCOPES
 OPERATOR_AGENT = "operator"  # = vocab.OPERATOR: its tokens act for every agent
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -113,13 +119,19 @@ def mint(
     return secret, record
 
 
-def parse_scopes(given: list[str] | None) -> tuple[str, ...]:
-    """``--scope`` values (repeatable, or comma-separated); none given: every scope."""
+def parse_scopes(given: list[str] | None, agent: str = OPERATOR_AGENT) -> tuple[str, ...]:
+    """``--scope`` values (repeatable, or comma-separated) of a token for ``agent``; none given:
+    the API's three. The dashboard's scopes are refused for any agent but ``operator``."""
     words = [w.strip() for g in given or [] for w in g.split(",") if w.strip()]
     for w in words:
-        if w not in SCOPES:
-            raise ValidationError(f"scope: unknown {w!r}; one of {', '.join(SCOPES)}")
-    return tuple(s for s in SCOPES if s in words) if words else SCOPES
+        if w not in ALL_SCOPES:
+            raise ValidationError(f"scope: unknown {w!r}; one of {', '.join(ALL_SCOPES)}")
+        if w in DASHBOARD_SCOPES and agent != OPERATOR_AGENT:
+            raise ValidationError(
+                f"scope: {w!r} is for {OPERATOR_AGENT!r} tokens only (the dashboard shows and "
+                f"steers every agent), not for {agent[:64]!r}"
+            )
+    return tuple(s for s in ALL_SCOPES if s in words) if words else SCOPES
 
 
 def parse_duration(text: str) -> float:

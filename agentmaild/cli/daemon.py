@@ -222,8 +222,12 @@ def ctl(
     as_json: JsonOpt = False,
 ) -> None:
     """Send one control command to the running daemon (e.g. `ctl pause agent=builder-1`)."""
+    from agentmaild.control.protocol import seconds_arg
+
     parsed = _parse_args(args or [])
-    timeout = 5.0 + float(parsed.get("timeout_s", 0) if cmd == "drain" else 0)
+    # Checked here, before anything is sent: a bad value is one error line, never a traceback.
+    waits = seconds_arg(parsed, "timeout_s", 0.0) if "timeout_s" in parsed else 0.0
+    timeout = 5.0 + (waits if cmd == "drain" else 0.0)
     result = _request(db_location(db), cmd, parsed, timeout)
     if cmd == "metrics":
         from agentmaild.control.replies import check_text

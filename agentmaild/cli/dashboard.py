@@ -11,7 +11,7 @@ import typer
 from agentmaild.cli.common import DbOpt, JsonOpt, command, db_location, open_store, out
 from agentmaild.errors import DaemonNotAnswering, DaemonNotRunning, UsageError
 from agentmaild.store.location import StoreLocation
-from agentmaild.tokens import OPERATOR_AGENT, mint, parse_duration
+from agentmaild.tokens import DASHBOARD_SCOPES, OPERATOR_AGENT, mint, parse_duration
 
 
 def _daemon_http(location: StoreLocation) -> tuple[str, bool]:
@@ -47,7 +47,7 @@ def _browsable(address: str) -> str:
 
 def dashboard(
     expires: Annotated[
-        str, typer.Option("--expires", help="Lifetime of the dashboard's operator token.")
+        str, typer.Option("--expires", help="Lifetime of the dashboard's session token.")
     ] = "12h",
     no_open: Annotated[
         bool, typer.Option("--no-open", help="Only print the URL; do not start a browser.")
@@ -55,13 +55,17 @@ def dashboard(
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print the URL of the running daemon's web dashboard (with a fresh operator token when the
-    daemon requires tokens) and open it in a browser when run at a terminal."""
+    """Print the URL of the running daemon's web dashboard (with a fresh dashboard token when the
+    daemon requires tokens) and open it in a browser when run at a terminal.
+
+    The token has only the dashboard's scopes (dashboard: see it; control: its pause, resume
+    and retry buttons): a URL that leaks from a browser's history or a terminal's scrollback
+    cannot read, send or ack mail through /v1."""
     address, require_tokens = _daemon_http(db_location(db))
     url = f"http://{_browsable(address)}/"
     token_id = None
     if require_tokens:
-        secret, record = mint(OPERATOR_AGENT, ("read", "send", "ack"), now=time.time(),
+        secret, record = mint(OPERATOR_AGENT, DASHBOARD_SCOPES, now=time.time(),
                               expires_in_s=parse_duration(expires))  # fmt: skip
         with open_store(db) as store:
             store.add_token(record)

@@ -19,7 +19,8 @@ def create(
     ],
     scope: Annotated[
         list[str] | None,
-        typer.Option("--scope", help="read, send or ack; repeat for more (default: all three)."),
+        typer.Option("--scope", help="read, send or ack (the API); dashboard or control (the "
+                     "dashboard, operator only); repeat for more (default: read, send, ack)."),
     ] = None,
     expires: Annotated[
         str | None, typer.Option("--expires", help="Lifetime: 30m, 12h, 7d, 2w (default: never).")
@@ -29,7 +30,7 @@ def create(
 ) -> None:
     """Create a bearer token for the HTTP API. It is printed once; only its hash is stored."""
     check_name(agent, "agent")
-    scopes = parse_scopes(scope)
+    scopes = parse_scopes(scope, agent)
     lifetime = parse_duration(expires) if expires is not None else None
     secret, record = mint(agent, scopes, now=time.time(), expires_in_s=lifetime)
     with open_store(db) as store:
@@ -55,7 +56,7 @@ def list_cmd(db: DbOpt = None, as_json: JsonOpt = False) -> None:
             shown = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until)) if until else "-"
             state = t.usable(now) or "active"
             typer.echo(
-                f"{t.id}  {t.agent:<20} {','.join(t.scopes):<14} {state:<8} expires {shown}"
+                f"{t.id}  {t.agent:<20} {','.join(t.scopes):<17} {state:<8} expires {shown}"
             )
 
     out({"ok": True, "tokens": [t.to_dict(now) for t in tokens]}, as_json, human)

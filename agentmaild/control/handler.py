@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentmaild import __version__
+from agentmaild.control.protocol import seconds_arg
 from agentmaild.errors import NotFound, ValidationError
 from agentmaild.ids import check_message_id, check_name
 from agentmaild.models import Agent
@@ -128,11 +129,9 @@ class ControlHandler:
         """Hold the request until the question's first reply is in (``ask``), or the timeout."""
         thread = check_message_id(str(_opt_str(args, "thread")))
         asker = check_name(str(_opt_str(args, "agent")), "agent")
-        timeout = args.get("timeout_s", DAEMON_WAIT_MAX_S)
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0:
-            raise ValidationError("timeout_s: expected a non-negative number of seconds")
+        timeout = seconds_arg(args, "timeout_s", DAEMON_WAIT_MAX_S)
         found = await self._d.waiters.wait(
-            self._d.store, thread, asker, min(float(timeout), DAEMON_WAIT_MAX_S),
+            self._d.store, thread, asker, min(timeout, DAEMON_WAIT_MAX_S),
             self._d.config.daemon.poll_interval_s,
         )  # fmt: skip
         return {"message_id": found.id if found is not None else None}
@@ -154,10 +153,8 @@ class ControlHandler:
         return {"requeued": ids, "retried_agents": retried}
 
     async def _cmd_drain(self, args: dict[str, Any]) -> dict[str, Any]:
-        timeout = args.get("timeout_s", self._d.config.daemon.shutdown_grace_s)
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0:
-            raise ValidationError("timeout_s: expected a non-negative number of seconds")
-        return await self._d.supervisor.drain(float(timeout))
+        timeout = seconds_arg(args, "timeout_s", self._d.config.daemon.shutdown_grace_s)
+        return await self._d.supervisor.drain(timeout)
 
     async def _cmd_reload(self, args: dict[str, Any]) -> dict[str, Any]:
         return await self._d.reload()

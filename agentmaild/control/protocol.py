@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from agentmaild.errors import ControlError, ProtocolError
+from agentmaild.errors import ControlError, ProtocolError, ValidationError
 from agentmaild.store.location import StoreLocation
 
 PROTOCOL_VERSION = 1
@@ -56,6 +56,18 @@ class Request(NamedTuple):
 
     cmd: str
     args: dict[str, Any]
+
+
+def seconds_arg(args: dict[str, Any], key: str, default: float) -> float:
+    """``args[key]`` (else ``default``) as seconds: a finite number >= 0, never a boolean.
+
+    One rule for the CLI (``ctl drain timeout_s=…``, checked before anything is sent) and the
+    daemon (which checks again: other clients speak the protocol too)."""
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e300:
+        shown = json.dumps(value, default=str)[:40]
+        raise ValidationError(f"{key}: expected a non-negative number of seconds, got {shown}")
+    return float(value)
 
 
 def encode_request(cmd: str, args: dict[str, Any] | None = None) -> bytes:

@@ -4,7 +4,8 @@ Owns: ``app`` (the Starlette app and what its routes share), ``mail_routes``, ``
 ``meta_routes`` (one list of routes per concern: a later dashboard mounts beside them),
 ``errors`` (the error tree mapped to JSON and status codes), ``body`` (request bodies read under
 size and time limits),
-``auth`` (bearer tokens → the agent a request acts as), ``openapi`` (the served document),
+``auth`` (bearer tokens → the agent a request acts as), ``local`` (tokens off: only the owner's
+sockets on a loopback ``Host``), ``openapi`` (the served document),
 ``server`` (uvicorn inside the daemon's task group) and ``client`` (the stdlib client the CLI and
 the hooks use with ``AGENTMAIL_URL``).
 May import: ``mail``, ``store``, ``config``, ``tokens``, ``errors``, ``models``, ``hooks``;

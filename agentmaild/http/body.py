@@ -2,7 +2,9 @@
 
 Every refusal is an ``AgentmaildError`` naming the field or the limit, so the client gets one clear
 JSON error: 415 for a body that is not JSON, 413 past ``http.max_body_bytes``, 408 when the body
-does not arrive within ``http.request_timeout_s``, 400 for malformed JSON or a wrong field.
+does not arrive within ``http.request_timeout_s``, 400 for malformed JSON or a wrong field. The
+408 and 413 close the connection as they are sent (``errors``). A client that hangs up mid-body
+is one ``http.client_gone`` info line (``ClientGone``), not a logged exception.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ import json
 from typing import Any
 
 import anyio
-from starlette.requests import Request
+import structlog
+from starlette.requests import ClientDisconnect, Request
 
 from agentmaild.errors import ValidationError
-from agentmaild.http.errors import RequestRefused
+from agentmaild.http.errors import ClientGone, RequestRefused
+
+log = structlog.get_logger(__name__)
 
 
 async def read_json(
@@ -33,11 +38,16 @@ async def read_json(
     chunks: list[bytes] = []
     size = 0
     with anyio.move_on_after(timeout_s) as scope:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_bytes:
-                raise _too_large(max_bytes)
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise _too_large(max_bytes)
+                chunks.append(chunk)
+        except ClientDisconnect:
+            # Anyone can do this, any number of times: one short line, not an error's trace.
+            log.info("http.client_gone", path=request.url.path[:200], received=size)
+            raise ClientGone(f"the client closed the connection after {size} body bytes") from None
     if scope.cancelled_caught:
         raise RequestRefused(
             "request_timeout", f"the request body did not arrive within {timeout_s:g}s"

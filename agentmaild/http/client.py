@@ -110,7 +110,8 @@ def error_from(code: str, message: str) -> AgentmaildError:
     classes: list[type[errors.AgentmaildError]] = [
         errors.UsageError, errors.ConfigError, errors.StoreError, errors.NotFound,
         errors.AccessError, errors.Forbidden, errors.ValidationError, errors.RecipientRefused,
-        errors.RateLimited, errors.InboxFull, errors.Conflict, errors.StateError, errors.Untrusted,
+        errors.RateLimited, errors.InboxFull, errors.Conflict, errors.LoopHeld, errors.StateError,
+        errors.Untrusted,
     ]  # fmt: skip
     for cls in classes:
         if cls.code == code:

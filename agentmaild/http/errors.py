@@ -1,4 +1,9 @@
-"""The error tree mapped to HTTP: ``{"ok": false, "error": {"code", "message"}}`` + a status."""
+"""The error tree mapped to HTTP: ``{"ok": false, "error": {"code", "message"}}`` + a status.
+
+Every code of a ``MailError`` (the caller's mail was refused: its fault or the team's rules) is a
+4xx here, so a client does not retry it as it would a 5xx; ``SERVER_FAULTS`` lists the codes that
+are 5xx on purpose. ``tests/unit/test_http_errors.py`` walks the error tree to hold both.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ STATUS = {
     "request_timeout": 408,
     "conflict": 409,
     "invalid_state": 409,
+    "loop_held": 409,  # the loop guard holds the thread: retrying will not help, a reset will
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "recipient_refused": 422,
@@ -26,7 +32,16 @@ STATUS = {
     "inbox_full": 429,
     "store": 503,
     "unsupported": 501,  # a feature this daemon's store cannot offer (SQLite-only paths)
+    "client_closed": 400,  # the client hung up mid-body: nobody reads this answer
 }
+# Codes that are the server's (or the machine's) fault: 500 is their honest answer.
+SERVER_FAULTS = frozenset({
+    "error", "config", "channel", "busy", "unavailable", "delivery_failed", "control",
+    "daemon_not_running", "daemon_not_answering", "protocol", "mail",
+})  # fmt: skip
+
+
+_BODY_UNREAD = frozenset({"request_timeout", "payload_too_large", "client_closed"})
 
 
 class RequestRefused(AgentmaildError):
@@ -35,6 +50,13 @@ class RequestRefused(AgentmaildError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class ClientGone(RequestRefused):
+    """The client closed its connection before its body arrived (logged once, at info)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("client_closed", message)
 
 
 def status_of(code: str) -> int:
@@ -48,6 +70,10 @@ def error_response(exc: AgentmaildError, headers: dict[str, str] | None = None) 
 async def on_agentmaild_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, AgentmaildError)
     headers = {"www-authenticate": "Bearer"} if exc.code == "unauthorized" else None
+    if exc.code in _BODY_UNREAD:
+        # The body was not read to its end: the connection cannot carry another request, and
+        # a client still sending should see it closed now, not when the header deadline falls.
+        headers = {"connection": "close"}
     return error_response(exc, headers)
 
 

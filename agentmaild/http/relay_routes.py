@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 from agentmaild.errors import AgentmaildError
 from agentmaild.http.app import context_of
 from agentmaild.http.body import read_json
+from agentmaild.http.errors import ClientGone
 from agentmaild.trust.receive import REQUEST_FIELDS, accept, own_domain
 
 log = structlog.get_logger(__name__)
@@ -28,6 +29,8 @@ def routes() -> list[BaseRoute]:
 async def relay(request: Request) -> JSONResponse:
     try:
         return await _relay(request)
+    except ClientGone:
+        raise  # nothing was refused: the client left (``body`` logged it once)
     except AgentmaildError as exc:
         log.warning("relay.refused", code=exc.code, reason=exc.message[:300],
                     client=request.client.host if request.client else None)  # fmt: skip

@@ -3,8 +3,9 @@
 The socket is bound here (so ``task_group.start`` returns once the port is ours, and a bad or busy
 address is one ``ConfigError`` at start); uvicorn's own signal handling is off (the daemon owns
 signals); a connection that has not sent its request headers within ``http.request_timeout_s`` is
-answered 408 and closed (``_DeadlineH11Protocol``), the body's own deadline is ``body.read_json``'s,
-and a body still arriving that long after an answer that did not read it closes the connection.
+answered 408 and closed (``_DeadlineH11Protocol``), the body's own deadline is ``body.read_json``'s
+(its 408 closes the connection as it is sent: ``errors``), and a body still arriving that long
+after another answer that did not read it closes the connection.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from agentmaild.config import HttpConfig
 from agentmaild.errors import ConfigError
 from agentmaild.http.app import ApiContext, build_app
+from agentmaild.http.local import check_available
 
 log = structlog.get_logger(__name__)
 _GRACE_S = 2.0  # in-flight requests get this long once the daemon stops
@@ -49,12 +51,16 @@ def is_loopback(host: str) -> bool:
 
 
 def check_listen(http: HttpConfig) -> None:
+    """Tokens off needs a loopback bind and the per-caller uid check (``local``) to work here."""
     host, _ = split_listen(http.listen)
-    if not http.require_tokens and not is_loopback(host):
+    if http.require_tokens:
+        return
+    if not is_loopback(host):
         raise ConfigError(
             f"http.listen: {http.listen} is not a loopback address and http.require_tokens is "
             "false; serve other hosts only with tokens (set http.require_tokens = true)"
         )
+    check_available()
 
 
 def bind(listen: str) -> socket.socket:

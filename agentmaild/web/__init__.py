@@ -2,7 +2,8 @@
 
 Owns: ``dashboard`` (what the routes share, and the one SSE producer), ``views`` (routes: pages,
 ``/events``, the three guarded writes), ``hub`` (fan-out with bounded per-browser queues),
-``guard`` (sessions, Host check, same-origin + CSRF), ``templating`` (Jinja2, autoescaped; the
+``guard`` (sessions and their scopes, same-origin + CSRF; without tokens ``http.local`` has
+already admitted only the owner on a loopback ``Host``), ``templating`` (Jinja2, autoescaped; the
 SVG sparkline), ``templates/`` and ``static/`` (htmx 2.0.11 vendored, ``live.js``, CSS: no
 CDN, no build step).
 Its reads go through the reader the store offers (``store.reader.open_reader``: bounded

@@ -1,4 +1,7 @@
-"""The dashboard's routes: pages (GET), the SSE stream and the three guarded writes (POST)."""
+"""The dashboard's routes: pages (GET), the SSE stream and the three guarded writes (POST).
+
+Every route asks ``Guard`` for the session first; a write also needs the ``control`` scope.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import structlog
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
@@ -14,8 +18,10 @@ from starlette.staticfiles import StaticFiles
 
 from agentmaild.errors import AgentmaildError
 from agentmaild.ids import check_name
-from agentmaild.web.guard import COOKIE, Refused, Session
-from agentmaild.web.hub import HubFull
+from agentmaild.web.guard import ACT_SCOPE, COOKIE, STREAM_CHECK_S, Refused, Session
+from agentmaild.web.hub import HubFull, Subscriber
+
+log = structlog.get_logger(__name__)
 
 if TYPE_CHECKING:
     from agentmaild.web.dashboard import Dashboard
@@ -136,11 +142,8 @@ class _Views:
                 yield "retry: 1000\n\n"
                 for topic, fragment in latest:
                     yield _sse(topic, fragment)
-                while True:
-                    item: tuple[str, str] | None = None
-                    with anyio.move_on_after(KEEPALIVE_S):  # never yield inside the scope
-                        item = await sub.receive.receive()
-                    yield _sse(*item) if item is not None else ": keepalive\n\n"
+                async for chunk in self._live(session, sub):
+                    yield chunk
             except (anyio.EndOfStream, anyio.ClosedResourceError):
                 return  # dropped as too slow: the browser reconnects and starts afresh
             finally:
@@ -149,10 +152,28 @@ class _Views:
         headers = {**SECURITY_HEADERS, "x-accel-buffering": "no"}
         return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
 
+    async def _live(self, session: Session, sub: Subscriber) -> AsyncIterator[str]:
+        """The stream's events, a keep-alive after ``KEEPALIVE_S`` of quiet, until the session
+        ends: its token is re-checked every ``STREAM_CHECK_S``, so a revoked or expired token
+        closes the stream (the browser's reconnect then gets 401)."""
+        quiet_since = anyio.current_time()
+        while await self.b.guard.still_valid(session):
+            item: tuple[str, str] | None = None
+            with anyio.move_on_after(STREAM_CHECK_S):  # never yield inside the scope
+                item = await sub.receive.receive()
+            if item is not None:
+                quiet_since = anyio.current_time()
+                yield _sse(*item)
+            elif anyio.current_time() - quiet_since >= KEEPALIVE_S:
+                quiet_since = anyio.current_time()
+                yield ": keepalive\n\n"
+        log.info("dashboard.stream_ended", reason="session ended", token_id=session.token_id)
+
     # -- the writes -------------------------------------------------------------------------
     async def action(self, request: Request) -> Response:
         try:
             session = await self.b.guard.session(request)
+            self.b.guard.require(session, ACT_SCOPE)
             self.b.guard.check_write(request, session)
         except Refused as exc:
             return html(self.b.render("_flash.html", ok=False, text=exc.message), exc.status)

@@ -25,10 +25,18 @@ def test_a_minted_token_is_random_and_only_its_hash_is_kept() -> None:
 @pytest.mark.parametrize(
     ("given", "scopes"),
     [(None, SCOPES), ([], SCOPES), (["read"], ("read",)), (["ack", "read"], ("read", "ack")),
-     (["read,send"], ("read", "send")), (["send", "send"], ("send",))],
+     (["read,send"], ("read", "send")), (["send", "send"], ("send",)),
+     (["control", "dashboard"], ("dashboard", "control")), (["read,control"], ("read", "control"))],
 )  # fmt: skip
 def test_scopes(given: list[str] | None, scopes: tuple[str, ...]) -> None:
     assert parse_scopes(given) == scopes
+
+
+@pytest.mark.parametrize("scope", ["dashboard", "control", "read,control"])
+def test_the_dashboard_scopes_are_an_operator_s_only(scope: str) -> None:
+    with pytest.raises(ValidationError, match=r"^scope: '\w+' is for 'operator' tokens only"):
+        parse_scopes([scope], "bob")
+    assert parse_scopes(["read"], "bob") == ("read",)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("30m", 1800), ("1.5h", 5400),
