@@ -10,7 +10,8 @@ from typing import Any
 
 from agentmaild import inject
 from agentmaild.errors import UnknownAgent
-from agentmaild.mail import IMPLICIT_RECIPIENTS
+from agentmaild.fast import refuse_unknown_configured
+from agentmaild.store.checks import is_known
 from agentmaild.store.postgres_messages import mark_reached, mark_read
 from agentmaild.store.postgres_tx import PQ, Conn, Row, lock, one
 
@@ -57,12 +58,21 @@ def check_inject(dsn: str, agent: str, max_chars: int) -> tuple[str, list[str]]:
     store = PostgresMailStore(dsn, create=False)
     try:
         text, ids = store._write(lambda conn: _take_and_render(conn, agent, max_chars))
-        if not ids and agent not in IMPLICIT_RECIPIENTS and store.get_agent(agent) is None:
-            if not store.list_messages(to_agent=agent, limit=1):
-                raise UnknownAgent(agent)
+        if not ids and not _is_known(store, agent):
+            raise UnknownAgent(agent)
     finally:
         store.close()
     return text, ids
+
+
+def _is_known(store: Any, agent: str) -> bool:
+    """``checks.is_known``: registered, ever mailed, or any name when the config's
+    ``refuse_unknown_recipients`` is off (loaded only for a name nobody knows)."""
+    lookups = (
+        lambda: store.get_agent(agent) is not None,
+        lambda: store.list_messages(to_agent=agent, limit=1),
+    )
+    return is_known(agent, lookups=lookups, refuse_unknown=refuse_unknown_configured)
 
 
 def take_and_render_on(store: Any, agent: str, max_chars: int) -> tuple[str, list[str]]:
