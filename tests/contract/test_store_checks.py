@@ -1,8 +1,8 @@
-"""Each send rule (``store.checks``) on every store: the same error class and the same text, and
-nothing written by a refused send. Runs on memory, SQLite and PostgreSQL (conftest
-``any_store``), each through both of its insert paths where it has two: the one-statement send
-(SQLite's ``send_probe``, PostgreSQL's ``am_send_one``) and the general one (taken here by
-giving the send an idempotency key)."""
+"""Each send rule (``store.checks``) and who may read mail, on every store: the same error
+class and the same text, and nothing written by a refused send. Runs on memory, SQLite and
+PostgreSQL (conftest ``any_store``), each through both of its insert paths where it has two:
+the one-statement send (SQLite's ``send_probe``, PostgreSQL's ``am_send_one``) and the general
+one (taken here by giving the send an idempotency key)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agentmaild.config import LimitsConfig
 from agentmaild.errors import (
     Conflict,
     InboxFull,
@@ -18,8 +19,10 @@ from agentmaild.errors import (
     MailError,
     RateLimited,
     RecipientRefused,
+    UnknownAgent,
 )
 from agentmaild.ids import iso_now, new_id
+from agentmaild.mail import Mailer
 from agentmaild.models import Agent, Message
 from agentmaild.store.base import InsertRequest, InsertResult, MailStore, ThreadGuard
 
@@ -188,4 +191,26 @@ def test_the_thread_guard_holds_with_its_text(store: MailStore) -> None:
     assert text == (
         "loop guard (limits.pingpong_max): thread msg-t between a and b is held; "
         "`agentmaild limits reset --thread msg-t` releases it"
+    )
+
+
+# -- known agents (reading mail as a name) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("refuse_unknown", [True, False], ids=["refusing", "lenient"])
+def test_who_may_read_mail(store: MailStore, refuse_unknown: bool) -> None:
+    """``Mailer.check_known`` (the CLI's and the HTTP API's reads) over each store: registered,
+    ended or not, ever mailed, the operator; any name when unknown names are allowed."""
+    mailer = Mailer(store, LimitsConfig(refuse_unknown_recipients=refuse_unknown))
+    send(store, msg("ghost"))  # mailed, never registered
+    for name in ("bob", "carol", "ghost", "operator"):
+        mailer.check_known(name)
+    if not refuse_unknown:
+        mailer.check_known("nobody")
+        return
+    with pytest.raises(UnknownAgent) as caught:
+        mailer.check_known("nobody")
+    assert caught.value.message == (
+        "unknown agent 'nobody': not registered and no mail was ever addressed to it "
+        "(see `agentmaild agents list`; register it with `agentmaild agents add`)"
     )
