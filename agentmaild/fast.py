@@ -66,16 +66,30 @@ def take_and_render(
 
 
 def _is_known(port: Port, agent: str, path: str, overstory: bool) -> bool:
-    """Registered (with us, or with Overstory in Overstory mode), or ever mailed. (The typer
-    ``check`` also honours the config's ``refuse_unknown_recipients``; this path never loads the
-    config.)"""
+    """``store.checks.is_known`` over this path's lookups: registered or ever mailed (the port's
+    one query), registered with Overstory (in Overstory mode), else the config's
+    ``refuse_unknown_recipients`` as every other door honours it. The query answers the common
+    case; ``checks`` and the config load only for a name it does not know."""
     if port.knows(agent):
         return True
-    if not overstory:
-        return False
-    from agentmaild.overstory.sessions import read_sessions, sessions_path
+    from agentmaild.store.checks import is_known
 
-    return bool(read_sessions(sessions_path(path), agent))
+    def with_overstory() -> bool:
+        if not overstory:
+            return False
+        from agentmaild.overstory.sessions import read_sessions, sessions_path
+
+        return bool(read_sessions(sessions_path(path), agent))
+
+    return is_known(agent, lookups=(with_overstory,), refuse_unknown=refuse_unknown_configured)
+
+
+def refuse_unknown_configured() -> bool:
+    """The config's ``limits.refuse_unknown_recipients``, loaded on the call (the hot paths ask
+    only for a name nobody knows)."""
+    from agentmaild.config import load_config
+
+    return load_config().limits.refuse_unknown_recipients
 
 
 def check_inject(agent: str | None, db: str | None) -> tuple[str, list[str]]:

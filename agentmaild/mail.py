@@ -15,14 +15,14 @@ from agentmaild.ids import check_message_id, check_name, iso_now, new_id
 from agentmaild.models import (
     KNOWN_CAPABILITIES,
     PRIORITY_RANK,
-    REFUSED_STATES,
     Agent,
     Message,
 )
 from agentmaild.payloads import validate_payload
 from agentmaild.rules.loopguard import guard_fields
 from agentmaild.rules.queues import check_queue, is_queue
-from agentmaild.store.base import InsertRequest, MailStore, held_error
+from agentmaild.store import checks
+from agentmaild.store.base import InsertRequest, MailStore
 from agentmaild.trust.peers import is_peer_address, split_peer_address
 from agentmaild.vocab import DAEMON_SENDER as DAEMON_SENDER
 from agentmaild.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
@@ -96,7 +96,7 @@ class Mailer:
         agents = self.store.list_agents() if ov is None else ov.merge(self.store.list_agents())
         group = to[1:]
         if group == "all":
-            members = [a for a in agents if a.state not in REFUSED_STATES]
+            members = [a for a in agents if not checks.ended(a.state)]
         else:
             caps = {a.capability for a in agents} | set(KNOWN_CAPABILITIES)
             cap = group if group in caps else group[:-1] if group.endswith("s") else None
@@ -105,7 +105,7 @@ class Mailer:
                     f"unknown group {to!r}; valid groups: {', '.join(self._groups(agents))} "
                     "(plurals work too, e.g. @builders)"
                 )
-            members = [a for a in agents if a.capability == cap and a.state not in REFUSED_STATES]
+            members = [a for a in agents if a.capability == cap and not checks.ended(a.state)]
         names = [a.name for a in members if a.name != sender]
         if not names:
             raise ValidationError(
@@ -169,7 +169,7 @@ class Mailer:
             # A retried send returns what the first one wrote, whatever happened since
             # (the recipient may have completed): the key is the sender's proof of identity.
             earlier = self.store.find_idempotent(*idem)
-            if earlier is not None and earlier.messages:
+            if earlier is not None and checks.replays(earlier.messages):
                 return Sent(
                     messages=earlier.messages,
                     duplicate=True,
@@ -237,7 +237,7 @@ class Mailer:
         )
         if result.held:
             g = guard["thread_guard"]
-            raise held_error(g.thread_id, g.pair)
+            raise checks.held_error(g.thread_id, g.pair)
         bc = result.messages[0].broadcast_id if result.messages else broadcast_id
         return Sent(messages=result.messages, broadcast_id=bc, duplicate=result.duplicate)
 
@@ -301,13 +301,14 @@ class Mailer:
 
         With ``refuse_unknown_recipients = false`` any name may receive mail: none is unknown.
         """
-        if name in IMPLICIT_RECIPIENTS or not self.limits.refuse_unknown_recipients:
-            return
         ov = self._overstory
-        if ov is not None and (name in ov.implicit or ov.state_of(name) is not None):
-            return
-        if self.store.get_agent(name) is None and not self.store.list_messages(
-            to_agent=name, limit=1
+        lookups = (
+            lambda: ov is not None and (name in ov.implicit or ov.state_of(name) is not None),
+            lambda: self.store.get_agent(name) is not None,
+            lambda: self.store.list_messages(to_agent=name, limit=1),
+        )
+        if not checks.is_known(
+            name, lookups=lookups, refuse_unknown=self.limits.refuse_unknown_recipients
         ):
             raise UnknownAgent(name)
 

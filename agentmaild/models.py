@@ -63,8 +63,8 @@ STATE_TRANSITIONS: dict[str, frozenset[str]] = {
     "zombie": frozenset({"booting"}),
 }
 
-# Recipients in these states are refused by send and reply.
-REFUSED_STATES = frozenset({"completed", "zombie"})
+# Recipients in these states are refused by send and reply (``store.checks``).
+REFUSED_STATES = vocab.REFUSED_STATES
 
 
 class MemberStatus(enum.StrEnum):

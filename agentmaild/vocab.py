@@ -24,5 +24,7 @@ PRIORITIES = ("low", "normal", "high", "urgent")
 # The human at the keyboard: the default sender, a recipient that needs no registration.
 OPERATOR = "operator"
 IMPLICIT_RECIPIENTS = frozenset({OPERATOR})
+# Recipients in these agent states are refused by send and reply: they will never read mail.
+REFUSED_STATES = frozenset({"completed", "zombie"})
 # The sender of the mail agentmaild writes itself (non-delivery reports, escalations).
 DAEMON_SENDER = "agentmaild"

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentmaild.errors import RecipientRefused
 from agentmaild.models import (
-    REFUSED_STATES,
     Agent,
     AgentCounts,
     Attempt,
@@ -18,9 +16,9 @@ from agentmaild.models import (
     Message,
     QueueInfo,
 )
+from agentmaild.store.checks import merged_state, recipient_refusal
 from agentmaild.store.guard import RULE_COUNTERS as RULE_COUNTERS
 from agentmaild.store.guard import ThreadGuard as ThreadGuard
-from agentmaild.store.guard import held_error as held_error
 from agentmaild.store.location import StoreLocation
 from agentmaild.tokens import ApiToken
 from agentmaild.trust.peers import Peer, PeerOrigin
@@ -63,39 +61,19 @@ class InsertRequest:
     collapse: tuple[str, float] | None = None
     thread_guard: ThreadGuard | None = None
     # (name, state) of recipients another registry knows (Overstory's sessions.db): its state
-    # counts as much as ours (see ``merged_state``).
+    # counts as much as ours (see ``checks.merged_state``).
     known_elsewhere: tuple[tuple[str, str], ...] = ()
 
     def state_elsewhere(self, name: str) -> str | None:
         return next((s for n, s in self.known_elsewhere if n == name), None)
 
-
-def merged_state(ours: str | None, theirs: str | None) -> str | None:
-    """One agent's state over two registries: terminal if either says so, else ours, else theirs.
-
-    Either tool may have ended the agent (Overstory's ``completed``, our ``agents set-state``), and
-    mail to an ended agent is never read, whoever sends it.
-    """
-    for state in (ours, theirs):
-        if state in REFUSED_STATES:
-            return state
-    return ours if ours is not None else theirs
-
-
-def recipient_refusal(
-    name: str, state: str | None, refuse_unknown: bool
-) -> RecipientRefused | None:
-    """Why ``name`` (in ``state``, None when unregistered) may not receive mail, if it may not."""
-    if state is None:
-        if not refuse_unknown:
-            return None
-        return RecipientRefused(
-            f"unknown recipient {name!r}: register it with `agentmaild agents add` "
-            "or check `agentmaild agents list`"
-        )
-    if state in REFUSED_STATES:
-        return RecipientRefused(f"recipient {name} is {state}: it will never read this mail")
-    return None
+    def check_recipient(self, name: str, ours: str | None) -> None:
+        """Raise ``RecipientRefused`` when ``name`` (``ours``: its state in the store, None when
+        unregistered) may not receive this send (``checks.recipient_refusal``)."""
+        state = merged_state(ours, self.state_elsewhere(name))
+        refusal = recipient_refusal(name, state, self.refuse_unknown)
+        if refusal is not None:
+            raise refusal
 
 
 def with_outcome(record: Attempt | None, state: str) -> Attempt | None:

@@ -1,4 +1,4 @@
-"""The loop guard's part of an insert: the ping-pong cap a send carries, its error, the counters.
+"""The loop guard's part of an insert: the ping-pong cap a send carries, the counters.
 
 Kept apart from ``base`` (which re-exports them) so the ABC module stays about the contract.
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentmaild.errors import LoopHeld
 from agentmaild.models import Message
 
 # The loop guard forgets expired sends once per this many sends, not on every one (issue 15).
@@ -20,7 +19,8 @@ class ThreadGuard:
 
     More than ``max_messages`` between the two agents of ``pair`` on ``thread_id`` inside
     ``window_s`` holds the thread for the pair: the send that trips it writes the hold and
-    ``escalation`` (once) instead of its message; later sends are refused with ``LoopHeld``.
+    ``escalation`` (once) instead of its message; later sends are refused with ``LoopHeld``
+    (``checks.trips_thread_cap``, ``checks.held_error``).
     """
 
     thread_id: str
@@ -32,11 +32,3 @@ class ThreadGuard:
 
 # The counters ``rule_counters`` reports (each 0 until the rule first fires).
 RULE_COUNTERS = ("collapsed", "unread_escalated")
-
-
-def held_error(thread_id: str, pair: str) -> LoopHeld:
-    a, _, b = pair.partition("|")
-    return LoopHeld(
-        f"loop guard (limits.pingpong_max): thread {thread_id} between {a} and {b} is held; "
-        f"`agentmaild limits reset --thread {thread_id}` releases it"
-    )

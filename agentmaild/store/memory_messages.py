@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from agentmaild.errors import Conflict, InboxFull, RateLimited, StoreError
+from agentmaild.errors import StoreError
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
+from agentmaild.store import checks
+from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.memory_rules import MemoryRules
 from agentmaild.store.memory_state import RateLog, atomic, chrono, order
 
@@ -22,10 +23,9 @@ class MemoryMessages(MemoryRules):
         seen = self._idempotency.get((sender, key))
         if seen is None:
             return None
-        if seen[0] != digest:
-            raise Conflict(
-                f"idempotency key {key!r} was already used by {sender} for other content"
-            )
+        conflict = checks.idempotency_conflict(sender, key, seen[0], digest)
+        if conflict is not None:
+            raise conflict
         found = (self._messages.get(i) for i in seen[1])
         return InsertResult(messages=tuple(m for m in found if m is not None), duplicate=True)
 
@@ -33,7 +33,7 @@ class MemoryMessages(MemoryRules):
     def insert(self, request: InsertRequest) -> InsertResult:
         if request.idempotency is not None:
             earlier = self.find_idempotent(*request.idempotency)
-            if earlier is not None and earlier.messages:
+            if earlier is not None and checks.replays(earlier.messages):
                 return earlier
             if earlier is not None:  # every message it wrote was deleted since: the key is free
                 del self._idempotency[request.idempotency[:2]]
@@ -43,10 +43,7 @@ class MemoryMessages(MemoryRules):
         # Checks first, writes after: a refused insert leaves nothing behind (a rollback).
         for name in request.check_recipients:
             agent = self._agents.get(name)
-            state = merged_state(agent.state if agent else None, request.state_elsewhere(name))
-            refusal = recipient_refusal(name, state, request.refuse_unknown)
-            if refusal is not None:
-                raise refusal
+            request.check_recipient(name, agent.state if agent else None)
         self._check_unread_cap(request)
         rate_log = self._check_rate(request)
         if self._trips_thread_guard(request):
@@ -58,25 +55,21 @@ class MemoryMessages(MemoryRules):
 
     def _check_unread_cap(self, req: InsertRequest) -> None:
         for to in {m.to_agent for m in req.messages} if req.unread_max > 0 else ():
-            if sum(1 for _ in self._unread(to)) >= req.unread_max:
-                raise InboxFull(
-                    f"inbox of {to} is full ({req.unread_max} unread); retry once it reads its mail"
-                )
+            if checks.unread_cap_reached(sum(1 for _ in self._unread(to)), req.unread_max):
+                raise checks.inbox_full(to, req.unread_max)
 
     def _check_rate(self, req: InsertRequest) -> RateLog:
         if req.rate_limit_max <= 0:
             return self._rate_log
-        since = req.now - req.rate_limit_window_s
-        # Trimmed as the SQL store trims, so reset_rate_limit counts the same rows.
-        log = [e for e in self._rate_log if e[2] > since - req.rate_limit_window_s]
+        window_s = req.rate_limit_window_s
+        since = checks.window_start(req.now, window_s)
+        log = [e for e in self._rate_log if e[2] > checks.rate_trim_before(req.now, window_s)]
         for m in req.messages:
             pair = (m.from_agent, m.to_agent)
             sent = sum(1 for f, t, at in log if (f, t) == pair and at > since)
-            if sent >= req.rate_limit_max:
-                raise RateLimited(
-                    f"rate limit: {m.from_agent}→{m.to_agent} sent {sent} messages in the "
-                    f"last {req.rate_limit_window_s:g}s (max {req.rate_limit_max})"
-                )
+            refusal = checks.rate_limited(*pair, sent, req.rate_limit_max, window_s)
+            if refusal is not None:
+                raise refusal
             log.append((*pair, req.now))
         return log
 

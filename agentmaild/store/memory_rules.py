@@ -6,7 +6,8 @@ from dataclasses import replace
 
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
+from agentmaild.store import checks
+from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult
 from agentmaild.store.memory_state import MemoryState, atomic, chrono
 from agentmaild.vocab import DAEMON_SENDER
 
@@ -22,7 +23,7 @@ class MemoryRules(MemoryState):
             return None
         digest, window_s = req.collapse
         seen = self._recent_sends.get(digest)
-        if seen is None or seen[1] <= req.now - window_s:
+        if seen is None or not checks.collapses(seen[1], req.now, window_s):
             return None
         found = tuple(self._messages[i] for i in seen[0] if i in self._messages)
         if not found:
@@ -35,12 +36,12 @@ class MemoryRules(MemoryState):
         if g is None:
             return False
         if (g.thread_id, g.pair) in self._holds:
-            raise held_error(g.thread_id, g.pair)
-        since = req.now - g.window_s
+            raise checks.held_error(g.thread_id, g.pair)
         key = (g.thread_id, g.pair)
+        since = checks.window_start(req.now, g.window_s)
         self._thread_log = [e for e in self._thread_log if e[:2] != key or e[2] > since]
         seen = sum(1 for e in self._thread_log if e[:2] == key)
-        if seen < g.max_messages:
+        if not checks.trips_thread_cap(seen, g.max_messages):
             self._thread_log.append((*key, req.now))
             return False
         esc = g.escalation
@@ -53,8 +54,9 @@ class MemoryRules(MemoryState):
         if req.collapse is None:
             return
         digest, window_s = req.collapse
-        cutoff = req.now - window_s
-        self._recent_sends = {d: v for d, v in self._recent_sends.items() if v[1] > cutoff}
+        self._recent_sends = {
+            d: v for d, v in self._recent_sends.items() if checks.in_window(v[1], req.now, window_s)
+        }
         self._recent_sends[digest] = (tuple(m.id for m in req.messages), req.now)
 
     @atomic

@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from agentmaild.errors import Conflict, InboxFull, RateLimited
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
+from agentmaild.store import checks
+from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.postgres_rows import message_from_row, message_params
 from agentmaild.store.postgres_rules import collapsed, remember, trips_thread_guard
 from agentmaild.store.postgres_send_one import (
@@ -28,8 +28,9 @@ def _find_idempotent(conn: Conn, sender: str, key: str, digest: str) -> InsertRe
     row = one(conn, PQ["idem_get"], {"sender": sender, "key": key})
     if row is None:
         return None
-    if row["content_hash"] != digest:
-        raise Conflict(f"idempotency key {key!r} was already used by {sender} for other content")
+    conflict = checks.idempotency_conflict(sender, key, row["content_hash"], digest)
+    if conflict is not None:
+        raise conflict
     found = [_get(conn, i) for i in row["message_ids"]]
     return InsertResult(messages=tuple(m for m in found if m is not None), duplicate=True)
 
@@ -52,10 +53,7 @@ def _insert(conn: Conn, req: InsertRequest) -> InsertResult:
         return earlier
     for name in req.check_recipients:
         row = states[name].fetchone()
-        state = merged_state(row["state"] if row else None, req.state_elsewhere(name))
-        refusal = recipient_refusal(name, state, req.refuse_unknown)
-        if refusal is not None:
-            raise refusal
+        req.check_recipient(name, row["state"] if row else None)
     _check_unread_cap(full, req.unread_max)
     _check_rate(conn, req)
     if trips_thread_guard(conn, req):
@@ -83,7 +81,7 @@ def _earlier(conn: Conn, req: InsertRequest) -> InsertResult | None:
     """What an idempotent retry or a collapsed repeat returns instead of writing."""
     if req.idempotency is not None:
         earlier = _find_idempotent(conn, *req.idempotency)
-        if earlier is not None and earlier.messages:
+        if earlier is not None and checks.replays(earlier.messages):
             return earlier
         if earlier is not None:  # every message it wrote was deleted since: the key is free
             sender, key, _ = req.idempotency
@@ -110,25 +108,24 @@ def _unread_cap_reads(conn: Conn, req: InsertRequest) -> dict[str, psycopg.Curso
 def _check_unread_cap(reads: dict[str, psycopg.Cursor[Row]], unread_max: int) -> None:
     for to, cur in reads.items():
         if cur.fetchone() is not None:
-            raise InboxFull(
-                f"inbox of {to} is full ({unread_max} unread); retry once it reads its mail"
-            )
+            raise checks.inbox_full(to, unread_max)
 
 
 def _check_rate(conn: Conn, req: InsertRequest) -> None:
     if req.rate_limit_max <= 0:
         return
-    since = req.now - req.rate_limit_window_s
-    conn.execute(PQ["rate_trim"], {"before": since - req.rate_limit_window_s})
+    since = checks.window_start(req.now, req.rate_limit_window_s)
+    before = checks.rate_trim_before(req.now, req.rate_limit_window_s)
+    conn.execute(PQ["rate_trim"], {"before": before})
     for m in req.messages:
         pair = {"from": m.from_agent, "to": m.to_agent}
         row = one(conn, PQ["rate_count"], {**pair, "since": since})
         sent = int(row["count"]) if row else 0
-        if sent >= req.rate_limit_max:
-            raise RateLimited(
-                f"rate limit: {m.from_agent}→{m.to_agent} sent {sent} messages in the "
-                f"last {req.rate_limit_window_s:g}s (max {req.rate_limit_max})"
-            )
+        refusal = checks.rate_limited(
+            m.from_agent, m.to_agent, sent, req.rate_limit_max, req.rate_limit_window_s
+        )
+        if refusal is not None:
+            raise refusal
         conn.execute(PQ["rate_insert"], {**pair, "at": req.now})
 
 

@@ -13,7 +13,8 @@ from psycopg.types.json import Jsonb
 
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
+from agentmaild.store import checks
+from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.postgres_rows import message_from_row, message_params
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, one
@@ -41,7 +42,8 @@ def collapsed(conn: Conn, req: InsertRequest, get: Getter) -> InsertResult | Non
     if req.collapse is None:
         return None
     digest, window_s = req.collapse
-    row = one(conn, PQ["recent_send_get"], {"digest": digest, "since": req.now - window_s})
+    since = checks.window_start(req.now, window_s)
+    row = one(conn, PQ["recent_send_get"], {"digest": digest, "since": since})
     if row is None:
         return None
     found = [get(conn, i) for i in row["message_ids"]]
@@ -62,12 +64,12 @@ def trips_thread_guard(conn: Conn, req: InsertRequest) -> bool:
         return False
     key = {"thread": g.thread_id, "pair": g.pair}
     if one(conn, PQ["thread_hold_get"], key) is not None:
-        raise held_error(g.thread_id, g.pair)
-    since = req.now - g.window_s
+        raise checks.held_error(g.thread_id, g.pair)
+    since = checks.window_start(req.now, g.window_s)
     conn.execute(PQ["thread_log_trim"], {**key, "since": since})
     row = one(conn, PQ["thread_log_count"], {**key, "since": since})
     seen = int(row["n"]) if row else 0
-    if seen < g.max_messages:
+    if not checks.trips_thread_cap(seen, g.max_messages):
         conn.execute(PQ["thread_log_put"], {**key, "at": req.now})
         return False
     stamp = iso_now(req.now)
@@ -90,7 +92,7 @@ def remember(conn: Conn, req: InsertRequest) -> None:
         return
     digest, window_s = req.collapse
     if os.urandom(1)[0] % PRUNE_EVERY == 0:
-        conn.execute(PQ["recent_sends_trim"], {"before": req.now - window_s})
+        conn.execute(PQ["recent_sends_trim"], {"before": checks.window_start(req.now, window_s)})
     ids = Jsonb([m.id for m in req.messages])
     conn.execute(PQ["recent_send_put"], {"digest": digest, "ids": ids, "at": req.now})
 

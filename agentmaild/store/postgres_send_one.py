@@ -15,6 +15,7 @@ from typing import Any
 
 from agentmaild.ids import iso_now
 from agentmaild.models import REFUSED_STATES
+from agentmaild.store import checks
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.postgres_rows import message_params
@@ -71,7 +72,7 @@ def send_one_params(req: InsertRequest) -> dict[str, Any] | None:
     digest = since = trim_before = None
     if req.collapse is not None:
         digest, window_s = req.collapse
-        since = req.now - window_s
+        since = checks.window_start(req.now, window_s)
         if os.urandom(1)[0] % PRUNE_EVERY == 0:  # as postgres_rules.remember draws it
             trim_before = since
     return {

@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from agentmaild.errors import Conflict, InboxFull, RateLimited
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store import pull
-from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
+from agentmaild.store import checks, pull
+from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_rows import message_from_row, message_params
 from agentmaild.store.sqlite_rules import collapse_into, collapsed, remember, trips_thread_guard
@@ -25,8 +24,9 @@ def _find_idempotent(
     row = conn.execute(Q["idem_get"], (sender, key)).fetchone()
     if row is None:
         return None
-    if row["content_hash"] != digest:
-        raise Conflict(f"idempotency key {key!r} was already used by {sender} for other content")
+    conflict = checks.idempotency_conflict(sender, key, row["content_hash"], digest)
+    if conflict is not None:
+        raise conflict
     found = [_get(conn, i) for i in json.loads(row["message_ids"])]
     return InsertResult(messages=tuple(m for m in found if m is not None), duplicate=True)
 
@@ -41,7 +41,7 @@ def _earlier(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult | Non
     if req.idempotency is not None:
         # Checked again inside the write transaction: two racing sends write once.
         earlier = _find_idempotent(conn, *req.idempotency)
-        if earlier is not None and earlier.messages:
+        if earlier is not None and checks.replays(earlier.messages):
             return earlier
         if earlier is not None:  # every message it wrote was deleted since: the key is free
             conn.execute(Q["idem_drop"], req.idempotency[:2])
@@ -60,7 +60,7 @@ def _insert_many(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
         return earlier
     for name in req.check_recipients:
         row = conn.execute(Q["agent_state"], (name,)).fetchone()
-        _check_recipient(req, name, row[0] if row else None)
+        req.check_recipient(name, row[0] if row else None)
     _check_unread_cap(conn, req)
     return _write_rows(conn, req)
 
@@ -75,7 +75,7 @@ def _insert_one(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
         Q["send_probe"],
         {
             "digest": digest,
-            "since": req.now - window_s,
+            "since": checks.window_start(req.now, window_s),
             "to": checked,
             "cap_to": to if req.unread_max > 0 else None,
             "cap": req.unread_max,
@@ -86,18 +86,10 @@ def _insert_one(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
         if earlier is not None:
             return earlier
     if checked is not None:
-        _check_recipient(req, checked, state)
+        req.check_recipient(checked, state)
     if full is not None:
-        raise _inbox_full(to, req.unread_max)
+        raise checks.inbox_full(to, req.unread_max)
     return _write_rows(conn, req)
-
-
-def _check_recipient(req: InsertRequest, name: str, ours: str | None) -> None:
-    refusal = recipient_refusal(
-        name, merged_state(ours, req.state_elsewhere(name)), req.refuse_unknown
-    )
-    if refusal is not None:
-        raise refusal
 
 
 def _write_rows(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
@@ -126,25 +118,21 @@ def _check_unread_cap(conn: sqlite3.Connection, req: InsertRequest) -> None:
     for to in {m.to_agent for m in req.messages}:
         hit = conn.execute(Q["unread_count_reaches"], {"to": to, "cap": req.unread_max}).fetchone()
         if hit is not None:
-            raise _inbox_full(to, req.unread_max)
-
-
-def _inbox_full(to: str, cap: int) -> InboxFull:
-    return InboxFull(f"inbox of {to} is full ({cap} unread); retry once it reads its mail")
+            raise checks.inbox_full(to, req.unread_max)
 
 
 def _check_rate(conn: sqlite3.Connection, req: InsertRequest) -> None:
     if req.rate_limit_max <= 0:
         return
-    since = req.now - req.rate_limit_window_s
-    conn.execute(Q["rate_trim"], (since - req.rate_limit_window_s,))
+    since = checks.window_start(req.now, req.rate_limit_window_s)
+    conn.execute(Q["rate_trim"], (checks.rate_trim_before(req.now, req.rate_limit_window_s),))
     for m in req.messages:
         sent = conn.execute(Q["rate_count"], (m.from_agent, m.to_agent, since)).fetchone()
-        if sent[0] >= req.rate_limit_max:
-            raise RateLimited(
-                f"rate limit: {m.from_agent}→{m.to_agent} sent {sent[0]} messages in the "
-                f"last {req.rate_limit_window_s:g}s (max {req.rate_limit_max})"
-            )
+        refusal = checks.rate_limited(
+            m.from_agent, m.to_agent, sent[0], req.rate_limit_max, req.rate_limit_window_s
+        )
+        if refusal is not None:
+            raise refusal
         conn.execute(Q["rate_insert"], (m.from_agent, m.to_agent, req.now))
 
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
+from agentmaild.store import checks
+from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_rows import message_from_row, message_params
@@ -27,7 +28,8 @@ def collapsed(conn: sqlite3.Connection, req: InsertRequest, get: Getter) -> Inse
     if req.collapse is None:
         return None
     digest, window_s = req.collapse
-    row = conn.execute(Q["recent_send_get"], (digest, req.now - window_s)).fetchone()
+    since = checks.window_start(req.now, window_s)
+    row = conn.execute(Q["recent_send_get"], (digest, since)).fetchone()
     return None if row is None else collapse_into(conn, row[0], get)
 
 
@@ -50,11 +52,11 @@ def trips_thread_guard(conn: sqlite3.Connection, req: InsertRequest) -> bool:
     if g is None:
         return False
     if conn.execute(Q["thread_hold_get"], (g.thread_id, g.pair)).fetchone() is not None:
-        raise held_error(g.thread_id, g.pair)
-    since = req.now - g.window_s
+        raise checks.held_error(g.thread_id, g.pair)
+    since = checks.window_start(req.now, g.window_s)
     conn.execute(Q["thread_log_trim"], (g.thread_id, g.pair, since))
     seen = int(conn.execute(Q["thread_log_count"], (g.thread_id, g.pair, since)).fetchone()[0])
-    if seen < g.max_messages:
+    if not checks.trips_thread_cap(seen, g.max_messages):
         conn.execute(Q["thread_log_put"], (g.thread_id, g.pair, req.now))
         return False
     stamp = iso_now(req.now)
@@ -78,7 +80,7 @@ def remember(conn: sqlite3.Connection, req: InsertRequest) -> None:
     ids = json.dumps([m.id for m in req.messages])
     row = conn.execute(Q["recent_send_put"], (digest, ids, req.now)).lastrowid
     if row is not None and row % PRUNE_EVERY == 0:
-        conn.execute(Q["recent_sends_prune"], (req.now - window_s,))
+        conn.execute(Q["recent_sends_prune"], (checks.window_start(req.now, window_s),))
 
 
 def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:

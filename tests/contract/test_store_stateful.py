@@ -1,17 +1,21 @@
 """Random walks over every MailStore (send, claim, ack, release, reap, pull, purge): none lost.
 
-The PostgreSQL machines take their databases from the session's server (``pg_databases``, made
-available to hypothesis by the autouse fixture below).
+The differential machine also runs the send's checks (``store.checks``) on all three stores at
+once: recipients added, ended and removed, refused or let through, repeats collapsed, threads
+held by the ping-pong cap and released, multi-recipient sends; each answer, error text included,
+must match. The PostgreSQL machines take their databases from the session's server
+(``pg_databases``, made available to hypothesis by the autouse fixture below).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import event, settings
@@ -26,8 +30,8 @@ from hypothesis.stateful import (
 
 from agentmaild.errors import AgentmaildError
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import PRIORITY_RANK, Attempt, Batch, Message
-from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.models import PRIORITY_RANK, Agent, Attempt, Batch, Message
+from agentmaild.store.base import InsertRequest, MailStore, ThreadGuard
 from agentmaild.store.memory import MemoryMailStore
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.sqlite import SqliteMailStore
@@ -41,6 +45,22 @@ SIZE = st.integers(0, 30)
 TICK = st.sampled_from([0.0, 0.001, 1.0])  # a zero tick ties created_at: order falls back to id
 ADVANCE = st.sampled_from([0.0, 1.0, LEASE_S / 2, LEASE_S, LEASE_S + 1])
 BOUNDED = settings(max_examples=50, stateful_step_count=30, deadline=None)
+# The differential machine's registry: the mail recipients and one name only ever registered.
+NAMES = st.sampled_from((*AGENTS, "dave"))
+STATES = st.sampled_from(("booting", "working", "idle", "completed", "zombie"))
+# A send's checks, as ``Mailer.send`` builds them from the config: recipients checked (or not,
+# as for a group member or the operator), unknown names refused or let through, another
+# registry's state, the repeat collapse, the ping-pong cap.
+CHECKS = st.fixed_dictionaries(
+    {
+        "check": st.booleans(),
+        "refuse_unknown": st.booleans(),
+        "elsewhere": st.none() | st.sampled_from(("working", "completed")),
+        # One window per store, as the config gives (the fake forgets by the current window).
+        "collapse": st.none() | st.sampled_from("xy"),
+        "thread": st.none() | st.sampled_from(("msg-t1", "msg-t2")),
+    }
+)
 
 
 @pytest.fixture(autouse=True)
@@ -324,7 +344,9 @@ class DifferentialMachine(RuleBasedStateMachine):
                     k, call(store, lambda label, k=k: self.real[k].get(label, label))
                 )
             except AgentmaildError as exc:
-                answer = ("raised", type(exc).__name__)
+                # The text too, each delivery id it names renamed as the answers' are.
+                text = re.sub(r"dlv-\w+", lambda d, k=k: str(self.canon(k, d[0])), exc.message)
+                answer = ("raised", type(exc).__name__, text)
             answers.append(answer)
         assert answers[0] == answers[1], "sqlite and memory disagree"
         assert answers[0] == answers[2], "sqlite and postgres disagree"
@@ -376,6 +398,85 @@ class DifferentialMachine(RuleBasedStateMachine):
         )
         self.same(lambda s, _: s.insert(req))
         self.sent.append(m.id)
+
+    def message(self, to: str, size: int = 1, thread: str | None = None) -> Message:
+        return Message(id=new_id("msg"), from_agent="lead", to_agent=to, subject="s",
+                       body="x" * size, thread_id=thread,
+                       created_at=iso_now(self.clock))  # fmt: skip
+
+    def checked(self, messages: tuple[Message, ...], how: dict[str, Any]) -> dict[str, Any]:
+        """The ``InsertRequest`` fields of the checks ``how`` (a ``CHECKS`` draw) asks for."""
+        names = tuple(dict.fromkeys(m.to_agent for m in messages))
+        fields: dict[str, Any] = {"refuse_unknown": how["refuse_unknown"]}
+        if how["check"]:
+            fields["check_recipients"] = names
+        if how["elsewhere"] is not None:
+            fields["known_elsewhere"] = ((names[0], how["elsewhere"]),)
+        if how["collapse"] is not None:
+            fields["collapse"] = (f"{how['collapse']}-{'+'.join(names)}", 5.0)
+        if how["thread"] is not None and len(names) == 1:  # the cap is about two agents
+            escalation = replace(self.message("operator", thread=how["thread"]),
+                                 from_agent="agentmaild")  # fmt: skip
+            fields["thread_guard"] = ThreadGuard(
+                thread_id=how["thread"], pair="|".join(sorted(("lead", names[0]))),
+                max_messages=2, window_s=30.0, escalation=escalation,
+            )  # fmt: skip
+        return fields
+
+    @initialize(
+        registry=st.dictionaries(NAMES, STATES, max_size=3),
+        to=st.lists(NAMES, min_size=1, max_size=3, unique=True),
+        ticks=st.lists(st.sampled_from([0.0, 1.0, 10.0]), min_size=1, max_size=4),
+        how=CHECKS,
+    )
+    def some_agents_and_checked_mail(
+        self, registry: dict[str, str], to: list[str], ticks: list[float], how: dict[str, Any]
+    ) -> None:
+        """Every walk starts with a registry and a checked send: the checks are never left out."""
+        for name, state in registry.items():
+            self.add_agent(name)
+            self.set_agent_state(name, state, force=True)
+        self.send_checked(to, ticks, how, {})
+
+    @rule(
+        to=st.lists(NAMES, min_size=1, max_size=3, unique=True),
+        ticks=st.lists(st.sampled_from([0.0, 1.0, 10.0]), min_size=1, max_size=4),
+        how=CHECKS,
+        limits=st.sampled_from([{}, {"unread_max": 2}, {"rate_limit_max": 3}]),
+    )
+    def send_checked(
+        self, to: list[str], ticks: list[float], how: dict[str, Any], limits: dict[str, int]
+    ) -> None:
+        """A send (to one name or several, as a group send) through the checks, repeated once
+        per tick: repeats collapse or trip the ping-pong cap as often as they would in a loop."""
+        for tick in ticks:
+            self.clock += tick
+            messages = tuple(self.message(name, thread=how["thread"]) for name in to)
+            req = InsertRequest(
+                messages=messages, now=self.clock, **self.checked(messages, how), **limits
+            )
+            answer = self.same(lambda s, _, req=req: s.insert(req))
+            self.sent.extend(m.id for m in messages)
+            raised = isinstance(answer, tuple) and answer[0] == "raised"
+            event(f"checked send: {answer[1] if raised else 'answered'}")
+        counters = self.stores[1].rule_counters()["collapsed"], self.stores[1].inbox("operator")
+        event(f"collapsed so far: {min(counters[0], 1)}+; held so far: {min(len(counters[1]), 1)}+")
+
+    @rule(name=NAMES)
+    def add_agent(self, name: str) -> None:
+        self.same(lambda s, _: s.add_agent(Agent(name=name, capability="builder")).state)
+
+    @rule(name=NAMES, state=STATES, force=st.booleans())
+    def set_agent_state(self, name: str, state: str, force: bool) -> None:
+        self.same(lambda s, _: s.set_agent_state(name, state, force=force).state)
+
+    @rule(name=NAMES)
+    def remove_agent(self, name: str) -> None:
+        self.same(lambda s, _: s.remove_agent(name))
+
+    @rule(thread=st.sampled_from(("msg-t1", "msg-t2", "msg-none")))
+    def release_thread(self, thread: str) -> None:
+        self.same(lambda s, _: s.release_thread(thread))
 
     @rule(agent=st.sampled_from(AGENTS), n=st.integers(0, 4), chars=st.integers(0, 80))
     def claim(self, agent: str, n: int, chars: int) -> None:
@@ -476,6 +577,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @invariant()
     def same_views(self) -> None:
         self.same(lambda s, _: s.list_messages())
+        self.same(lambda s, _: (s.rule_counters(), [(a.name, a.state) for a in s.list_agents()]))
         self.same(lambda s, _: [s.inbox(a, unread_only=True) for a in AGENTS])
         self.same(lambda s, _: (s.pending_agents(), s.counts(), s.totals()))
         self.same(lambda s, _: s.dead_letters())

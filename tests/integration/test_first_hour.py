@@ -192,6 +192,10 @@ def test_unknown_names_follow_the_config_like_send(cli: Cli) -> None:
     lenient = {"AGENTMAILD_LIMITS_REFUSE_UNKNOWN_RECIPIENTS": "false"}
     assert cli.ok("inbox", "--agent", "nobody", env=lenient)["messages"] == []
     assert cli.ok("check", "--agent", "nobody", env=lenient)["messages"] == []
+    # the hook's typer-free path (fast.py) asks the same rule (store.checks.is_known)
+    cli.err("check", "--inject", "--agent", "nobody", code="not_found")
+    empty = {"ok": True, "acked": [], "text": ""}
+    assert cli.ok("check", "--inject", "--agent", "nobody", env=lenient) == empty
 
 
 def test_hooks_install_warns_about_an_unknown_agent(cli: Cli, tmp_path: Path) -> None:
