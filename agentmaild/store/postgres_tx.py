@@ -20,7 +20,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
 from agentmaild.errors import AgentmaildError, StoreError
-from agentmaild.store.queries import parse_named, read_sql
+from agentmaild.store.queries import queries_for
 
 if TYPE_CHECKING:  # psycopg_pool loads only in the daemon (hooks and the CLI open no pool)
     from psycopg_pool import ConnectionPool
@@ -45,9 +45,8 @@ class PgConnection(psycopg.Connection[Row]):
 
 Conn = PgConnection
 
-# pg_rules.sql: the queries of the schema-2 parts (tokens, team rules, queues, housekeeping).
-PQ = (parse_named(read_sql("pg_queries.sql")) | parse_named(read_sql("pg_rules.sql"))
-      | parse_named(read_sql("pg_trust.sql")))  # pg_trust.sql: the trust domains (schema 3)
+# sql/queries.sql overlaid with sql/dialect/postgres.sql, in psycopg's placeholders.
+PQ = queries_for("postgres")
 
 _RETRY_DEADLINE_S = 30.0
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)

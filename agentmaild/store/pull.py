@@ -20,7 +20,7 @@ def take_unread_rows(conn: sqlite3.Connection, agent: str, max_chars: int) -> li
     """Unread mail not in flight to the daemon, priority order, cut at ``max_chars`` (≥ 1 row)."""
     taken: list[sqlite3.Row] = []
     used = 0
-    for row in conn.execute(Q["pull_candidates"], (agent,)):
+    for row in conn.execute(Q["pull_candidates"], {"agent": agent}):
         size = row_size(row)
         if max_chars and taken and used + size > max_chars:
             break
@@ -55,7 +55,7 @@ def mark_read_pairs(conn: sqlite3.Connection, ids: list[str], by: str) -> list[t
 
 def mark_reached(conn: sqlite3.Connection, agent: str) -> None:
     """The agent took mail: a registration still ``booting`` becomes ``working``."""
-    conn.execute(Q["agent_reached"], (iso_now(), agent))
+    conn.execute(Q["agent_reached"], {"stamp": iso_now(), "agent": agent})
 
 
 def nudge_rows_for(conn: sqlite3.Connection, agent: str, ids: list[str]) -> list[sqlite3.Row]:
@@ -64,10 +64,10 @@ def nudge_rows_for(conn: sqlite3.Connection, agent: str, ids: list[str]) -> list
     Nudges of mail left for a later batch stay queued, so its banner comes with it.
     """
     wanted = set(ids)
-    return [r for r in conn.execute(Q["nudges_for"], (agent,)) if r["message_id"] in wanted]
+    return [r for r in conn.execute(Q["nudges_for"], {"agent": agent}) if r["message_id"] in wanted]
 
 
 def take_nudge_rows(conn: sqlite3.Connection, agent: str) -> list[sqlite3.Row]:
-    rows = conn.execute(Q["nudges_for"], (agent,)).fetchall()
-    conn.execute(Q["nudges_clear"], (agent,))
+    rows = conn.execute(Q["nudges_for"], {"agent": agent}).fetchall()
+    conn.execute(Q["nudges_clear"], {"agent": agent})
     return rows

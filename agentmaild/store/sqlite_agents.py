@@ -21,7 +21,7 @@ _UPDATE_SQL = f"UPDATE am_agents SET {_UPDATE_SETS} WHERE name = :name"
 
 
 def _current(conn: sqlite3.Connection, name: str) -> sqlite3.Row:
-    row: sqlite3.Row | None = conn.execute(Q["agent_get"], (name,)).fetchone()
+    row: sqlite3.Row | None = conn.execute(Q["agent_get"], {"name": name}).fetchone()
     if row is None:
         raise NotFound(f"no agent named {name!r}")
     return row
@@ -58,7 +58,7 @@ class SqliteAgents(SqliteTransactions):
         )
 
         def run(conn: sqlite3.Connection) -> Agent:
-            if conn.execute(Q["agent_get"], (agent.name,)).fetchone() is not None:
+            if conn.execute(Q["agent_get"], {"name": agent.name}).fetchone() is not None:
                 raise Conflict(f"agent {agent.name!r} already exists")
             conn.execute(Q["agent_insert"], agent_params(stored))
             return stored
@@ -66,7 +66,7 @@ class SqliteAgents(SqliteTransactions):
         return self._write(run)
 
     def get_agent(self, name: str) -> Agent | None:
-        rows = self._read(Q["agent_get"], (name,))
+        rows = self._read(Q["agent_get"], {"name": name})
         return agent_from_row(rows[0]) if rows else None
 
     def list_agents(self) -> list[Agent]:
@@ -87,15 +87,15 @@ class SqliteAgents(SqliteTransactions):
     def set_agent_state(self, name: str, state: str, *, force: bool = False) -> Agent:
         def run(conn: sqlite3.Connection) -> Agent:
             check_transition(name, _current(conn, name)["state"], state, force)
-            conn.execute(Q["agent_set_state"], (state, iso_now(), name))
-            return agent_from_row(conn.execute(Q["agent_get"], (name,)).fetchone())
+            params = {"state": state, "stamp": iso_now(), "name": name}
+            return agent_from_row(conn.execute(Q["agent_set_state"], params).fetchone())
 
         return self._write(run)
 
     def remove_agent(self, name: str) -> None:
         def run(conn: sqlite3.Connection) -> None:
-            if conn.execute(Q["agent_delete"], (name,)).rowcount == 0:
+            if conn.execute(Q["agent_delete"], {"name": name}).rowcount == 0:
                 raise NotFound(f"no agent named {name!r}")
-            conn.execute(Q["queue_forget_agent"], (name,))
+            conn.execute(Q["queue_forget_agent"], {"agent": name})
 
         self._write(run)

@@ -34,22 +34,26 @@ def _batch(
 
 
 def _unread_of(conn: sqlite3.Connection, delivery_id: str) -> list[Message]:
-    return [message_from_row(r) for r in conn.execute(Q["delivery_unread"], (delivery_id,))]
+    return [message_from_row(r) for r in conn.execute(Q["delivery_unread"], {"id": delivery_id})]
+
+
+def _close_empty(conn: sqlite3.Connection, delivery_id: str, stamp: str) -> None:
+    conn.execute(Q["delivery_set_state"], {"state": "acked", "stamp": stamp, "id": delivery_id})
 
 
 def _reclaim_pending(
     conn: sqlite3.Connection, agent: str, lease_until: float, stamp: str
 ) -> Batch | None:
     """The agent's oldest pending redelivery, claimed again under its own id; else None."""
-    while (pending := conn.execute(Q["claim_pending_delivery"], (agent,)).fetchone()) is not None:
+    mine = {"agent": agent}
+    while (pending := conn.execute(Q["claim_pending_delivery"], mine).fetchone()) is not None:
         messages = _unread_of(conn, pending["id"])
         if not messages:
             # Everything in it was read another way (pull, hook): nothing left to redeliver.
-            conn.execute(Q["delivery_set_state"], ("acked", stamp, pending["id"]))
+            _close_empty(conn, pending["id"], stamp)
             continue
-        attempts = conn.execute(
-            Q["delivery_mark_claimed"], (lease_until, stamp, pending["id"])
-        ).fetchone()[0]
+        claimed = {"lease_until": lease_until, "stamp": stamp, "id": pending["id"]}
+        attempts = conn.execute(Q["delivery_mark_claimed"], claimed).fetchone()[0]
         return _batch(pending["id"], agent, messages, attempts, lease_until)
     return None
 
@@ -62,7 +66,7 @@ def _fresh_batch(
     once claimed by ``delivery_id``."""
     chosen: list[Message] = []
     used = 0
-    rows = conn.execute(Q["claim_candidates"], (agent, max_messages)).fetchall()
+    rows = conn.execute(Q["claim_candidates"], {"agent": agent, "limit": max_messages}).fetchall()
     for row in rows:
         m = message_from_row(row, delivery_id=delivery_id)
         if chosen and used + m.size > max_chars:
@@ -98,7 +102,8 @@ def _claim(
         return _queue_batch(conn, agent, lease_until, stamp) if in_queue else None, True
     # Nothing left of its own and no queue to take work from: the loop need not claim again.
     more = left or bool(in_queue)
-    conn.execute(Q["delivery_insert"], (delivery_id, agent, lease_until, stamp, stamp))
+    born = {"id": delivery_id, "agent": agent, "lease_until": lease_until, "stamp": stamp}
+    conn.execute(Q["delivery_insert"], born)
     # The id list varies in length, so this one statement is built here, not named in queries.sql.
     marks = ",".join("?" * len(chosen))
     conn.execute(
@@ -115,24 +120,25 @@ def _queue_batch(
 
     Under BEGIN IMMEDIATE no other member can claim between the look and the write.
     """
-    if conn.execute(Q["queue_taker"], (agent,)).fetchone() is None:
+    if conn.execute(Q["queue_taker"], {"agent": agent}).fetchone() is None:
         return None
-    while pending := conn.execute(Q["claim_pending_queue_delivery"], (agent,)).fetchone():
+    while pending := conn.execute(Q["claim_pending_queue_delivery"], {"agent": agent}).fetchone():
         messages = _unread_of(conn, pending["id"])
         if not messages:
-            conn.execute(Q["delivery_set_state"], ("acked", stamp, pending["id"]))
+            _close_empty(conn, pending["id"], stamp)
             continue
-        take = (agent, lease_until, stamp, pending["id"])
+        take = {"agent": agent, "lease_until": lease_until, "stamp": stamp, "id": pending["id"]}
         attempts = conn.execute(Q["delivery_take_over"], take).fetchone()[0]
         return _batch(pending["id"], agent, messages, attempts, lease_until)
-    row = conn.execute(Q["claim_queue_candidate"], (agent,)).fetchone()
+    row = conn.execute(Q["claim_queue_candidate"], {"agent": agent}).fetchone()
     if row is None:
         return None
     m = message_from_row(row)
     delivery_id = new_id("dlv")
     queue = m.to_agent[len(QUEUE_PREFIX) :]
-    conn.execute(Q["delivery_insert_queue"], (delivery_id, agent, lease_until, stamp, stamp, queue))
-    conn.execute("UPDATE messages SET delivery_id = ? WHERE id = ?", (delivery_id, m.id))
+    born = {"id": delivery_id, "agent": agent, "lease_until": lease_until, "stamp": stamp}
+    conn.execute(Q["delivery_insert_queue"], {**born, "queue": queue})
+    conn.execute(Q["message_set_delivery"], {"delivery": delivery_id, "id": m.id})
     return _batch(delivery_id, agent, [m], 1, lease_until)
 
 
@@ -143,8 +149,8 @@ def _ack(
     marked = conn.execute(Q["delivery_ack_messages"], {"stamp": stamp, "by": delivery_id})
     rows = [r for r in marked if r["acked_by"] == delivery_id]  # not those read elsewhere
     for r in rows:
-        conn.execute(Q["nudge_drop"], (r["to_agent"], r["id"]))
-    holder = conn.execute(Q["delivery_ack"], (stamp, delivery_id)).fetchone()
+        conn.execute(Q["nudge_drop"], {"agent": r["to_agent"], "message_id": r["id"]})
+    holder = conn.execute(Q["delivery_close"], {"stamp": stamp, "id": delivery_id}).fetchone()
     if record is not None:
         insert_attempt(conn, record)
     if rows:
@@ -222,11 +228,8 @@ class SqliteDeliveries(SqliteTransactions):
         return self._write(lambda conn: _release(conn, delivery_id, params, record))
 
     def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
-        return self._write(
-            lambda c: (
-                c.execute(Q["delivery_extend_lease"], (now + lease_s, delivery_id)).rowcount == 1
-            )
-        )
+        params = {"until": now + lease_s, "id": delivery_id}
+        return self._write(lambda c: c.execute(Q["delivery_extend_lease"], params).rowcount == 1)
 
     def reap_expired(
         self,
@@ -250,11 +253,11 @@ class SqliteDeliveries(SqliteTransactions):
         return self._write(run)
 
     def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
-        rows = self._read(Q["dead_list_agent"], (agent,)) if agent else self._read(Q["dead_list"])
+        rows = self._read(Q["dead_list"], {"agent": agent or None})
         return [dead_letter_from_row(r, self._message_ids(r["id"])) for r in rows]
 
     def _message_ids(self, delivery_id: str) -> tuple[str, ...]:
-        return tuple(x["id"] for x in self._read(Q["delivery_message_ids"], (delivery_id,)))
+        return tuple(x["id"] for x in self._read(Q["delivery_message_ids"], {"id": delivery_id}))
 
     def retry_dead(self, *, agent: str | None = None, delivery_id: str | None = None) -> list[str]:
         def run(conn: sqlite3.Connection) -> list[str]:

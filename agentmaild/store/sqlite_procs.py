@@ -30,11 +30,8 @@ class SqliteProcs(SqliteTransactions):
         self._write(lambda conn: conn.execute(Q["proc_record"], params))
 
     def forget_proc(self, pid: int, start_time: str) -> bool:
-        return bool(
-            self._write(lambda conn: conn.execute(Q["proc_forget"], (pid, start_time)).rowcount)
-        )
+        params = {"pid": pid, "start_time": start_time}
+        return bool(self._write(lambda conn: conn.execute(Q["proc_forget"], params).rowcount))
 
     def list_procs(self, agent: str | None = None) -> list[AgentProc]:
-        if agent is None:
-            return [_proc(r) for r in self._read(Q["proc_list"])]
-        return [_proc(r) for r in self._read(Q["proc_list_agent"], (agent,))]
+        return [_proc(r) for r in self._read(Q["proc_list"], {"agent": agent})]

@@ -15,17 +15,18 @@ class SqliteQueues(SqliteTransactions):
 
     def join_queue(self, queue: str, agent: str) -> None:
         def run(conn: sqlite3.Connection) -> None:
-            if conn.execute(Q["agent_get"], (agent,)).fetchone() is None:
+            if conn.execute(Q["agent_get"], {"name": agent}).fetchone() is None:
                 raise NotFound(f"no agent named {agent!r}")
-            conn.execute(Q["queue_join"], (queue, agent))
+            conn.execute(Q["queue_join"], {"queue": queue, "agent": agent})
 
         self._write(run)
 
     def leave_queue(self, queue: str, agent: str) -> bool:
-        return self._write(lambda c: c.execute(Q["queue_leave"], (queue, agent)).rowcount == 1)
+        params = {"queue": queue, "agent": agent}
+        return self._write(lambda c: c.execute(Q["queue_leave"], params).rowcount == 1)
 
     def queue_members(self, queue: str) -> list[str]:
-        return [str(r[0]) for r in self._read(Q["queue_members"], (queue,))]
+        return [str(r[0]) for r in self._read(Q["queue_members"], {"queue": queue})]
 
     def queues(self) -> list[QueueInfo]:
         def run(conn: sqlite3.Connection) -> list[QueueInfo]:

@@ -27,7 +27,8 @@ def collapsed(conn: sqlite3.Connection, req: InsertRequest, get: Getter) -> Inse
     if req.collapse is None:
         return None
     digest, window_s = req.collapse
-    row = conn.execute(Q["recent_send_get"], (digest, req.now - window_s)).fetchone()
+    params = {"digest": digest, "since": req.now - window_s}
+    row = conn.execute(Q["recent_send_get"], params).fetchone()
     return None if row is None else collapse_into(conn, row[0], get)
 
 
@@ -49,19 +50,22 @@ def trips_thread_guard(conn: sqlite3.Connection, req: InsertRequest) -> bool:
     g = req.thread_guard
     if g is None:
         return False
-    if conn.execute(Q["thread_hold_get"], (g.thread_id, g.pair)).fetchone() is not None:
+    key = {"thread": g.thread_id, "pair": g.pair}
+    if conn.execute(Q["thread_hold_get"], key).fetchone() is not None:
         raise held_error(g.thread_id, g.pair)
     since = req.now - g.window_s
-    conn.execute(Q["thread_log_trim"], (g.thread_id, g.pair, since))
-    seen = int(conn.execute(Q["thread_log_count"], (g.thread_id, g.pair, since)).fetchone()[0])
+    conn.execute(Q["thread_log_trim"], {**key, "since": since})
+    seen = int(conn.execute(Q["thread_log_count"], {**key, "since": since}).fetchone()[0])
     if seen < g.max_messages:
-        conn.execute(Q["thread_log_put"], (g.thread_id, g.pair, req.now))
+        conn.execute(Q["thread_log_put"], {**key, "at": req.now})
         return False
     stamp = iso_now(req.now)
     esc = g.escalation
-    conn.execute(Q["thread_hold_put"], (g.thread_id, g.pair, seen, esc.id, stamp))
+    hold = {**key, "messages": seen, "escalation": esc.id, "stamp": stamp}
+    conn.execute(Q["thread_hold_put"], hold)
     conn.execute(Q["insert_message"], message_params(esc))
-    conn.execute(Q["nudge_put"], (esc.to_agent, esc.id, "high escalation", stamp))
+    nudge = {"agent": esc.to_agent, "message_id": esc.id, "reason": "high escalation"}
+    conn.execute(Q["nudge_put"], {**nudge, "stamp": stamp})
     return True
 
 
@@ -76,9 +80,10 @@ def remember(conn: sqlite3.Connection, req: InsertRequest) -> None:
         return
     digest, window_s = req.collapse
     ids = json.dumps([m.id for m in req.messages])
-    row = conn.execute(Q["recent_send_put"], (digest, ids, req.now)).lastrowid
+    params = {"digest": digest, "ids": ids, "at": req.now}
+    row = conn.execute(Q["recent_send_put"], params).lastrowid
     if row is not None and row % PRUNE_EVERY == 0:
-        conn.execute(Q["recent_sends_prune"], (req.now - window_s,))
+        conn.execute(Q["recent_sends_prune"], {"before": req.now - window_s})
 
 
 def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
@@ -96,7 +101,7 @@ class SqliteRules(SqliteTransactions):
 
         def run(conn: sqlite3.Connection) -> list[Message]:
             due = [message_from_row(r) for r in conn.execute(Q["overdue_unread"], params)]
-            conn.executemany(Q["escalated_put"], [(m.id, now) for m in due])
+            conn.executemany(Q["escalated_put"], [{"id": m.id, "at": now} for m in due])
             if due:
                 bump(conn, "unread_escalated", len(due))
             return due
@@ -105,8 +110,8 @@ class SqliteRules(SqliteTransactions):
 
     def release_thread(self, thread_id: str) -> int:
         def run(conn: sqlite3.Connection) -> int:
-            conn.execute(Q["thread_log_forget"], (thread_id,))
-            return int(conn.execute(Q["thread_holds_release"], (thread_id,)).rowcount)
+            conn.execute(Q["thread_log_forget"], {"thread": thread_id})
+            return int(conn.execute(Q["thread_holds_release"], {"thread": thread_id}).rowcount)
 
         return self._write(run)
 

@@ -15,7 +15,7 @@ class SqliteTokens(SqliteTransactions):
         self._write(lambda conn: conn.execute(Q["token_insert"], params))
 
     def find_token(self, digest: str) -> ApiToken | None:
-        rows = self._read(Q["token_by_hash"], (digest,))
+        rows = self._read(Q["token_by_hash"], {"hash": digest})
         return ApiToken.from_row(rows[0]) if rows else None
 
     def list_tokens(self) -> list[ApiToken]:

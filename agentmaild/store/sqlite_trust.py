@@ -31,14 +31,14 @@ class SqliteTrust(SqliteTransactions):
             raise StoreError(f"peer {peer.name!r}: already added (remove it first)") from None
 
     def find_peer(self, name: str) -> Peer | None:
-        rows = self._read(Q["peer_get"], (name,))
+        rows = self._read(Q["peer_get"], {"name": name})
         return _peer(rows[0]) if rows else None
 
     def list_peers(self) -> list[Peer]:
         return [_peer(r) for r in self._read(Q["peer_list"])]
 
     def remove_peer(self, name: str) -> bool:
-        return bool(self._write(lambda conn: conn.execute(Q["peer_delete"], (name,)).rowcount))
+        return bool(self._write(lambda c: c.execute(Q["peer_delete"], {"name": name}).rowcount))
 
     def claim_nonce(self, nonce: str, *, peer: str, expires_at: float, now: float) -> bool:
         def run(conn: sqlite3.Connection) -> bool:
@@ -54,7 +54,7 @@ class SqliteTrust(SqliteTransactions):
         self._write(lambda conn: conn.execute(Q["peer_origin_insert"], params))
 
     def peer_origin(self, message_id: str) -> PeerOrigin | None:
-        rows = self._read(Q["peer_origin_get"], (message_id,))
+        rows = self._read(Q["peer_origin_get"], {"id": message_id})
         if not rows:
             return None
         r = rows[0]
@@ -66,4 +66,4 @@ class SqliteTrust(SqliteTransactions):
         self._write(lambda conn: conn.execute(Q["relayed_insert"], params))
 
     def relay_pending(self, limit: int = 100) -> list[Message]:
-        return [message_from_row(r) for r in self._read(Q["relay_pending"], (limit,))]
+        return [message_from_row(r) for r in self._read(Q["relay_pending"], {"limit": limit})]
