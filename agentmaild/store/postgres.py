@@ -3,9 +3,9 @@
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC —
 ``PostgresMessages``, ``PostgresAgents``, ``PostgresDeliveries``, ``PostgresHistory`` (history
 and agent processes), ``PostgresTokens``, ``PostgresRules``, ``PostgresQueues`` — over the
-connection and transactions of ``postgres_tx``; the schema is ``sql/pg_schema.sql`` and
-``sql/pg_schema_2.sql`` (migrated by ``postgres_migrate``), the SQL is ``sql/pg_queries.sql``
-and ``sql/pg_rules.sql``.
+connection and transactions of ``postgres_tx``; the schema is ``sql/migrations/pg_N.sql`` with
+the server functions of ``sql/functions.sql`` (migrated by ``postgres_migrate``), the SQL is
+``sql/queries.sql`` overlaid with ``sql/dialect/postgres.sql``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """The delivery operations of the PostgreSQL store: claims, leases, acks, releases, dead letters.
 
-A claim is ``am_claim`` (``sql/pg_schema_7.sql``, ``sql/pg_schema_8.sql``): a
-transaction-scoped advisory lock on the agent, then one claim statement (rows taken ``FOR UPDATE
-SKIP LOCKED``): two daemons (or a daemon and the agent's own ``check``) taking mail for one agent
-at once run one after the other, so the second sees the first one's lease and takes nothing, as
-with SQLite's single writer. It is one statement in its own transaction (one round trip, no
-BEGIN/COMMIT). With no redelivery and no direct mail for a queue member it answers a marker, and
-``claim_in`` takes queue work (``postgres_queues.queue_batch``) under the same lock. The ack is
-``am_ack``, one statement too.
+A claim is ``am_claim`` (``sql/functions.sql``): a transaction-scoped advisory lock on the agent,
+then one claim statement (rows taken ``FOR UPDATE SKIP LOCKED``): two daemons (or a daemon and the
+agent's own ``check``) taking mail for one agent at once run one after the other, so the second sees
+the first one's lease and takes nothing, as with SQLite's single writer. It is one statement in its
+own transaction (one round trip, no BEGIN/COMMIT). With no redelivery and no direct mail for a queue
+member it answers a marker, and ``claim_in`` takes queue work (``postgres_queues.queue_batch``)
+under the same lock. The ack is ``am_ack``, one statement too.
 """
 
 from __future__ import annotations
@@ -72,7 +71,7 @@ def claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
 
 
 def _ack(conn: Conn, delivery_id: str, now: float, record: Attempt | None) -> int:
-    """The ack as one statement (``am_ack``; see ``sql/pg_schema_8.sql``)."""
+    """The ack as one statement (``am_ack``; see ``sql/functions.sql``)."""
     params = ack_params(delivery_id, now, record)
     row = conn.kept_cursor().execute(PQ["ack_one"], params).fetchone()
     assert row is not None  # am_ack always answers one row

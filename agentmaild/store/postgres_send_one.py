@@ -1,4 +1,4 @@
-"""The common send as one statement: schema 6's ``am_send_one`` (sql/pg_schema_6.sql).
+"""The common send as one statement: ``am_send_one`` (sql/functions.sql).
 
 A send of one message with no idempotency key, no rate limit, no thread guard and no other
 registry's states is, on PostgreSQL, one call of a server-side function that takes the same
