@@ -1,11 +1,12 @@
 """PostgresMailStore: the MailStore on a PostgreSQL database, for teams across machines.
 
-Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC —
-``PostgresMessages``, ``PostgresAgents``, ``PostgresDeliveries``, ``PostgresHistory`` (history
-and agent processes), ``PostgresTokens``, ``PostgresRules``, ``PostgresQueues`` — over the
-connection and transactions of ``postgres_tx``; the schema is ``sql/migrations/pg_N.sql`` with
-the server functions of ``sql/functions.sql`` (migrated by ``postgres_migrate``), the SQL is
-``sql/queries.sql`` overlaid with ``sql/dialect/postgres.sql``.
+Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — the seams written
+once over the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``) and PostgreSQL's own
+(``PostgresMessages``, ``PostgresAgents``, ``PostgresDeliveries``, ``PostgresHistory``,
+``PostgresRules``, ``PostgresQueues``) — over the connection and transactions of ``postgres_tx``;
+the schema is ``sql/migrations/pg_N.sql`` with the server functions of ``sql/functions.sql``
+(migrated by ``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid with
+``sql/dialect/postgres.sql``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from agentmaild.store.postgres_messages import PostgresMessages
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
 from agentmaild.store.postgres_queues import PostgresQueues
 from agentmaild.store.postgres_rules import PostgresRules
-from agentmaild.store.postgres_tokens import PostgresTokens
-from agentmaild.store.postgres_trust import PostgresTrust
 from agentmaild.store.postgres_tx import Conn, connect, open_pool, redacted
+from agentmaild.store.procs import StoreProcs
+from agentmaild.store.tokens import StoreTokens
+from agentmaild.store.trust import StoreTrust
 
 __all__ = ["PostgresMailStore"]
 
@@ -33,8 +35,9 @@ class PostgresMailStore(
     PostgresAgents,
     PostgresDeliveries,
     PostgresHistory,
-    PostgresTokens,
-    PostgresTrust,
+    StoreProcs,
+    StoreTokens,
+    StoreTrust,
     PostgresRules,
     PostgresQueues,
     MailStore,

@@ -1,15 +1,12 @@
-"""The delivery history and the agent process journal of the PostgreSQL store."""
+"""The delivery history of the PostgreSQL store (the process journal is ``procs``)."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from agentmaild.ids import iso_now
 from agentmaild.models import Attempt
-from agentmaild.store.base import AgentProc
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, Row
 
 _ERROR_MAX_CHARS = 2000
@@ -40,10 +37,6 @@ def _attempt(row: Row) -> Attempt:
         duration_s=row["duration_s"],
         at=row["at"],
     )
-
-
-def _proc(row: Row) -> AgentProc:
-    return AgentProc(**{f.name: row[f.name] for f in dataclasses.fields(AgentProc)})
 
 
 def insert_attempt(conn: Conn, record: Attempt) -> None:
@@ -77,7 +70,7 @@ def ack_params(delivery_id: str, now: float, record: Attempt | None) -> dict[str
 
 
 class PostgresHistory(PostgresTransactions):
-    """The ``MailStore`` delivery-history and agent-process operations on PostgreSQL."""
+    """The ``MailStore`` delivery-history operations on PostgreSQL."""
 
     def record_attempt(self, attempt: Attempt) -> None:
         self._write(lambda conn: conn.execute(PQ["attempt_insert"], _params(attempt)))
@@ -100,15 +93,3 @@ class PostgresHistory(PostgresTransactions):
             return 0
         params = {"older": older_than, "agent": agent}
         return self._write(lambda conn: int(conn.execute(PQ["attempts_purge"], params).rowcount))
-
-    # -- agent processes --------------------------------------------------------------------
-    def record_proc(self, proc: AgentProc) -> None:
-        params = dataclasses.asdict(proc)
-        self._write(lambda conn: conn.execute(PQ["proc_record"], params))
-
-    def forget_proc(self, pid: int, start_time: str) -> bool:
-        params = {"pid": pid, "start_time": start_time}
-        return self._write(lambda conn: conn.execute(PQ["proc_forget"], params).rowcount > 0)
-
-    def list_procs(self, agent: str | None = None) -> list[AgentProc]:
-        return [_proc(r) for r in self._read(PQ["proc_list"], {"agent": agent})]

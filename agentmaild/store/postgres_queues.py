@@ -13,8 +13,8 @@ from dataclasses import replace
 from agentmaild.errors import NotFound
 from agentmaild.ids import new_id
 from agentmaild.models import QUEUE_PREFIX, Batch, Message, QueueInfo
-from agentmaild.store.postgres_rows import message_from_row
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, one
+from agentmaild.store.rows import message_from_row
 
 
 def _batch(

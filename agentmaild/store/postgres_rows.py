@@ -1,4 +1,4 @@
-"""Row ↔ model mapping of the PostgreSQL store (psycopg dict rows; jsonb arrives decoded)."""
+"""Row ↔ model mapping of the PostgreSQL store (jsonb arrives decoded); messages map in ``rows``."""
 
 from __future__ import annotations
 
@@ -6,45 +6,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agentmaild.models import Agent, DeadLetter, Message
+from agentmaild.models import Agent, DeadLetter
 from agentmaild.store.postgres_tx import Row
-
-
-def message_from_row(row: Row) -> Message:
-    return Message(
-        id=row["id"],
-        from_agent=row["from_agent"],
-        to_agent=row["to_agent"],
-        subject=row["subject"],
-        body=row["body"],
-        type=row["type"],
-        priority=row["priority"],
-        thread_id=row["thread_id"],
-        payload=row["payload"],
-        read=bool(row["read"]),
-        created_at=row["created_at"],
-        broadcast_id=row["broadcast_id"],
-        delivery_id=row["delivery_id"],
-        acked_at=row["acked_at"],
-        acked_by=row["acked_by"],
-    )
-
-
-def message_params(m: Message) -> dict[str, Any]:
-    """The named parameters of the ``insert_message`` query."""
-    return {
-        "id": m.id,
-        "from_agent": m.from_agent,
-        "to_agent": m.to_agent,
-        "subject": m.subject,
-        "body": m.body,
-        "type": m.type,
-        "priority": m.priority,
-        "thread_id": m.thread_id,
-        "payload": m.payload,
-        "created_at": m.created_at,
-        "broadcast_id": m.broadcast_id,
-    }
 
 
 def agent_from_row(row: Row) -> Agent:

@@ -15,8 +15,8 @@ from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
 from agentmaild.store.guard import PRUNE_EVERY
-from agentmaild.store.postgres_rows import message_from_row, message_params
 from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, one
+from agentmaild.store.rows import message_from_row, message_params
 from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
 
 Getter = Callable[[Conn, str], Message | None]

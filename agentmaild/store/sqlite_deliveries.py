@@ -11,8 +11,9 @@ from agentmaild.models import QUEUE_PREFIX, AgentCounts, Attempt, Batch, DeadLet
 from agentmaild.store import pull
 from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.queries import Q
+from agentmaild.store.rows import message_from_row
 from agentmaild.store.sqlite_history import insert_attempt
-from agentmaild.store.sqlite_rows import dead_letter_from_row, message_from_row
+from agentmaild.store.sqlite_rows import dead_letter_from_row
 from agentmaild.store.sqlite_tx import SqliteTransactions
 
 

@@ -14,7 +14,7 @@ from agentmaild.models import Message
 from agentmaild.store import pull
 from agentmaild.store.base import InsertRequest, InsertResult, merged_state, recipient_refusal
 from agentmaild.store.queries import Q
-from agentmaild.store.sqlite_rows import message_from_row, message_params
+from agentmaild.store.rows import message_from_row, message_params
 from agentmaild.store.sqlite_rules import collapse_into, collapsed, remember, trips_thread_guard
 from agentmaild.store.sqlite_tx import SqliteTransactions
 

@@ -11,7 +11,7 @@ from agentmaild.models import Message
 from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.queries import Q
-from agentmaild.store.sqlite_rows import message_from_row, message_params
+from agentmaild.store.rows import message_from_row, message_params
 from agentmaild.store.sqlite_tx import SqliteTransactions
 from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
 

@@ -1,16 +1,14 @@
-"""The agent process journal of the SQLite store: record, forget and list ``am_agent_procs``."""
+"""The agent process journal, written once over the connector: record, forget, list."""
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 
 from agentmaild.store.base import AgentProc
-from agentmaild.store.queries import Q
-from agentmaild.store.sqlite_tx import SqliteTransactions
+from agentmaild.store.connector import OverConnector, Row
 
 
-def _proc(row: sqlite3.Row) -> AgentProc:
+def _proc(row: Row) -> AgentProc:
     return AgentProc(
         pid=int(row["pid"]),
         start_time=str(row["start_time"]),
@@ -22,16 +20,16 @@ def _proc(row: sqlite3.Row) -> AgentProc:
     )
 
 
-class SqliteProcs(SqliteTransactions):
-    """The ``MailStore`` agent process operations on SQLite."""
+class StoreProcs(OverConnector):
+    """The ``MailStore`` agent process operations (``am_agent_procs``), for every SQL store."""
 
     def record_proc(self, proc: AgentProc) -> None:
         params = dataclasses.asdict(proc)
-        self._write(lambda conn: conn.execute(Q["proc_record"], params))
+        self.db.write(lambda tx: tx.execute("proc_record", params))
 
     def forget_proc(self, pid: int, start_time: str) -> bool:
         params = {"pid": pid, "start_time": start_time}
-        return bool(self._write(lambda conn: conn.execute(Q["proc_forget"], params).rowcount))
+        return self.db.write(lambda tx: tx.execute("proc_forget", params)) > 0
 
     def list_procs(self, agent: str | None = None) -> list[AgentProc]:
-        return [_proc(r) for r in self._read(Q["proc_list"], {"agent": agent})]
+        return [_proc(r) for r in self.db.fetch_all("proc_list", {"agent": agent})]
