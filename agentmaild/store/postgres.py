@@ -1,9 +1,9 @@
 """PostgresMailStore: the MailStore on a PostgreSQL database, for teams across machines.
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — the seams written
-once over the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``) and PostgreSQL's own
-(``PostgresMessages``, ``PostgresAgents``, ``PostgresDeliveries``, ``PostgresHistory``,
-``PostgresRules``, ``PostgresQueues``) — over the connection and transactions of ``postgres_tx``;
+once over the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``) and
+PostgreSQL's own (``PostgresMessages``, ``PostgresAgents``, ``PostgresDeliveries``,
+``PostgresHistory``, ``PostgresRules``) — over the connection and transactions of ``postgres_tx``;
 the schema is ``sql/migrations/pg_N.sql`` with the server functions of ``sql/functions.sql``
 (migrated by ``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid with
 ``sql/dialect/postgres.sql``.
@@ -20,10 +20,10 @@ from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_history import PostgresHistory
 from agentmaild.store.postgres_messages import PostgresMessages
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
-from agentmaild.store.postgres_queues import PostgresQueues
 from agentmaild.store.postgres_rules import PostgresRules
 from agentmaild.store.postgres_tx import Conn, connect, open_pool, redacted
 from agentmaild.store.procs import StoreProcs
+from agentmaild.store.queues import StoreQueues
 from agentmaild.store.tokens import StoreTokens
 from agentmaild.store.trust import StoreTrust
 
@@ -39,7 +39,7 @@ class PostgresMailStore(
     StoreTokens,
     StoreTrust,
     PostgresRules,
-    PostgresQueues,
+    StoreQueues,
     MailStore,
 ):
     """One connection, used from one thread at a time (the daemon's ``AsyncMailStore`` sees to

@@ -5,7 +5,7 @@ then one claim statement (rows taken ``FOR UPDATE SKIP LOCKED``): two daemons (o
 agent's own ``check``) taking mail for one agent at once run one after the other, so the second sees
 the first one's lease and takes nothing, as with SQLite's single writer. It is one statement in its
 own transaction (one round trip, no BEGIN/COMMIT). With no redelivery and no direct mail for a queue
-member it answers a marker, and ``claim_in`` takes queue work (``postgres_queues.queue_batch``)
+member it answers a marker, and ``claim_in`` takes queue work (``queues.queue_batch``)
 under the same lock. The ack is ``am_ack``, one statement too.
 """
 
@@ -19,9 +19,9 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.models import PRIORITY_RANK, AgentCounts, Attempt, Batch, DeadLetter, Message
 from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.postgres_history import ack_params, insert_attempt, unrecorded
-from agentmaild.store.postgres_queues import queue_batch
 from agentmaild.store.postgres_rows import dead_letter_from_row
-from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, Row, lock, one
+from agentmaild.store.postgres_tx import PQ, Conn, PgTx, PostgresTransactions, Row, lock, one
+from agentmaild.store.queues import queue_batch
 from agentmaild.store.rows import message_from_row
 
 
@@ -41,7 +41,7 @@ def claim_in(
     if not rows:
         return None
     if rows[0]["claim_id"] is None:
-        return queue_batch(conn, agent, now, params["lease_until"], params["stamp"])
+        return queue_batch(PgTx(conn), agent, params["lease_until"], params["stamp"], now=now)
     return claimed(agent, rows, params["lease_until"])
 
 

@@ -7,14 +7,15 @@ from dataclasses import replace
 
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import QUEUE_PREFIX, AgentCounts, Attempt, Batch, DeadLetter, Message
+from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
 from agentmaild.store import pull
 from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.queries import Q
+from agentmaild.store.queues import queue_batch
 from agentmaild.store.rows import message_from_row
 from agentmaild.store.sqlite_history import insert_attempt
 from agentmaild.store.sqlite_rows import dead_letter_from_row
-from agentmaild.store.sqlite_tx import SqliteTransactions
+from agentmaild.store.sqlite_tx import SqliteTransactions, SqliteTx
 
 
 def _batch(
@@ -100,7 +101,7 @@ def _claim(
     delivery_id = new_id("dlv")
     chosen, left = _fresh_batch(conn, agent, max_messages, max_chars, delivery_id)
     if not chosen:
-        return _queue_batch(conn, agent, lease_until, stamp) if in_queue else None, True
+        return queue_batch(SqliteTx(conn), agent, lease_until, stamp) if in_queue else None, True
     # Nothing left of its own and no queue to take work from: the loop need not claim again.
     more = left or bool(in_queue)
     born = {"id": delivery_id, "agent": agent, "lease_until": lease_until, "stamp": stamp}
@@ -112,35 +113,6 @@ def _claim(
         (delivery_id, *(m.id for m in chosen)),
     )
     return _batch(delivery_id, agent, chosen, 1, lease_until), more
-
-
-def _queue_batch(
-    conn: sqlite3.Connection, agent: str, lease_until: float, stamp: str
-) -> Batch | None:
-    """Work from the agent's queues: a pending queue delivery (taken over), else one new message.
-
-    Under BEGIN IMMEDIATE no other member can claim between the look and the write.
-    """
-    if conn.execute(Q["queue_taker"], {"agent": agent}).fetchone() is None:
-        return None
-    while pending := conn.execute(Q["claim_pending_queue_delivery"], {"agent": agent}).fetchone():
-        messages = _unread_of(conn, pending["id"])
-        if not messages:
-            _close_empty(conn, pending["id"], stamp)
-            continue
-        take = {"agent": agent, "lease_until": lease_until, "stamp": stamp, "id": pending["id"]}
-        attempts = conn.execute(Q["delivery_take_over"], take).fetchone()[0]
-        return _batch(pending["id"], agent, messages, attempts, lease_until)
-    row = conn.execute(Q["claim_queue_candidate"], {"agent": agent}).fetchone()
-    if row is None:
-        return None
-    m = message_from_row(row)
-    delivery_id = new_id("dlv")
-    queue = m.to_agent[len(QUEUE_PREFIX) :]
-    born = {"id": delivery_id, "agent": agent, "lease_until": lease_until, "stamp": stamp}
-    conn.execute(Q["delivery_insert_queue"], {**born, "queue": queue})
-    conn.execute(Q["message_set_delivery"], {"delivery": delivery_id, "id": m.id})
-    return _batch(delivery_id, agent, [m], 1, lease_until)
 
 
 def _ack(
