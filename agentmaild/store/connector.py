@@ -6,7 +6,8 @@ while the file is busy; PostgreSQL: one transaction retried on a deadlock or ser
 failure, or in pipeline mode, or a single autocommit statement), ``read(fn)`` outside any write.
 ``fn`` gets a ``Tx``: it executes a query *by name* (``sql/queries.sql``, or its dialect's
 override) with named parameters, fetches one row or all of them (a row answers ``row["column"]``
-on both), takes advisory locks in one order (PostgreSQL; SQLite's writer is serialised already)
+on both; JSON columns through ``json``/``from_json``), runs a part in a savepoint, takes
+advisory locks in one order (PostgreSQL; SQLite's writer is serialised already)
 and asks for a wake-up of the daemons at commit (PostgreSQL's NOTIFY; SQLite's wake-up is sent
 by the caller). A driver's error leaves as ``StoreError``, mapped once by the implementation;
 a unique key met twice as ``Duplicate``.
@@ -59,6 +60,19 @@ class Tx(ABC):
     @abstractmethod
     def fetch_all(self, name: str, params: Params | None = None) -> list[Row]:
         """Every row of the query ``name``."""
+
+    @abstractmethod
+    def savepoint(self, fn: Callable[[Tx], object]) -> str | None:
+        """Run ``fn`` inside a savepoint of this transaction: on a driver error, roll back to it
+        and return the error's text (the transaction goes on); None when ``fn`` succeeded."""
+
+    @abstractmethod
+    def json(self, value: object) -> object:
+        """``value`` as a parameter for a JSON column (text on SQLite, jsonb on PostgreSQL)."""
+
+    @abstractmethod
+    def from_json(self, raw: Any) -> Any:
+        """A JSON column's value as read (SQLite: its text decoded; PostgreSQL: decoded)."""
 
     @abstractmethod
     def lock(self, *keys: str) -> None:

@@ -1,12 +1,12 @@
 """PostgresMailStore: the MailStore on a PostgreSQL database, for teams across machines.
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — the seams written
-once over the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``) and
-PostgreSQL's own (``PostgresMessages``, ``PostgresAgents``, ``PostgresDeliveries``,
-``PostgresHistory``, ``PostgresRules``) — over the connection and transactions of ``postgres_tx``;
-the schema is ``sql/migrations/pg_N.sql`` with the server functions of ``sql/functions.sql``
-(migrated by ``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid with
-``sql/dialect/postgres.sql``.
+once over the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``,
+``StoreHistory``) and PostgreSQL's own (``PostgresMessages``, ``PostgresAgents``,
+``PostgresDeliveries``, ``PostgresRules``) — over the connection and transactions of
+``postgres_tx``; the schema is ``sql/migrations/pg_N.sql`` with the server functions of
+``sql/functions.sql`` (migrated by ``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid
+with ``sql/dialect/postgres.sql``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import psycopg
 
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
+from agentmaild.store.history import StoreHistory
 from agentmaild.store.postgres_agents import PostgresAgents
 from agentmaild.store.postgres_deliveries import PostgresDeliveries
-from agentmaild.store.postgres_history import PostgresHistory
 from agentmaild.store.postgres_messages import PostgresMessages
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
 from agentmaild.store.postgres_rules import PostgresRules
@@ -34,7 +34,7 @@ class PostgresMailStore(
     PostgresMessages,
     PostgresAgents,
     PostgresDeliveries,
-    PostgresHistory,
+    StoreHistory,
     StoreProcs,
     StoreTokens,
     StoreTrust,

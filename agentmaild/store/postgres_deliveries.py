@@ -18,7 +18,8 @@ from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import PRIORITY_RANK, AgentCounts, Attempt, Batch, DeadLetter, Message
 from agentmaild.store.base import Released, with_outcome
-from agentmaild.store.postgres_history import ack_params, insert_attempt, unrecorded
+from agentmaild.store.history import insert_attempt, unrecorded
+from agentmaild.store.postgres_history import ack_params
 from agentmaild.store.postgres_rows import dead_letter_from_row
 from agentmaild.store.postgres_tx import PQ, Conn, PgTx, PostgresTransactions, Row, lock, one
 from agentmaild.store.queues import queue_batch
@@ -99,7 +100,7 @@ def _release(
         messages = tuple(message_from_row(r) for r in unread)
     record = with_outcome(record, row["state"])
     if record is not None:
-        insert_attempt(conn, record)
+        insert_attempt(PgTx(conn), record)
     return Released(state=row["state"], failures=row["failures"], messages=messages)
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from agentmaild.errors import AgentmaildError, StoreError
 from agentmaild.store.connector import Connector, Duplicate, OverConnector, Params, Tx
@@ -236,6 +237,20 @@ class PgTx(Tx):
 
     def fetch_all(self, name: str, params: Params | None = None) -> list[AnyRow]:
         return list(self._conn.execute(PQ[name], params).fetchall())
+
+    def savepoint(self, fn: Callable[[Tx], object]) -> str | None:
+        try:
+            with self._conn.transaction():  # nested: a savepoint
+                fn(self)
+        except (psycopg.Error, Duplicate) as exc:
+            return str(exc)
+        return None
+
+    def json(self, value: object) -> object:
+        return Jsonb(value)
+
+    def from_json(self, raw: Any) -> Any:
+        return raw  # jsonb arrives decoded
 
     def lock(self, *keys: str) -> None:
         lock(self._conn, *keys)

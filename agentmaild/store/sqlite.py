@@ -1,9 +1,9 @@
 """SqliteMailStore: the MailStore on one SQLite file (WAL), short BEGIN IMMEDIATE transactions.
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC: the seams written once over
-the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``: ``procs``,
-``tokens``, ``trust``, ``queues``) and SQLite's own (``SqliteMessages``, ``SqliteAgents``,
-``SqliteDeliveries``, ``SqliteHistory``, ``SqliteRules``, each in its ``sqlite_*`` module), all over
+the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``, ``StoreHistory``:
+``procs``, ``tokens``, ``trust``, ``queues``, ``history``) and SQLite's own (``SqliteMessages``,
+``SqliteAgents``, ``SqliteDeliveries``, ``SqliteRules``, each in its ``sqlite_*`` module), all over
 the transaction plumbing of ``sqlite_tx``; rows become models in ``rows`` and ``sqlite_rows``, and
 the SQL lives as named queries in ``sql/queries.sql``.
 """
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from agentmaild.errors import StoreError
 from agentmaild.store.base import MailStore
 from agentmaild.store.files import create_private, make_store_dir, refuse_hard_links
+from agentmaild.store.history import StoreHistory
 from agentmaild.store.migrate import migrate
 from agentmaild.store.procs import StoreProcs
 from agentmaild.store.queues import StoreQueues
 from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
-from agentmaild.store.sqlite_history import SqliteHistory
 from agentmaild.store.sqlite_messages import SqliteMessages
 from agentmaild.store.sqlite_open import check_path, connect_readonly
 from agentmaild.store.sqlite_rules import SqliteRules
@@ -91,7 +91,7 @@ class SqliteMailStore(
     SqliteAgents,
     SqliteDeliveries,
     StoreProcs,
-    SqliteHistory,
+    StoreHistory,
     StoreTokens,
     StoreTrust,
     SqliteRules,

@@ -10,10 +10,10 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
 from agentmaild.store import pull
 from agentmaild.store.base import Released, with_outcome
+from agentmaild.store.history import insert_attempt
 from agentmaild.store.queries import Q
 from agentmaild.store.queues import queue_batch
 from agentmaild.store.rows import message_from_row
-from agentmaild.store.sqlite_history import insert_attempt
 from agentmaild.store.sqlite_rows import dead_letter_from_row
 from agentmaild.store.sqlite_tx import SqliteTransactions, SqliteTx
 
@@ -125,7 +125,7 @@ def _ack(
         conn.execute(Q["nudge_drop"], {"agent": r["to_agent"], "message_id": r["id"]})
     holder = conn.execute(Q["delivery_close"], {"stamp": stamp, "id": delivery_id}).fetchone()
     if record is not None:
-        insert_attempt(conn, record)
+        insert_attempt(SqliteTx(conn), record)
     if rows:
         # The holder, not the address: queue mail is addressed to the queue.
         pull.mark_reached(conn, holder[0] if holder is not None else rows[0]["to_agent"])
@@ -143,7 +143,7 @@ def _release(
         messages = tuple(_unread_of(conn, delivery_id))
     record = with_outcome(record, row["state"])
     if record is not None:
-        insert_attempt(conn, record)
+        insert_attempt(SqliteTx(conn), record)
     return Released(state=row["state"], failures=row["failures"], messages=messages)
 
 

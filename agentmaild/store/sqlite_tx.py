@@ -7,6 +7,7 @@ deliveries); ``SqliteMailStore`` opens the connection it runs on. ``SqliteConnec
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -213,6 +214,23 @@ class SqliteTx(Tx):
 
     def fetch_all(self, name: str, params: Params | None = None) -> list[Row]:
         return list(self._conn.execute(Q[name], params or {}).fetchall())
+
+    def savepoint(self, fn: Callable[[Tx], object]) -> str | None:
+        self._conn.execute("SAVEPOINT am_part")
+        try:
+            fn(self)
+        except (sqlite3.Error, Duplicate) as exc:
+            self._conn.execute("ROLLBACK TO am_part")
+            self._conn.execute("RELEASE am_part")
+            return str(exc)
+        self._conn.execute("RELEASE am_part")
+        return None
+
+    def json(self, value: object) -> object:
+        return json.dumps(value)
+
+    def from_json(self, raw: Any) -> Any:
+        return json.loads(raw) if raw is not None else None
 
     def lock(self, *keys: str) -> None:
         return  # BEGIN IMMEDIATE holds the one write lock already

@@ -275,13 +275,14 @@ INSERT INTO am_attempts (delivery_id, agent, message_ids, attempt, outcome, erro
 VALUES (:delivery_id, :agent, :message_ids, :attempt, :outcome, :error, :duration_s, :at);
 
 -- name: attempts_list
--- Newest first: rows are written as attempts end, so the rowid orders them by time.
+-- Newest first: rows are written as attempts end, so the rowid orders them by time. :limit NULL:
+-- all of them.
 SELECT * FROM am_attempts
 WHERE (:agent IS NULL OR agent = :agent)
   AND (:since IS NULL OR at >= :since)
   AND (:message IS NULL OR EXISTS (SELECT 1 FROM json_each(message_ids) WHERE value = :message))
 ORDER BY id DESC
-LIMIT :limit;
+LIMIT coalesce(:limit, -1);
 
 -- name: attempts_purge
 DELETE FROM am_attempts
