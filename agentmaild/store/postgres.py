@@ -2,7 +2,7 @@
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — the seams written
 once over the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``,
-``StoreHistory``) and PostgreSQL's own (``PostgresMessages``, ``PostgresAgents``,
+``StoreHistory``, ``StoreAgents``) and PostgreSQL's own (``PostgresMessages``,
 ``PostgresDeliveries``, ``PostgresRules``) — over the connection and transactions of
 ``postgres_tx``; the schema is ``sql/migrations/pg_N.sql`` with the server functions of
 ``sql/functions.sql`` (migrated by ``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid
@@ -14,9 +14,9 @@ from __future__ import annotations
 import psycopg
 
 from agentmaild.errors import StoreError
+from agentmaild.store.agents import StoreAgents
 from agentmaild.store.base import MailStore
 from agentmaild.store.history import StoreHistory
-from agentmaild.store.postgres_agents import PostgresAgents
 from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_messages import PostgresMessages
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
@@ -32,7 +32,7 @@ __all__ = ["PostgresMailStore"]
 
 class PostgresMailStore(
     PostgresMessages,
-    PostgresAgents,
+    StoreAgents,
     PostgresDeliveries,
     StoreHistory,
     StoreProcs,

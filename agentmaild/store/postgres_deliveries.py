@@ -20,10 +20,9 @@ from agentmaild.models import PRIORITY_RANK, AgentCounts, Attempt, Batch, DeadLe
 from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.history import insert_attempt, unrecorded
 from agentmaild.store.postgres_history import ack_params
-from agentmaild.store.postgres_rows import dead_letter_from_row
 from agentmaild.store.postgres_tx import PQ, Conn, PgTx, PostgresTransactions, Row, lock, one
 from agentmaild.store.queues import queue_batch
-from agentmaild.store.rows import message_from_row
+from agentmaild.store.rows import dead_letter_from_row, message_from_row
 
 
 def _order(m: Message) -> tuple[int, str, str]:

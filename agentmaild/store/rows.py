@@ -1,14 +1,11 @@
-"""Row ↔ message mapping shared by both stores (a row of either driver, read by column name).
-
-Each store keeps its own mapping where the drivers differ (agents' JSON columns: text on
-SQLite, decoded jsonb on PostgreSQL; dead letters' message ids).
-"""
+"""Row ↔ model mapping shared by both stores (a row of either driver, read by column name):
+messages and dead letters. Agents, whose JSON columns the dialect decodes, map in ``agents``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentmaild.models import Message
+from agentmaild.models import DeadLetter, Message
 from agentmaild.store.connector import Row
 
 
@@ -50,3 +47,16 @@ def message_params(m: Message) -> dict[str, Any]:
         "created_at": m.created_at,
         "broadcast_id": m.broadcast_id,
     }
+
+
+def dead_letter_from_row(row: Row, message_ids: tuple[str, ...] | None = None) -> DeadLetter:
+    """A dead ``am_deliveries`` row and the ids of its messages: given, or the row's own
+    ``message_ids`` column (PostgreSQL's ``dead_list`` aggregates them)."""
+    return DeadLetter(
+        delivery_id=row["id"],
+        agent=row["agent"],
+        message_ids=message_ids if message_ids is not None else tuple(row["message_ids"]),
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        dead_at=row["updated_at"],
+    )

@@ -1,11 +1,11 @@
 """SqliteMailStore: the MailStore on one SQLite file (WAL), short BEGIN IMMEDIATE transactions.
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC: the seams written once over
-the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``, ``StoreHistory``:
-``procs``, ``tokens``, ``trust``, ``queues``, ``history``) and SQLite's own (``SqliteMessages``,
-``SqliteAgents``, ``SqliteDeliveries``, ``SqliteRules``, each in its ``sqlite_*`` module), all over
-the transaction plumbing of ``sqlite_tx``; rows become models in ``rows`` and ``sqlite_rows``, and
-the SQL lives as named queries in ``sql/queries.sql``.
+the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``, ``StoreHistory``,
+``StoreAgents``: ``procs``, ``tokens``, ``trust``, ``queues``, ``history``, ``agents``) and SQLite's
+own (``SqliteMessages``, ``SqliteDeliveries``, ``SqliteRules``, each in its ``sqlite_*`` module),
+all over the transaction plumbing of ``sqlite_tx``; rows become models in ``rows``, and the SQL
+lives as named queries in ``sql/queries.sql``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentmaild.errors import StoreError
+from agentmaild.store.agents import StoreAgents
 from agentmaild.store.base import MailStore
 from agentmaild.store.files import create_private, make_store_dir, refuse_hard_links
 from agentmaild.store.history import StoreHistory
 from agentmaild.store.migrate import migrate
 from agentmaild.store.procs import StoreProcs
 from agentmaild.store.queues import StoreQueues
-from agentmaild.store.sqlite_agents import SqliteAgents
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
 from agentmaild.store.sqlite_messages import SqliteMessages
 from agentmaild.store.sqlite_open import check_path, connect_readonly
@@ -88,7 +88,7 @@ def _overstory_link(path: str, flavor: str | None) -> object:
 
 class SqliteMailStore(
     SqliteMessages,
-    SqliteAgents,
+    StoreAgents,
     SqliteDeliveries,
     StoreProcs,
     StoreHistory,

@@ -13,8 +13,7 @@ from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.history import insert_attempt
 from agentmaild.store.queries import Q
 from agentmaild.store.queues import queue_batch
-from agentmaild.store.rows import message_from_row
-from agentmaild.store.sqlite_rows import dead_letter_from_row
+from agentmaild.store.rows import dead_letter_from_row, message_from_row
 from agentmaild.store.sqlite_tx import SqliteTransactions, SqliteTx
 
 

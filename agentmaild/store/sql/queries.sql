@@ -107,6 +107,21 @@ VALUES (:name, :capability, :parent, :state, :channel, :command, :cwd, :tmux_tar
         :tmux_socket, :preset, :session_id, :poll_interval_s, :settings,
         :turn_state, :turn_state_at, :created_at, :updated_at, :host);
 
+-- name: agent_get_for_update
+-- The agent's row for a read-modify-write: PostgreSQL locks it (dialect); SQLite's writer holds
+-- the whole file already.
+SELECT * FROM am_agents WHERE name = :name;
+
+-- name: agent_update
+-- Every field of AGENT_MUTABLE_FIELDS (store/base.py; a test holds the two together), the turn
+-- state's time and the update's.
+UPDATE am_agents SET capability = :capability, parent = :parent, channel = :channel,
+  command = :command, cwd = :cwd, tmux_target = :tmux_target, tmux_socket = :tmux_socket,
+  preset = :preset, session_id = :session_id, poll_interval_s = :poll_interval_s,
+  settings = :settings, turn_state = :turn_state, shutdown_requested_at = :shutdown_requested_at,
+  turn_state_at = :turn_state_at, updated_at = :updated_at
+WHERE name = :name;
+
 -- name: agent_set_state
 UPDATE am_agents SET state = :state, updated_at = :stamp WHERE name = :name RETURNING *;
 

@@ -18,6 +18,10 @@ FROM (SELECT k FROM unnest(:keys::text[]) WITH ORDINALITY AS u(k, n) ORDER BY n)
 -- (PostgreSQL delivers it at commit, and folds identical notifications of one transaction).
 SELECT pg_notify('agentmaild_mail', :recipients);
 
+-- name: agent_get_for_update
+-- The row locked until the transaction ends: a concurrent update or state change waits.
+SELECT * FROM am_agents WHERE name = :name FOR UPDATE;
+
 -- name: unread_among
 SELECT id FROM messages WHERE id = ANY (:ids::text[]) AND read = 0;
 
