@@ -8,8 +8,8 @@ of the hot paths), ``queries`` (the named-query loader), ``copy*`` (``store copy
 stores), ``anchor`` (a PostgreSQL store's local directory).
 
 The connector and the SQL. The SQL stores' logic is written once per seam — ``agents``,
-``queues``, ``history``, ``procs``, ``tokens``, ``trust`` (messages, deliveries and the mail
-rules' writes are still ``sqlite_*`` / ``postgres_*`` pairs) — over ``connector.Connector``: one
+``queues``, ``history``, ``procs``, ``tokens``, ``trust``, ``rule_state`` (messages, deliveries
+and the loop guard inside a send are still ``sqlite_*`` / ``postgres_*`` pairs) — over ``connector.Connector``: one
 write transaction or one read, named queries with named parameters, rows read by column name,
 ``lock(*keys)`` (PostgreSQL's advisory locks; a no-op on SQLite's single writer), ``notify`` at
 commit (PostgreSQL's NOTIFY), a savepoint, the dialect's JSON columns, driver errors mapped once

@@ -2,11 +2,10 @@
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — the seams written
 once over the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``,
-``StoreHistory``, ``StoreAgents``) and PostgreSQL's own (``PostgresMessages``,
-``PostgresDeliveries``, ``PostgresRules``) — over the connection and transactions of
-``postgres_tx``; the schema is ``sql/migrations/pg_N.sql`` with the server functions of
-``sql/functions.sql`` (migrated by ``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid
-with ``sql/dialect/postgres.sql``.
+``StoreHistory``, ``StoreAgents``, ``StoreRuleState``) and PostgreSQL's own (``PostgresMessages``,
+``PostgresDeliveries``) — over the connection and transactions of ``postgres_tx``; the schema is
+``sql/migrations/pg_N.sql`` with the server functions of ``sql/functions.sql`` (migrated by
+``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid with ``sql/dialect/postgres.sql``.
 """
 
 from __future__ import annotations
@@ -20,10 +19,10 @@ from agentmaild.store.history import StoreHistory
 from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_messages import PostgresMessages
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
-from agentmaild.store.postgres_rules import PostgresRules
 from agentmaild.store.postgres_tx import Conn, connect, open_pool, redacted
 from agentmaild.store.procs import StoreProcs
 from agentmaild.store.queues import StoreQueues
+from agentmaild.store.rule_state import StoreRuleState
 from agentmaild.store.tokens import StoreTokens
 from agentmaild.store.trust import StoreTrust
 
@@ -38,7 +37,7 @@ class PostgresMailStore(
     StoreProcs,
     StoreTokens,
     StoreTrust,
-    PostgresRules,
+    StoreRuleState,
     StoreQueues,
     MailStore,
 ):

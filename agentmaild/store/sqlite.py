@@ -2,10 +2,11 @@
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC: the seams written once over
 the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``, ``StoreHistory``,
-``StoreAgents``: ``procs``, ``tokens``, ``trust``, ``queues``, ``history``, ``agents``) and SQLite's
-own (``SqliteMessages``, ``SqliteDeliveries``, ``SqliteRules``, each in its ``sqlite_*`` module),
-all over the transaction plumbing of ``sqlite_tx``; rows become models in ``rows``, and the SQL
-lives as named queries in ``sql/queries.sql``.
+``StoreAgents``, ``StoreRuleState``: ``procs``, ``tokens``, ``trust``, ``queues``, ``history``,
+``agents``, ``rule_state``) and SQLite's own (``SqliteMessages``, ``SqliteDeliveries``, each in its
+``sqlite_*`` module, with the loop guard of ``sqlite_rules``), all over the transaction plumbing of
+``sqlite_tx``; rows become models in ``rows``, and the SQL lives as named queries in
+``sql/queries.sql``.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from agentmaild.store.history import StoreHistory
 from agentmaild.store.migrate import migrate
 from agentmaild.store.procs import StoreProcs
 from agentmaild.store.queues import StoreQueues
+from agentmaild.store.rule_state import StoreRuleState
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
 from agentmaild.store.sqlite_messages import SqliteMessages
 from agentmaild.store.sqlite_open import check_path, connect_readonly
-from agentmaild.store.sqlite_rules import SqliteRules
 from agentmaild.store.tokens import StoreTokens
 from agentmaild.store.trust import StoreTrust
 
@@ -94,7 +95,7 @@ class SqliteMailStore(
     StoreHistory,
     StoreTokens,
     StoreTrust,
-    SqliteRules,
+    StoreRuleState,
     StoreQueues,
     MailStore,
 ):

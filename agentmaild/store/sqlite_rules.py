@@ -1,4 +1,4 @@
-"""The team rules' part of the SQLite store: the loop guard inside an insert, holds, counters."""
+"""The team rules' part of the SQLite store's insert: the loop guard (collapse, thread guard)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ from collections.abc import Callable
 
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
-from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult, held_error
+from agentmaild.store.base import InsertRequest, InsertResult, held_error
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.queries import Q
-from agentmaild.store.rows import message_from_row, message_params
-from agentmaild.store.sqlite_tx import SqliteTransactions
-from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
+from agentmaild.store.rows import message_params
 
 Getter = Callable[[sqlite3.Connection, str], Message | None]
 
@@ -84,37 +82,3 @@ def remember(conn: sqlite3.Connection, req: InsertRequest) -> None:
     row = conn.execute(Q["recent_send_put"], params).lastrowid
     if row is not None and row % PRUNE_EVERY == 0:
         conn.execute(Q["recent_sends_prune"], {"before": req.now - window_s})
-
-
-def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
-    """Per priority, the ISO stamp mail must be older than to be due ('' when the rule is off)."""
-    return {p: iso_now(now - after_s[p]) if after_s.get(p, 0) > 0 else "" for p in PRIORITIES}
-
-
-class SqliteRules(SqliteTransactions):
-    """The ``MailStore`` operations of the team rules on SQLite."""
-
-    def take_overdue(
-        self, after_s: dict[str, float], *, now: float, limit: int = 500
-    ) -> list[Message]:
-        params = {**_cutoffs(after_s, now), "daemon": DAEMON_SENDER, "limit": limit}
-
-        def run(conn: sqlite3.Connection) -> list[Message]:
-            due = [message_from_row(r) for r in conn.execute(Q["overdue_unread"], params)]
-            conn.executemany(Q["escalated_put"], [{"id": m.id, "at": now} for m in due])
-            if due:
-                bump(conn, "unread_escalated", len(due))
-            return due
-
-        return self._write(run)
-
-    def release_thread(self, thread_id: str) -> int:
-        def run(conn: sqlite3.Connection) -> int:
-            conn.execute(Q["thread_log_forget"], {"thread": thread_id})
-            return int(conn.execute(Q["thread_holds_release"], {"thread": thread_id}).rowcount)
-
-        return self._write(run)
-
-    def rule_counters(self) -> dict[str, int]:
-        found = {str(r[0]): int(r[1]) for r in self._read(Q["counters"])}
-        return {**dict.fromkeys(RULE_COUNTERS, 0), **found}
