@@ -15,6 +15,7 @@ import psycopg
 from agentmaild.errors import StoreError
 from agentmaild.store.agents import StoreAgents
 from agentmaild.store.base import MailStore
+from agentmaild.store.deliveries import StoreDeliveries
 from agentmaild.store.history import StoreHistory
 from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_messages import PostgresMessages
@@ -33,6 +34,7 @@ class PostgresMailStore(
     PostgresMessages,
     StoreAgents,
     PostgresDeliveries,
+    StoreDeliveries,
     StoreHistory,
     StoreProcs,
     StoreTokens,

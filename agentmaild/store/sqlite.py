@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from agentmaild.errors import StoreError
 from agentmaild.store.agents import StoreAgents
 from agentmaild.store.base import MailStore
+from agentmaild.store.deliveries import StoreDeliveries
 from agentmaild.store.files import create_private, make_store_dir, refuse_hard_links
 from agentmaild.store.history import StoreHistory
 from agentmaild.store.migrate import migrate
@@ -91,6 +92,7 @@ class SqliteMailStore(
     SqliteMessages,
     StoreAgents,
     SqliteDeliveries,
+    StoreDeliveries,
     StoreProcs,
     StoreHistory,
     StoreTokens,

@@ -1,19 +1,17 @@
-"""The delivery operations of the SQLite store: claims, leases, acks, releases, dead letters."""
+"""The SQLite store's claim and ack, its tuned hot path (the rest of a delivery: ``deliveries``)."""
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import replace
 
-from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
+from agentmaild.models import Attempt, Batch, Message
 from agentmaild.store import pull
-from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.history import insert_attempt
 from agentmaild.store.queries import Q
 from agentmaild.store.queues import queue_batch
-from agentmaild.store.rows import dead_letter_from_row, message_from_row
+from agentmaild.store.rows import message_from_row
 from agentmaild.store.sqlite_tx import SqliteTransactions, SqliteTx
 
 
@@ -131,26 +129,11 @@ def _ack(
     return rows
 
 
-def _release(
-    conn: sqlite3.Connection, delivery_id: str, params: dict[str, object], record: Attempt | None
-) -> Released:
-    row = conn.execute(Q["delivery_release"], {"id": delivery_id, **params}).fetchone()
-    if row is None:
-        raise NotFound(f"no claimed delivery {delivery_id}")
-    messages: tuple[Message, ...] = ()
-    if row["state"] == "dead":
-        messages = tuple(_unread_of(conn, delivery_id))
-    record = with_outcome(record, row["state"])
-    if record is not None:
-        insert_attempt(SqliteTx(conn), record)
-    return Released(state=row["state"], failures=row["failures"], messages=messages)
-
-
 _DRAINED_MAX = 1024
 
 
 class SqliteDeliveries(SqliteTransactions):
-    """The ``MailStore`` delivery and lease operations on SQLite.
+    """The ``MailStore`` claim and ack on SQLite.
 
     ``drained``: ids of batches whose claim saw nothing else claimable for the agent (no more
     direct mail, no queue); the daemon's loop then waits for a wake-up instead of claiming again.
@@ -180,76 +163,3 @@ class SqliteDeliveries(SqliteTransactions):
             acked = [(r["to_agent"], r["id"]) for r in rows]
             self.after_commit(lambda: link.clear_acked(acked))
         return len(rows)
-
-    def release(
-        self,
-        delivery_id: str,
-        *,
-        error: str,
-        max_attempts: int,
-        now: float,
-        count: int = 1,
-        record: Attempt | None = None,
-    ) -> Released:
-        params: dict[str, object] = {
-            "count": count,
-            "max_attempts": max_attempts,
-            "error": error[:2000],
-            "now": iso_now(now),
-        }
-        return self._write(lambda conn: _release(conn, delivery_id, params, record))
-
-    def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
-        params = {"until": now + lease_s, "id": delivery_id}
-        return self._write(lambda c: c.execute(Q["delivery_extend_lease"], params).rowcount == 1)
-
-    def reap_expired(
-        self,
-        *,
-        now: float,
-        everything: bool = False,
-        host: str | None = None,
-        agent: str | None = None,
-    ) -> list[tuple[str, str]]:
-        def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            params = {
-                "stamp": iso_now(now),
-                "now": now,
-                "everything": int(everything),
-                "host": host,
-                "agent": agent,
-            }
-            rows = conn.execute(Q["deliveries_expired"], params).fetchall()
-            return sorted((r["id"], r["agent"]) for r in rows)
-
-        return self._write(run)
-
-    def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
-        rows = self._read(Q["dead_list"], {"agent": agent or None})
-        return [dead_letter_from_row(r, self._message_ids(r["id"])) for r in rows]
-
-    def _message_ids(self, delivery_id: str) -> tuple[str, ...]:
-        return tuple(x["id"] for x in self._read(Q["delivery_message_ids"], {"id": delivery_id}))
-
-    def retry_dead(self, *, agent: str | None = None, delivery_id: str | None = None) -> list[str]:
-        def run(conn: sqlite3.Connection) -> list[str]:
-            params = {"now": iso_now(), "agent": agent, "id": delivery_id}
-            return [r["id"] for r in conn.execute(Q["retry_dead"], params).fetchall()]
-
-        return self._write(run)
-
-    def pending_agents(self) -> set[str]:
-        return {r[0] for r in self._read(Q["pending_agents"])}
-
-    def counts(self) -> dict[str, AgentCounts]:
-        figures: dict[str, dict[str, int]] = {}
-        for to, n in self._read(Q["count_unread"]):
-            figures.setdefault(to, {})["unread"] = n
-        for agent, state, n in self._read(Q["count_deliveries"]):
-            key = "in_flight" if state == "claimed" else "dead_letters"
-            figures.setdefault(agent, {})[key] = n
-        return {a: AgentCounts(agent=a, **f) for a, f in figures.items()}
-
-    def totals(self) -> dict[str, int]:
-        total, unread = self._read(Q["count_messages"])[0]
-        return {"messages": int(total), "unread": int(unread)}

@@ -251,11 +251,12 @@ WHERE EXISTS (SELECT 1 FROM messages m
                                 WHERE d.id = m.delivery_id AND d.state = 'pending')));
 
 -- name: count_unread
-SELECT to_agent, count(*) FROM messages INDEXED BY am_idx_unread WHERE read = 0 GROUP BY to_agent;
+SELECT to_agent, count(*) AS n FROM messages INDEXED BY am_idx_unread WHERE read = 0
+GROUP BY to_agent;
 
 -- name: count_deliveries
 -- A claim is in flight until settled; a dead letter counts while it has messages to retry.
-SELECT agent, state, count(*) FROM am_deliveries d
+SELECT agent, state, count(*) AS n FROM am_deliveries d
 WHERE state = 'claimed'
    OR (state = 'dead' AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id))
 GROUP BY agent, state;

@@ -47,15 +47,6 @@ WITH done AS (
 )
 SELECT id, to_agent FROM done;
 
--- name: dead_list
--- With the ids of each dead letter's messages (SQLite reads them per letter).
-SELECT d.*, coalesce((SELECT array_agg(m.id ORDER BY m.created_at, m.id) FROM messages m
-                      WHERE m.delivery_id = d.id), '{}') AS message_ids
-FROM am_deliveries d
-WHERE d.state = 'dead' AND (:agent::text IS NULL OR d.agent = :agent)
-  AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id)
-ORDER BY d.updated_at, d.id;
-
 -- name: orphans_idempotency_delete
 DELETE FROM am_idempotency i WHERE NOT EXISTS
   (SELECT 1 FROM jsonb_array_elements_text(i.message_ids) j(id)
