@@ -7,7 +7,8 @@ PostgreSQL keeps its own pages consistent (WAL, checksums when enabled), so ther
   agentmaild's is a warning (the next write command or ``serve`` migrates it), newer is a warning;
 - every table of the version, the registry triggers (their NOTIFY wakes the daemons), the
   ending triggers (version 9: a send's recipient check relies on them) and the functions
-  (``am_send_one`` from version 6, ``am_claim`` and ``am_ack`` from 7): a missing one is a
+  (``am_send_one`` from version 6, ``am_claim`` and ``am_ack`` from 7), and at the current
+  version every other function and trigger ``sql/functions.sql`` defines: a missing one is a
   problem;
 - invalid indexes (an interrupted build, which queries silently skip): a warning;
 - the SQLite store's cross-table checks (unread mail of a delivery that does not exist is a
@@ -24,7 +25,11 @@ import psycopg
 from agentmaild.errors import StoreError
 from agentmaild.store.check import STALE_NUDGES, STRANDED, CheckReport
 from agentmaild.store.copy import TABLES
-from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version
+from agentmaild.store.postgres_migrate import (
+    PG_SCHEMA_VERSION,
+    current_version,
+    defined_in_functions,
+)
 from agentmaild.store.postgres_tx import Conn, connect, redacted
 
 PG_RECOVERY_HINT = (
@@ -125,11 +130,25 @@ def _missing(conn: Conn, version: int) -> list[str]:
         if lost:
             problems.append(f"{missing}: {', '.join(lost)}")
     for name, since, fails in _FUNCTIONS:
-        if version >= since and _count(
-            conn, "SELECT count(*) FROM pg_proc WHERE proname = %s", (name,)
-        ) == 0:
+        if version >= since and not _has_function(conn, name):
             problems.append(f"function {name} is missing: {fails}")
+    if version >= PG_SCHEMA_VERSION:
+        problems += _unlisted_missing(conn, triggers)
     return problems
+
+
+def _has_function(conn: Conn, name: str) -> bool:
+    return _count(conn, "SELECT count(*) FROM pg_proc WHERE proname = %s", (name,)) > 0
+
+
+def _unlisted_missing(conn: Conn, triggers: set[str]) -> list[str]:
+    """What functions.sql makes beyond the lists above (the triggers' own functions, any new
+    one): a store at the current version has every one of them."""
+    functions, made = defined_in_functions()
+    listed = {name for name, _, _ in _FUNCTIONS} | {t for names, _, _ in _TRIGGERS for t in names}
+    lost = [f for f in functions if f not in listed and not _has_function(conn, f)]
+    lost += [t for t in made if t not in listed and t not in triggers]
+    return [f"{name} is missing (sql/functions.sql makes it)" for name in lost]
 
 
 def _amcheck(conn: Conn) -> tuple[list[str], list[str]]:

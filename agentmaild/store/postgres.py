@@ -1,11 +1,11 @@
 """PostgresMailStore: the MailStore on a PostgreSQL database, for teams across machines.
 
-Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC —
-``PostgresMessages``, ``PostgresAgents``, ``PostgresDeliveries``, ``PostgresHistory`` (history
-and agent processes), ``PostgresTokens``, ``PostgresRules``, ``PostgresQueues`` — over the
-connection and transactions of ``postgres_tx``; the schema is ``sql/pg_schema.sql`` and
-``sql/pg_schema_2.sql`` (migrated by ``postgres_migrate``), the SQL is ``sql/pg_queries.sql``
-and ``sql/pg_rules.sql``.
+Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — the seams written
+once over the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``,
+``StoreHistory``, ``StoreAgents``, ``StoreRuleState``) and PostgreSQL's own (``PostgresMessages``,
+``PostgresDeliveries``) — over the connection and transactions of ``postgres_tx``; the schema is
+``sql/migrations/pg_N.sql`` with the server functions of ``sql/functions.sql`` (migrated by
+``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid with ``sql/dialect/postgres.sql``.
 """
 
 from __future__ import annotations
@@ -13,31 +13,35 @@ from __future__ import annotations
 import psycopg
 
 from agentmaild.errors import StoreError
+from agentmaild.store.agents import StoreAgents
 from agentmaild.store.base import MailStore
+from agentmaild.store.deliveries import StoreDeliveries
+from agentmaild.store.history import StoreHistory
 from agentmaild.store.location import StoreLocation
-from agentmaild.store.postgres_agents import PostgresAgents
 from agentmaild.store.postgres_deliveries import PostgresDeliveries
-from agentmaild.store.postgres_history import PostgresHistory
 from agentmaild.store.postgres_messages import PostgresMessages
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
-from agentmaild.store.postgres_queues import PostgresQueues
-from agentmaild.store.postgres_rules import PostgresRules
-from agentmaild.store.postgres_tokens import PostgresTokens
-from agentmaild.store.postgres_trust import PostgresTrust
 from agentmaild.store.postgres_tx import Conn, connect, open_pool, redacted
+from agentmaild.store.procs import StoreProcs
+from agentmaild.store.queues import StoreQueues
+from agentmaild.store.rule_state import StoreRuleState
+from agentmaild.store.tokens import StoreTokens
+from agentmaild.store.trust import StoreTrust
 
 __all__ = ["PostgresMailStore"]
 
 
 class PostgresMailStore(
     PostgresMessages,
-    PostgresAgents,
+    StoreAgents,
     PostgresDeliveries,
-    PostgresHistory,
-    PostgresTokens,
-    PostgresTrust,
-    PostgresRules,
-    PostgresQueues,
+    StoreDeliveries,
+    StoreHistory,
+    StoreProcs,
+    StoreTokens,
+    StoreTrust,
+    StoreRuleState,
+    StoreQueues,
     MailStore,
 ):
     """One connection, used from one thread at a time (the daemon's ``AsyncMailStore`` sees to

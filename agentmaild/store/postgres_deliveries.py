@@ -1,13 +1,12 @@
-"""The delivery operations of the PostgreSQL store: claims, leases, acks, releases, dead letters.
+"""The PostgreSQL store's claim and ack, its tuned hot path (the rest: ``deliveries``).
 
-A claim is ``am_claim`` (``sql/pg_schema_7.sql``, ``sql/pg_schema_8.sql``): a
-transaction-scoped advisory lock on the agent, then one claim statement (rows taken ``FOR UPDATE
-SKIP LOCKED``): two daemons (or a daemon and the agent's own ``check``) taking mail for one agent
-at once run one after the other, so the second sees the first one's lease and takes nothing, as
-with SQLite's single writer. It is one statement in its own transaction (one round trip, no
-BEGIN/COMMIT). With no redelivery and no direct mail for a queue member it answers a marker, and
-``claim_in`` takes queue work (``postgres_queues.queue_batch``) under the same lock. The ack is
-``am_ack``, one statement too.
+A claim is ``am_claim`` (``sql/functions.sql``): a transaction-scoped advisory lock on the agent,
+then one claim statement (rows taken ``FOR UPDATE SKIP LOCKED``): two daemons (or a daemon and the
+agent's own ``check``) taking mail for one agent at once run one after the other, so the second sees
+the first one's lease and takes nothing, as with SQLite's single writer. It is one statement in its
+own transaction (one round trip, no BEGIN/COMMIT). With no redelivery and no direct mail for a queue
+member it answers a marker, and ``claim_in`` takes queue work (``queues.queue_batch``)
+under the same lock. The ack is ``am_ack``, one statement too.
 """
 
 from __future__ import annotations
@@ -15,14 +14,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import PRIORITY_RANK, AgentCounts, Attempt, Batch, DeadLetter, Message
-from agentmaild.store.base import Released, with_outcome
-from agentmaild.store.postgres_history import ack_params, insert_attempt, unrecorded
-from agentmaild.store.postgres_queues import queue_batch
-from agentmaild.store.postgres_rows import dead_letter_from_row, message_from_row
-from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, Row, lock, one
+from agentmaild.models import PRIORITY_RANK, Attempt, Batch, Message
+from agentmaild.store.history import unrecorded
+from agentmaild.store.postgres_history import ack_params
+from agentmaild.store.postgres_tx import PQ, Conn, PgTx, PostgresTransactions, Row, lock
+from agentmaild.store.queues import queue_batch
+from agentmaild.store.rows import message_from_row
 
 
 def _order(m: Message) -> tuple[int, str, str]:
@@ -41,7 +39,7 @@ def claim_in(
     if not rows:
         return None
     if rows[0]["claim_id"] is None:
-        return queue_batch(conn, agent, now, params["lease_until"], params["stamp"])
+        return queue_batch(PgTx(conn), agent, params["lease_until"], params["stamp"], now=now)
     return claimed(agent, rows, params["lease_until"])
 
 
@@ -72,7 +70,7 @@ def claimed(agent: str, rows: list[Row], lease_until: float) -> Batch:
 
 
 def _ack(conn: Conn, delivery_id: str, now: float, record: Attempt | None) -> int:
-    """The ack as one statement (``am_ack``; see ``sql/pg_schema_8.sql``)."""
+    """The ack as one statement (``am_ack``; see ``sql/functions.sql``)."""
     params = ack_params(delivery_id, now, record)
     row = conn.kept_cursor().execute(PQ["ack_one"], params).fetchone()
     assert row is not None  # am_ack always answers one row
@@ -87,27 +85,11 @@ def settled(row: Row, record: Attempt | None) -> int:
     return int(row["acked"])
 
 
-def _release(
-    conn: Conn, delivery_id: str, params: dict[str, object], record: Attempt | None
-) -> Released:
-    row = one(conn, PQ["delivery_release"], {"id": delivery_id, **params})
-    if row is None:
-        raise NotFound(f"no claimed delivery {delivery_id}")
-    messages: tuple[Message, ...] = ()
-    if row["state"] == "dead":
-        unread = conn.execute(PQ["delivery_unread"], {"id": delivery_id}).fetchall()
-        messages = tuple(message_from_row(r) for r in unread)
-    record = with_outcome(record, row["state"])
-    if record is not None:
-        insert_attempt(conn, record)
-    return Released(state=row["state"], failures=row["failures"], messages=messages)
-
-
 _DRAINED_MAX = 1024
 
 
 class PostgresDeliveries(PostgresTransactions):
-    """The ``MailStore`` delivery and lease operations on PostgreSQL.
+    """The ``MailStore`` claim and ack on PostgreSQL.
 
     ``drained``: ids of batches whose claim saw nothing else claimable for the agent (``am_claim``
     answered ``claim_more`` false), as SQLite's store keeps them; the daemon's loop then waits for
@@ -158,71 +140,3 @@ class PostgresDeliveries(PostgresTransactions):
 
     def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
         return self._write(lambda conn: _ack(conn, delivery_id, now, record), single=True)
-
-    def release(
-        self,
-        delivery_id: str,
-        *,
-        error: str,
-        max_attempts: int,
-        now: float,
-        count: int = 1,
-        record: Attempt | None = None,
-    ) -> Released:
-        params: dict[str, object] = {
-            "count": count,
-            "max_attempts": max_attempts,
-            "error": error[:2000],
-            "now": iso_now(now),
-        }
-        return self._write(lambda conn: _release(conn, delivery_id, params, record))
-
-    def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
-        params = {"until": now + lease_s, "id": delivery_id}
-        return self._write(
-            lambda conn: conn.execute(PQ["delivery_extend_lease"], params).rowcount == 1
-        )
-
-    def reap_expired(
-        self,
-        *,
-        now: float,
-        everything: bool = False,
-        host: str | None = None,
-        agent: str | None = None,
-    ) -> list[tuple[str, str]]:
-        params = {
-            "stamp": iso_now(now), "now": now, "everything": everything, "host": host,
-            "agent": agent,
-        }
-
-        def run(conn: Conn) -> list[tuple[str, str]]:
-            rows = conn.execute(PQ["deliveries_expired"], params).fetchall()
-            return sorted((r["id"], r["agent"]) for r in rows)
-
-        return self._write(run)
-
-    def dead_letters(self, agent: str | None = None) -> list[DeadLetter]:
-        return [dead_letter_from_row(r) for r in self._read(PQ["dead_list"], {"agent": agent})]
-
-    def retry_dead(self, *, agent: str | None = None, delivery_id: str | None = None) -> list[str]:
-        params = {"now": iso_now(), "agent": agent, "id": delivery_id}
-        return self._write(
-            lambda conn: [r["id"] for r in conn.execute(PQ["retry_dead"], params).fetchall()]
-        )
-
-    def pending_agents(self) -> set[str]:
-        return {r["to_agent"] for r in self._read(PQ["pending_agents"])}
-
-    def counts(self) -> dict[str, AgentCounts]:
-        figures: dict[str, dict[str, int]] = {}
-        for r in self._read(PQ["count_unread"]):
-            figures.setdefault(r["to_agent"], {})["unread"] = int(r["count"])
-        for r in self._read(PQ["count_deliveries"]):
-            key = "in_flight" if r["state"] == "claimed" else "dead_letters"
-            figures.setdefault(r["agent"], {})[key] = int(r["count"])
-        return {a: AgentCounts(agent=a, **f) for a, f in figures.items()}
-
-    def totals(self) -> dict[str, int]:
-        row = self._read(PQ["count_messages"])[0]
-        return {"messages": int(row["total"]), "unread": int(row["unread"])}

@@ -13,15 +13,18 @@ from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import checks
 from agentmaild.store.base import InsertRequest, InsertResult
-from agentmaild.store.postgres_rows import message_from_row, message_params
 from agentmaild.store.postgres_rules import collapsed, remember, trips_thread_guard
-from agentmaild.store.postgres_send_one import (
-    insert_lock_keys,
+from agentmaild.store.postgres_send_one import insert_lock_keys, send_one, send_one_params
+from agentmaild.store.postgres_tx import (
+    PQ,
+    Conn,
+    PostgresTransactions,
+    Row,
+    lock,
     notify_payload,
-    send_one,
-    send_one_params,
+    one,
 )
-from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, Row, lock, one
+from agentmaild.store.rows import message_from_row, message_params
 
 
 def _find_idempotent(conn: Conn, sender: str, key: str, digest: str) -> InsertResult | None:

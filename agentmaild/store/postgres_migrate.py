@@ -1,7 +1,11 @@
 """PostgreSQL schema versions: keyed by ``am_schema_version``, applied in one transaction under an
 advisory lock, so two hosts (or two processes) starting at once migrate once and both proceed.
 
-PostgreSQL's DDL is transactional: a failed upgrade leaves the database exactly as it was.
+The steps (``sql/migrations/pg_N.sql``) change the schema only. The server-side functions and
+their triggers are written once, in their current form, in ``sql/functions.sql``, which every
+migration run applies after its steps (``CREATE OR REPLACE``: idempotent), so a database
+upgraded step by step ends with the same functions as a new one. PostgreSQL's DDL is
+transactional: a failed upgrade leaves the database exactly as it was.
 """
 
 from __future__ import annotations
@@ -23,17 +27,10 @@ from agentmaild.store.queries import read_sql
 # the loop guard's recent sends unlogged.
 # An older database is brought up in the same locked transaction.
 PG_SCHEMA_VERSION = 9
-_STEPS: dict[int, str] = {
-    1: "pg_schema.sql",
-    2: "pg_schema_2.sql",
-    3: "pg_schema_3.sql",
-    4: "pg_schema_4.sql",
-    5: "pg_schema_5.sql",
-    6: "pg_schema_6.sql",
-    7: "pg_schema_7.sql",
-    8: "pg_schema_8.sql",
-    9: "pg_schema_9.sql",
-}
+# Step N is sql/migrations/pg_N.sql; a change of functions.sql that existing databases must
+# receive comes with a new version (its step may hold nothing but a comment).
+_STEPS: dict[int, str] = {v: f"migrations/pg_{v}.sql" for v in range(1, PG_SCHEMA_VERSION + 1)}
+FUNCTIONS = "functions.sql"
 
 # Any constant both processes agree on: the advisory lock "agentmaild schema migration".
 _MIGRATION_LOCK = 0x616D_6D69_6772  # "ammigr"
@@ -58,6 +55,28 @@ def statements(script: str) -> list[str]:
     return [c.strip() for c in chunks if c.strip()]
 
 
+def _run(conn: Conn, script: str) -> None:
+    for stmt in statements(script):
+        conn.execute(stmt.encode())  # bytes: "%" in SQL is not a placeholder here
+
+
+def apply_functions(conn: Conn) -> None:
+    """(Re)create every server-side function and trigger of ``functions.sql``, in one
+    transaction (``store check``'s repairs in tests; ``migrate`` does it after its steps)."""
+    with conn.transaction():
+        _run(conn, FUNCTIONS)
+
+
+def defined_in_functions() -> tuple[list[str], list[str]]:
+    """The names of the functions and of the triggers ``functions.sql`` creates, in its order."""
+    import re
+
+    text = read_sql(FUNCTIONS)
+    functions = re.findall(r"^CREATE OR REPLACE FUNCTION (\w+)\(", text, flags=re.M)
+    triggers = re.findall(r"^CREATE OR REPLACE TRIGGER (\w+)", text, flags=re.M)
+    return functions, triggers
+
+
 def current_version(conn: Conn) -> int:
     """The database's schema version; 0 when agentmaild never migrated it."""
     row = conn.execute("SELECT to_regclass('am_schema_version') IS NOT NULL AS ok").fetchone()
@@ -77,8 +96,8 @@ def migrate(conn: Conn) -> int:
         conn.execute(_VERSION_TABLE)
         found = current_version(conn)  # a statement after the lock: sees the winner's commit
         for version in range(found + 1, PG_SCHEMA_VERSION + 1):
-            for stmt in statements(_STEPS[version]):
-                conn.execute(stmt.encode())  # bytes: "%" in SQL is not a placeholder here
+            _run(conn, _STEPS[version])
+        _run(conn, FUNCTIONS)
         conn.execute(
             "INSERT INTO am_schema_version (id, version) VALUES (1, %s) "
             "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",

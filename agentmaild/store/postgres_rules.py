@@ -1,4 +1,4 @@
-"""The team rules' part of the PostgreSQL store: the loop guard inside an insert, holds, counters.
+"""The team rules' part of the PostgreSQL store's insert: the loop guard (collapse, thread guard).
 
 Mirrors ``sqlite_rules``. Where SQLite's single writer serialises two sends of one digest or on
 one thread, advisory locks (``guard_keys``, taken by the insert) serialise them here.
@@ -14,11 +14,10 @@ from psycopg.types.json import Jsonb
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import checks
-from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult
+from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.guard import PRUNE_EVERY
-from agentmaild.store.postgres_rows import message_from_row, message_params
-from agentmaild.store.postgres_tx import PQ, Conn, PostgresTransactions, one
-from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
+from agentmaild.store.postgres_tx import PQ, Conn, one
+from agentmaild.store.rows import message_params
 
 Getter = Callable[[Conn, str], Message | None]
 
@@ -95,40 +94,3 @@ def remember(conn: Conn, req: InsertRequest) -> None:
         conn.execute(PQ["recent_sends_trim"], {"before": checks.window_start(req.now, window_s)})
     ids = Jsonb([m.id for m in req.messages])
     conn.execute(PQ["recent_send_put"], {"digest": digest, "ids": ids, "at": req.now})
-
-
-def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
-    """Per priority, the ISO stamp mail must be older than to be due ('' when the rule is off)."""
-    return {p: iso_now(now - after_s[p]) if after_s.get(p, 0) > 0 else "" for p in PRIORITIES}
-
-
-class PostgresRules(PostgresTransactions):
-    """The ``MailStore`` operations of the team rules on PostgreSQL."""
-
-    def take_overdue(
-        self, after_s: dict[str, float], *, now: float, limit: int = 500
-    ) -> list[Message]:
-        params = {**_cutoffs(after_s, now), "daemon": DAEMON_SENDER, "limit": limit}
-
-        def run(conn: Conn) -> list[Message]:
-            # One taker at a time: two daemons checking at once escalate each message once.
-            conn.execute(PQ["lock_key"], {"key": "agentmaild:rules:overdue"})
-            due = [message_from_row(r) for r in conn.execute(PQ["overdue_unread"], params)]
-            if due:
-                with conn.cursor() as cur:
-                    cur.executemany(PQ["escalated_put"], [{"id": m.id, "at": now} for m in due])
-                bump(conn, "unread_escalated", len(due))
-            return due
-
-        return self._write(run)
-
-    def release_thread(self, thread_id: str) -> int:
-        def run(conn: Conn) -> int:
-            conn.execute(PQ["thread_log_forget"], {"thread": thread_id})
-            return int(conn.execute(PQ["thread_holds_release"], {"thread": thread_id}).rowcount)
-
-        return self._write(run)
-
-    def rule_counters(self) -> dict[str, int]:
-        found = {str(r["name"]): int(r["value"]) for r in self._read(PQ["counters"])}
-        return {**dict.fromkeys(RULE_COUNTERS, 0), **found}

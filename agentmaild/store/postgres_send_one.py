@@ -1,4 +1,4 @@
-"""The common send as one statement: schema 6's ``am_send_one`` (sql/pg_schema_6.sql).
+"""The common send as one statement: ``am_send_one`` (sql/functions.sql).
 
 A send of one message with no idempotency key, no rate limit, no thread guard and no other
 registry's states is, on PostgreSQL, one call of a server-side function that takes the same
@@ -18,12 +18,10 @@ from agentmaild.models import REFUSED_STATES
 from agentmaild.store import checks
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.guard import PRUNE_EVERY
-from agentmaild.store.postgres_rows import message_params
 from agentmaild.store.postgres_rules import guard_keys
-from agentmaild.store.postgres_tx import PQ, Conn, lock_names
+from agentmaild.store.postgres_tx import PQ, Conn, lock_names, notify_payload
+from agentmaild.store.rows import message_params
 
-# NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
-NOTIFY_MAX_BYTES = 7900
 # psycopg dumps a list parameter in Python (tens of µs a send); the refused states are constants,
 # so they are written into the statement once, as an array literal.
 _SEND_ONE = PQ["send_one"].replace(
@@ -41,11 +39,6 @@ def insert_lock_keys(req: InsertRequest) -> list[str]:
     if req.idempotency is not None:
         keys.append(f"idem:{req.idempotency[0]}:{req.idempotency[1]}")
     return keys
-
-
-def notify_payload(recipients: set[str]) -> str:
-    joined = ",".join(sorted(recipients))
-    return "*" if len(joined.encode()) > NOTIFY_MAX_BYTES else joined
 
 
 def send_one_params(req: InsertRequest) -> dict[str, Any] | None:

@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from agentmaild.errors import AgentmaildError, StoreError
-from agentmaild.store.queries import parse_named, read_sql
+from agentmaild.store.connector import Connector, Duplicate, OverConnector, Params, Tx
+from agentmaild.store.connector import Row as AnyRow
+from agentmaild.store.queries import queries_for
 
 if TYPE_CHECKING:  # psycopg_pool loads only in the daemon (hooks and the CLI open no pool)
     from psycopg_pool import ConnectionPool
@@ -45,10 +48,11 @@ class PgConnection(psycopg.Connection[Row]):
 
 Conn = PgConnection
 
-# pg_rules.sql: the queries of the schema-2 parts (tokens, team rules, queues, housekeeping).
-PQ = (parse_named(read_sql("pg_queries.sql")) | parse_named(read_sql("pg_rules.sql"))
-      | parse_named(read_sql("pg_trust.sql")))  # pg_trust.sql: the trust domains (schema 3)
+# sql/queries.sql overlaid with sql/dialect/postgres.sql, in psycopg's placeholders.
+PQ = queries_for("postgres")
 
+# NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
+NOTIFY_MAX_BYTES = 7900
 _RETRY_DEADLINE_S = 30.0
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
@@ -84,7 +88,7 @@ def open_pool(dsn: str, size: int) -> ConnectionPool[Conn]:
     )
 
 
-class PostgresTransactions:
+class PostgresTransactions(OverConnector):
     """Owns the connection (or the pool); ``_write`` and ``_read_with`` run one operation on it.
 
     With a pool, each operation takes a connection of its own, so operations may run in several
@@ -93,6 +97,13 @@ class PostgresTransactions:
     _conn: Conn
     _pool: ConnectionPool[Conn] | None = None
     dsn: str
+    _connector: PostgresConnector | None = None
+
+    @property
+    def db(self) -> Connector:
+        if self._connector is None:
+            self._connector = PostgresConnector(self)
+        return self._connector
 
     @contextmanager
     def _lease(self) -> Iterator[Conn]:
@@ -196,3 +207,71 @@ def lock_names(keys: Iterable[str]) -> list[str]:
 
 def first_line(exc: psycopg.Error) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def notify_payload(recipients: Iterable[str]) -> str:
+    joined = ",".join(sorted(set(recipients)))
+    return "*" if len(joined.encode()) > NOTIFY_MAX_BYTES else joined
+
+
+class PgTx(Tx):
+    """A transaction (or read) on one connection: ``PQ``'s text, psycopg's placeholders."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    def execute(self, name: str, params: Params | None = None) -> int:
+        try:
+            return self._conn.execute(PQ[name], params).rowcount
+        except pg_errors.UniqueViolation as exc:
+            raise Duplicate(f"store write refused: {first_line(exc)}") from exc
+
+    def execute_many(self, name: str, rows: Iterable[Params]) -> None:
+        with self._conn.cursor() as cur:
+            cur.executemany(PQ[name], rows)
+
+    def fetch_one(self, name: str, params: Params | None = None) -> AnyRow | None:
+        return self._conn.execute(PQ[name], params).fetchone()
+
+    def fetch_all(self, name: str, params: Params | None = None) -> list[AnyRow]:
+        return list(self._conn.execute(PQ[name], params).fetchall())
+
+    def savepoint(self, fn: Callable[[Tx], object]) -> str | None:
+        try:
+            with self._conn.transaction():  # nested: a savepoint
+                fn(self)
+        except (psycopg.Error, Duplicate) as exc:
+            return str(exc)
+        return None
+
+    def json(self, value: object) -> object:
+        return Jsonb(value)
+
+    def from_json(self, raw: Any) -> Any:
+        return raw  # jsonb arrives decoded
+
+    def lock(self, *keys: str) -> None:
+        lock(self._conn, *keys)
+
+    def notify(self, recipients: Iterable[str]) -> None:
+        self._conn.execute(PQ["notify_mail"], {"recipients": notify_payload(recipients)})
+
+
+class PostgresConnector(Connector):
+    """The connector over ``PostgresTransactions``: its connection or pool, its retried
+    transactions, pipeline mode, single autocommit statements and its error mapping."""
+
+    dialect = "postgres"
+
+    def __init__(self, owner: PostgresTransactions) -> None:
+        self._owner = owner
+
+    def write(
+        self, fn: Callable[[Tx], T], *, pipeline: bool = False, single: bool = False
+    ) -> T:
+        return self._owner._write(lambda conn: fn(PgTx(conn)), pipeline=pipeline, single=single)
+
+    def read(self, fn: Callable[[Tx], T]) -> T:
+        return self._owner._read_with(lambda conn: fn(PgTx(conn)))

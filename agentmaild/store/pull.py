@@ -48,7 +48,7 @@ def within(rows: Iterable[Any], max_chars: int) -> list[Any]:
 
 def take_unread_rows(conn: sqlite3.Connection, agent: str, max_chars: int) -> list[sqlite3.Row]:
     """Unread mail not in flight to the daemon, priority order, cut at ``max_chars`` (≥ 1 row)."""
-    return within(conn.execute(Q["pull_candidates"], (agent,)), max_chars)
+    return within(conn.execute(Q["pull_candidates"], {"agent": agent}), max_chars)
 
 
 def mark_read(conn: sqlite3.Connection, ids: list[str], by: str) -> list[str]:
@@ -77,7 +77,7 @@ def mark_read_pairs(conn: sqlite3.Connection, ids: list[str], by: str) -> list[t
 
 def mark_reached(conn: sqlite3.Connection, agent: str) -> None:
     """The agent took mail: a registration still ``booting`` becomes ``working``."""
-    conn.execute(Q["agent_reached"], (iso_now(), agent))
+    conn.execute(Q["agent_reached"], {"stamp": iso_now(), "agent": agent})
 
 
 def nudge_rows_for(conn: sqlite3.Connection, agent: str, ids: list[str]) -> list[sqlite3.Row]:
@@ -86,12 +86,12 @@ def nudge_rows_for(conn: sqlite3.Connection, agent: str, ids: list[str]) -> list
     Nudges of mail left for a later batch stay queued, so its banner comes with it.
     """
     wanted = set(ids)
-    return [r for r in conn.execute(Q["nudges_for"], (agent,)) if r["message_id"] in wanted]
+    return [r for r in conn.execute(Q["nudges_for"], {"agent": agent}) if r["message_id"] in wanted]
 
 
 def take_nudge_rows(conn: sqlite3.Connection, agent: str) -> list[sqlite3.Row]:
-    rows = conn.execute(Q["nudges_for"], (agent,)).fetchall()
-    conn.execute(Q["nudges_clear"], (agent,))
+    rows = conn.execute(Q["nudges_for"], {"agent": agent}).fetchall()
+    conn.execute(Q["nudges_clear"], {"agent": agent})
     return rows
 
 

@@ -1,10 +1,19 @@
-"""Loads named SQL queries (one ``-- name:`` header per query): SQLite's ``sql/queries.sql``."""
+"""Loads the store's named SQL queries (one ``-- name:`` header per query), per dialect.
+
+``sql/queries.sql`` holds every query once, with ``:name`` parameters: SQLite runs that text as
+it is (``Q``, read on the cold paths, so nothing here is done for SQLite but the parse).
+PostgreSQL's dict (``queries_for("postgres")``) is the same file overlaid with
+``sql/dialect/postgres.sql`` (the queries whose text truly differs, and PostgreSQL's own), its
+placeholders turned into psycopg's at load (``pyformat``) and SQLite's ``INDEXED BY`` planner
+hints dropped.
+"""
 
 from __future__ import annotations
 
 import os
 
 _SQL_DIR = os.path.join(os.path.dirname(__file__), "sql")
+DIALECTS = ("sqlite", "postgres")
 
 
 def parse_named(text: str) -> dict[str, str]:
@@ -29,6 +38,38 @@ def read_sql(name: str) -> str:
 
 
 Q = parse_named(read_sql("queries.sql"))
+_loaded: dict[str, dict[str, str]] = {"sqlite": Q}
+
+
+def queries_for(dialect: str) -> dict[str, str]:
+    """The named queries as ``dialect`` runs them (loaded once per process)."""
+    if dialect not in _loaded:
+        if dialect not in DIALECTS:
+            raise ValueError(f"no SQL dialect {dialect!r}")
+        merged = Q | parse_named(read_sql(f"dialect/{dialect}.sql"))
+        _loaded[dialect] = {name: _for_psycopg(sql) for name, sql in merged.items()}
+    return _loaded[dialect]
+
+
+def _for_psycopg(sql: str) -> str:
+    import re
+
+    return pyformat(re.sub(r"\s+INDEXED BY \w+", "", sql))
+
+
+def pyformat(sql: str) -> str:
+    """``sql`` with its ``:name`` parameters as psycopg's ``%(name)s`` and every ``%`` doubled
+    (psycopg reads ``%`` everywhere, string literals included); ``::`` casts and string
+    literals' text are left alone."""
+    import re
+
+    def swap(m: re.Match[str]) -> str:
+        token = m.group(0)
+        if m.group(1):
+            return f"%({m.group(1)})s"
+        return token.replace("%", "%%") if token != "::" else token
+
+    return re.sub(r"'(?:[^']|'')*'|::|:([A-Za-z_]\w*)|%", swap, sql)
 
 
 def schema_statements() -> list[str]:

@@ -1,10 +1,12 @@
 """SqliteMailStore: the MailStore on one SQLite file (WAL), short BEGIN IMMEDIATE transactions.
 
-The store is assembled from one mixin per seam of the ``MailStore`` ABC — ``SqliteMessages``,
-``SqliteAgents``, ``SqliteDeliveries``, ``SqliteProcs``, ``SqliteHistory``, ``SqliteTokens``,
-``SqliteRules``, ``SqliteQueues`` (each in its ``sqlite_*`` module) — over the transaction
-plumbing of ``sqlite_tx``; rows become models in ``sqlite_rows`` and the SQL lives as named
-queries in ``sql/queries.sql``.
+The store is assembled from one mixin per seam of the ``MailStore`` ABC: the seams written once over
+the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``, ``StoreHistory``,
+``StoreAgents``, ``StoreRuleState``: ``procs``, ``tokens``, ``trust``, ``queues``, ``history``,
+``agents``, ``rule_state``) and SQLite's own (``SqliteMessages``, ``SqliteDeliveries``, each in its
+``sqlite_*`` module, with the loop guard of ``sqlite_rules``), all over the transaction plumbing of
+``sqlite_tx``; rows become models in ``rows``, and the SQL lives as named queries in
+``sql/queries.sql``.
 """
 
 from __future__ import annotations
@@ -14,20 +16,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentmaild.errors import StoreError
+from agentmaild.store.agents import StoreAgents
 from agentmaild.store.base import MailStore
+from agentmaild.store.deliveries import StoreDeliveries
 from agentmaild.store.files import create_private, make_store_dir, refuse_hard_links
+from agentmaild.store.history import StoreHistory
 from agentmaild.store.location import StoreLocation
 from agentmaild.store.migrate import migrate
-from agentmaild.store.sqlite_agents import SqliteAgents
+from agentmaild.store.procs import StoreProcs
+from agentmaild.store.queues import StoreQueues
+from agentmaild.store.rule_state import StoreRuleState
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
-from agentmaild.store.sqlite_history import SqliteHistory
 from agentmaild.store.sqlite_messages import SqliteMessages
 from agentmaild.store.sqlite_open import check_path, connect_readonly
-from agentmaild.store.sqlite_procs import SqliteProcs
-from agentmaild.store.sqlite_queues import SqliteQueues
-from agentmaild.store.sqlite_rules import SqliteRules
-from agentmaild.store.sqlite_tokens import SqliteTokens
-from agentmaild.store.sqlite_trust import SqliteTrust
+from agentmaild.store.tokens import StoreTokens
+from agentmaild.store.trust import StoreTrust
 
 if TYPE_CHECKING:
     from agentmaild.store.looks import Looks
@@ -88,14 +91,15 @@ def _overstory_link(path: str, flavor: str | None) -> object:
 
 class SqliteMailStore(
     SqliteMessages,
-    SqliteAgents,
+    StoreAgents,
     SqliteDeliveries,
-    SqliteProcs,
-    SqliteHistory,
-    SqliteTokens,
-    SqliteTrust,
-    SqliteRules,
-    SqliteQueues,
+    StoreDeliveries,
+    StoreProcs,
+    StoreHistory,
+    StoreTokens,
+    StoreTrust,
+    StoreRuleState,
+    StoreQueues,
     MailStore,
 ):
     """The product store. One connection, used from one thread at a time.

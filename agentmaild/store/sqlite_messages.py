@@ -13,7 +13,7 @@ from agentmaild.models import Message
 from agentmaild.store import checks, pull
 from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.queries import Q
-from agentmaild.store.sqlite_rows import message_from_row, message_params
+from agentmaild.store.rows import message_from_row, message_params
 from agentmaild.store.sqlite_rules import collapse_into, collapsed, remember, trips_thread_guard
 from agentmaild.store.sqlite_tx import SqliteTransactions
 
@@ -21,7 +21,7 @@ from agentmaild.store.sqlite_tx import SqliteTransactions
 def _find_idempotent(
     conn: sqlite3.Connection, sender: str, key: str, digest: str
 ) -> InsertResult | None:
-    row = conn.execute(Q["idem_get"], (sender, key)).fetchone()
+    row = conn.execute(Q["idem_get"], {"sender": sender, "key": key}).fetchone()
     if row is None:
         return None
     conflict = checks.idempotency_conflict(sender, key, row["content_hash"], digest)
@@ -32,7 +32,7 @@ def _find_idempotent(
 
 
 def _get(conn: sqlite3.Connection, message_id: str) -> Message | None:
-    row = conn.execute(Q["get_message"], (message_id,)).fetchone()
+    row = conn.execute(Q["get_message"], {"id": message_id}).fetchone()
     return message_from_row(row) if row is not None else None
 
 
@@ -44,7 +44,7 @@ def _earlier(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult | Non
         if earlier is not None and checks.replays(earlier.messages):
             return earlier
         if earlier is not None:  # every message it wrote was deleted since: the key is free
-            conn.execute(Q["idem_drop"], req.idempotency[:2])
+            conn.execute(Q["idem_drop"], {"sender": req.idempotency[0], "key": req.idempotency[1]})
     return collapsed(conn, req, _get)
 
 
@@ -59,7 +59,7 @@ def _insert_many(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
     if earlier is not None:
         return earlier
     for name in req.check_recipients:
-        row = conn.execute(Q["agent_state"], (name,)).fetchone()
+        row = conn.execute(Q["agent_state"], {"name": name}).fetchone()
         req.check_recipient(name, row[0] if row else None)
     _check_unread_cap(conn, req)
     return _write_rows(conn, req)
@@ -104,11 +104,13 @@ def _write_rows(conn: sqlite3.Connection, req: InsertRequest) -> InsertResult:
         return InsertResult(messages=req.messages)
     stamp = iso_now(req.now)
     for agent, message_id, reason in req.nudges:
-        conn.execute(Q["nudge_put"], (agent, message_id, reason, stamp))
+        nudge = {"agent": agent, "message_id": message_id, "reason": reason, "stamp": stamp}
+        conn.execute(Q["nudge_put"], nudge)
     if req.idempotency is not None:
         sender, key, digest = req.idempotency
         ids = json.dumps([m.id for m in req.messages])
-        conn.execute(Q["idem_put"], (sender, key, digest, ids, stamp))
+        params = {"sender": sender, "key": key, "digest": digest, "ids": ids, "stamp": stamp}
+        conn.execute(Q["idem_put"], params)
     return InsertResult(messages=req.messages)
 
 
@@ -125,15 +127,17 @@ def _check_rate(conn: sqlite3.Connection, req: InsertRequest) -> None:
     if req.rate_limit_max <= 0:
         return
     since = checks.window_start(req.now, req.rate_limit_window_s)
-    conn.execute(Q["rate_trim"], (checks.rate_trim_before(req.now, req.rate_limit_window_s),))
+    trim = checks.rate_trim_before(req.now, req.rate_limit_window_s)
+    conn.execute(Q["rate_trim"], {"before": trim})
     for m in req.messages:
-        sent = conn.execute(Q["rate_count"], (m.from_agent, m.to_agent, since)).fetchone()
+        pair = {"from": m.from_agent, "to": m.to_agent}
+        sent = conn.execute(Q["rate_count"], {**pair, "since": since}).fetchone()
         refusal = checks.rate_limited(
             m.from_agent, m.to_agent, sent[0], req.rate_limit_max, req.rate_limit_window_s
         )
         if refusal is not None:
             raise refusal
-        conn.execute(Q["rate_insert"], (m.from_agent, m.to_agent, req.now))
+        conn.execute(Q["rate_insert"], {**pair, "at": req.now})
 
 
 def _list_query(
@@ -207,7 +211,7 @@ class SqliteMessages(SqliteTransactions):
         return self._read_with(lambda conn: _find_idempotent(conn, sender, key, digest))
 
     def get_message(self, message_id: str) -> Message | None:
-        rows = self._read(Q["get_message"], (message_id,))
+        rows = self._read(Q["get_message"], {"id": message_id})
         return message_from_row(rows[0]) if rows else None
 
     def inbox(self, agent: str, *, unread_only: bool = False) -> list[Message]:
@@ -265,7 +269,7 @@ class SqliteMessages(SqliteTransactions):
 
     def reset_rate_limit(self, from_agent: str, to_agent: str) -> int:
         return self._write(
-            lambda c: int(c.execute(Q["rate_reset"], (from_agent, to_agent)).rowcount)
+            lambda c: int(c.execute(Q["rate_reset"], {"from": from_agent, "to": to_agent}).rowcount)
         )
 
     def take_nudges(self, agent: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The team rules' part of the SQLite store: the loop guard inside an insert, holds, counters."""
+"""The team rules' part of the SQLite store's insert: the loop guard (collapse, thread guard)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ from collections.abc import Callable
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import checks
-from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult
+from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.queries import Q
-from agentmaild.store.sqlite_rows import message_from_row, message_params
-from agentmaild.store.sqlite_tx import SqliteTransactions
-from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
+from agentmaild.store.rows import message_params
 
 Getter = Callable[[sqlite3.Connection, str], Message | None]
 
@@ -28,8 +26,8 @@ def collapsed(conn: sqlite3.Connection, req: InsertRequest, get: Getter) -> Inse
     if req.collapse is None:
         return None
     digest, window_s = req.collapse
-    since = checks.window_start(req.now, window_s)
-    row = conn.execute(Q["recent_send_get"], (digest, since)).fetchone()
+    params = {"digest": digest, "since": checks.window_start(req.now, window_s)}
+    row = conn.execute(Q["recent_send_get"], params).fetchone()
     return None if row is None else collapse_into(conn, row[0], get)
 
 
@@ -51,19 +49,22 @@ def trips_thread_guard(conn: sqlite3.Connection, req: InsertRequest) -> bool:
     g = req.thread_guard
     if g is None:
         return False
-    if conn.execute(Q["thread_hold_get"], (g.thread_id, g.pair)).fetchone() is not None:
+    key = {"thread": g.thread_id, "pair": g.pair}
+    if conn.execute(Q["thread_hold_get"], key).fetchone() is not None:
         raise checks.held_error(g.thread_id, g.pair)
     since = checks.window_start(req.now, g.window_s)
-    conn.execute(Q["thread_log_trim"], (g.thread_id, g.pair, since))
-    seen = int(conn.execute(Q["thread_log_count"], (g.thread_id, g.pair, since)).fetchone()[0])
+    conn.execute(Q["thread_log_trim"], {**key, "since": since})
+    seen = int(conn.execute(Q["thread_log_count"], {**key, "since": since}).fetchone()[0])
     if not checks.trips_thread_cap(seen, g.max_messages):
-        conn.execute(Q["thread_log_put"], (g.thread_id, g.pair, req.now))
+        conn.execute(Q["thread_log_put"], {**key, "at": req.now})
         return False
     stamp = iso_now(req.now)
     esc = g.escalation
-    conn.execute(Q["thread_hold_put"], (g.thread_id, g.pair, seen, esc.id, stamp))
+    hold = {**key, "messages": seen, "escalation": esc.id, "stamp": stamp}
+    conn.execute(Q["thread_hold_put"], hold)
     conn.execute(Q["insert_message"], message_params(esc))
-    conn.execute(Q["nudge_put"], (esc.to_agent, esc.id, "high escalation", stamp))
+    nudge = {"agent": esc.to_agent, "message_id": esc.id, "reason": "high escalation"}
+    conn.execute(Q["nudge_put"], {**nudge, "stamp": stamp})
     return True
 
 
@@ -78,40 +79,7 @@ def remember(conn: sqlite3.Connection, req: InsertRequest) -> None:
         return
     digest, window_s = req.collapse
     ids = json.dumps([m.id for m in req.messages])
-    row = conn.execute(Q["recent_send_put"], (digest, ids, req.now)).lastrowid
+    params = {"digest": digest, "ids": ids, "at": req.now}
+    row = conn.execute(Q["recent_send_put"], params).lastrowid
     if row is not None and row % PRUNE_EVERY == 0:
-        conn.execute(Q["recent_sends_prune"], (checks.window_start(req.now, window_s),))
-
-
-def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
-    """Per priority, the ISO stamp mail must be older than to be due ('' when the rule is off)."""
-    return {p: iso_now(now - after_s[p]) if after_s.get(p, 0) > 0 else "" for p in PRIORITIES}
-
-
-class SqliteRules(SqliteTransactions):
-    """The ``MailStore`` operations of the team rules on SQLite."""
-
-    def take_overdue(
-        self, after_s: dict[str, float], *, now: float, limit: int = 500
-    ) -> list[Message]:
-        params = {**_cutoffs(after_s, now), "daemon": DAEMON_SENDER, "limit": limit}
-
-        def run(conn: sqlite3.Connection) -> list[Message]:
-            due = [message_from_row(r) for r in conn.execute(Q["overdue_unread"], params)]
-            conn.executemany(Q["escalated_put"], [(m.id, now) for m in due])
-            if due:
-                bump(conn, "unread_escalated", len(due))
-            return due
-
-        return self._write(run)
-
-    def release_thread(self, thread_id: str) -> int:
-        def run(conn: sqlite3.Connection) -> int:
-            conn.execute(Q["thread_log_forget"], (thread_id,))
-            return int(conn.execute(Q["thread_holds_release"], (thread_id,)).rowcount)
-
-        return self._write(run)
-
-    def rule_counters(self) -> dict[str, int]:
-        found = {str(r[0]): int(r[1]) for r in self._read(Q["counters"])}
-        return {**dict.fromkeys(RULE_COUNTERS, 0), **found}
+        conn.execute(Q["recent_sends_prune"], {"before": checks.window_start(req.now, window_s)})

@@ -1,19 +1,23 @@
 """The SQLite store's transaction plumbing: busy retries, BEGIN IMMEDIATE writes, mapped errors.
 
 ``SqliteTransactions`` is the base shared by the store's operation mixins (messages, agents,
-deliveries); ``SqliteMailStore`` opens the connection it runs on.
+deliveries); ``SqliteMailStore`` opens the connection it runs on. ``SqliteConnector`` is the
+``connector.Connector`` over the same plumbing, for the seams written once.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentmaild.errors import StoreError
+from agentmaild.store.connector import Connector, Duplicate, OverConnector, Params, Row, Tx
 from agentmaild.store.notnow import NOT_NOW
+from agentmaild.store.queries import Q
 from agentmaild.store.sqlite_group import Group, run_group
 
 if TYPE_CHECKING:
@@ -37,7 +41,7 @@ class WouldWait(Exception):
     """An inline write (``run_inline``) met a lock it would have to wait for; nothing was done."""
 
 
-class SqliteTransactions:
+class SqliteTransactions(OverConnector):
     """One connection; each write is one short ``BEGIN IMMEDIATE … COMMIT``, retried while busy."""
 
     _conn: sqlite3.Connection
@@ -52,6 +56,14 @@ class SqliteTransactions:
     # An inline write is not tried while the WAL is past this size: its COMMIT could start a
     # checkpoint (``wal_autocheckpoint``), which is no work for the event loop's thread.
     _inline_wal_max = 0
+
+    _connector: SqliteConnector | None = None
+
+    @property
+    def db(self) -> Connector:
+        if self._connector is None:
+            self._connector = SqliteConnector(self)
+        return self._connector
 
     def run_inline(self, fn: Callable[[], T]) -> T:
         """``fn`` (one store call of a single write) now, in the caller's thread, if it needs no
@@ -177,3 +189,70 @@ class SqliteTransactions:
 
     def _read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         return self._read_with(lambda conn: conn.execute(sql, params).fetchall())
+
+
+class SqliteTx(Tx):
+    """A transaction (or read) on the store's connection: ``Q``'s text as it is."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, name: str, params: Params | None = None) -> int:
+        try:
+            return self._conn.execute(Q[name], params or {}).rowcount
+        except sqlite3.IntegrityError as exc:
+            raise Duplicate(f"store write refused: {exc}") from exc
+
+    def execute_many(self, name: str, rows: Iterable[Params]) -> None:
+        self._conn.executemany(Q[name], rows)
+
+    def fetch_one(self, name: str, params: Params | None = None) -> Row | None:
+        row: Row | None = self._conn.execute(Q[name], params or {}).fetchone()
+        return row
+
+    def fetch_all(self, name: str, params: Params | None = None) -> list[Row]:
+        return list(self._conn.execute(Q[name], params or {}).fetchall())
+
+    def savepoint(self, fn: Callable[[Tx], object]) -> str | None:
+        self._conn.execute("SAVEPOINT am_part")
+        try:
+            fn(self)
+        except (sqlite3.Error, Duplicate) as exc:
+            self._conn.execute("ROLLBACK TO am_part")
+            self._conn.execute("RELEASE am_part")
+            return str(exc)
+        self._conn.execute("RELEASE am_part")
+        return None
+
+    def json(self, value: object) -> object:
+        return json.dumps(value)
+
+    def from_json(self, raw: Any) -> Any:
+        return json.loads(raw) if raw is not None else None
+
+    def lock(self, *keys: str) -> None:
+        return  # BEGIN IMMEDIATE holds the one write lock already
+
+    def notify(self, recipients: Iterable[str]) -> None:
+        return  # the caller sends SQLite's wake-up (a datagram), after the commit
+
+
+class SqliteConnector(Connector):
+    """The connector over ``SqliteTransactions``: its busy-polled writes (grouped or inline when
+    the store runs them so), its retried reads, its error mapping. ``pipeline`` and ``single``
+    mean nothing here: every write is one short transaction of the one writer."""
+
+    dialect = "sqlite"
+
+    def __init__(self, owner: SqliteTransactions) -> None:
+        self._owner = owner
+
+    def write(
+        self, fn: Callable[[Tx], T], *, pipeline: bool = False, single: bool = False
+    ) -> T:
+        return self._owner._write(lambda conn: fn(SqliteTx(conn)))
+
+    def read(self, fn: Callable[[Tx], T]) -> T:
+        return self._owner._read_with(lambda conn: fn(SqliteTx(conn)))

@@ -15,7 +15,7 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Attempt, Message
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
-from agentmaild.store.postgres_migrate import statements
+from agentmaild.store.postgres_migrate import apply_functions
 
 T0 = 1_700_000_000.0
 
@@ -112,9 +112,7 @@ def test_store_check_names_a_missing_claim_or_ack_function(pg_dsn: str) -> None:
                 "function am_ack is missing: the daemon cannot ack"
             ]
         finally:  # the database goes back to the session's pool of empty ones: whole again
-            for script in ("pg_schema_8.sql", "pg_schema_9.sql"):  # remake am_claim, am_ack…
-                for stmt in statements(script):
-                    conn.execute(stmt.encode())
+            apply_functions(conn)  # remake am_claim, am_ack…
     assert check_pg_store(pg_dsn).problems == []
 
 
@@ -128,8 +126,7 @@ def test_store_check_names_a_missing_ending_trigger(pg_dsn: str) -> None:
                 "trigger(s) missing (a send can race an agent's ending): am_agent_ending_on_delete"
             ]
         finally:
-            for stmt in statements("pg_schema_9.sql"):
-                conn.execute(stmt.encode())
+            apply_functions(conn)
     assert check_pg_store(pg_dsn).problems == []
 
 

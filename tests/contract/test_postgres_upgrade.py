@@ -11,7 +11,7 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Message
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
-from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, statements
+from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, defined_in_functions, statements
 from agentmaild.tokens import ApiToken
 from tests.support.pg import PgDatabases
 
@@ -21,7 +21,7 @@ T0 = 1_700_000_000.0
 def _version_1(dsn: str) -> None:
     """The database as agentmaild's first PostgreSQL schema left it, with one agent and mail."""
     with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
-        for stmt in statements("pg_schema.sql"):
+        for stmt in statements("migrations/pg_1.sql"):
             conn.execute(stmt.encode())
         conn.execute(
             "CREATE TABLE am_schema_version (id integer PRIMARY KEY CHECK (id = 1),"
@@ -90,3 +90,48 @@ def test_an_upgraded_store_takes_a_send_with_the_loop_guard(pg_databases: PgData
     assert store.rule_counters()["collapsed"] == 1
     store.close()
     pg_databases.drop(dsn)
+
+
+def _server_code(dsn: str) -> dict[str, str]:
+    """Every function and trigger functions.sql makes, as the database now defines it."""
+    functions, triggers = defined_in_functions()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        found = {
+            name: str(row[0])
+            for name in functions
+            for row in conn.execute(
+                "SELECT pg_get_functiondef(oid) FROM pg_proc WHERE proname = %s", (name,)
+            )
+        }
+        found |= {
+            name: str(row[0])
+            for name in triggers
+            for row in conn.execute(
+                "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = %s", (name,)
+            )
+        }
+    return found
+
+
+def test_an_upgraded_store_ends_with_the_current_functions(pg_databases: PgDatabases) -> None:
+    """Step by step from version 1, a database ends with functions.sql's definitions, exactly
+    those a new database gets: no step leaves an older body behind."""
+    old = pg_databases.create(migrated=False)
+    _version_1(old)
+    PostgresMailStore(old).close()
+    new = pg_databases.create(migrated=False)
+    PostgresMailStore(new).close()
+    functions, triggers = defined_in_functions()
+    upgraded = _server_code(old)
+    assert sorted(upgraded) == sorted(functions + triggers)
+    assert upgraded == _server_code(new)
+    pg_databases.drop(old)
+    pg_databases.drop(new)
+
+
+def test_no_migration_step_defines_a_function_or_trigger() -> None:
+    for version in range(1, PG_SCHEMA_VERSION + 1):
+        for stmt in statements(f"migrations/pg_{version}.sql"):
+            head = " ".join(stmt.split()[:4]).upper()
+            assert "FUNCTION" not in head or head.startswith("DROP"), (version, head)
+            assert "TRIGGER" not in head, (version, head)

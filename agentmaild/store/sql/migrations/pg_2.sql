@@ -1,6 +1,6 @@
 -- agentmaild's PostgreSQL schema, version 2 (= the SQLite schema 4): the HTTP API's tokens and
 -- the team rules' tables and columns. Applied on top of version 1 by postgres_migrate, in its
--- one transaction; every statement is idempotent. Same conventions as pg_schema.sql (COLLATE "C"
+-- one transaction; every statement is idempotent. Same conventions as pg_1.sql (COLLATE "C"
 -- for compared text, jsonb for the id lists agentmaild writes and re-reads).
 
 -- Bearer tokens of the HTTP API: only the SHA-256 of a token is kept (unix seconds).

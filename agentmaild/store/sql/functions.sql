@@ -1,23 +1,144 @@
--- agentmaild's PostgreSQL schema, version 8 (PostgreSQL only): the daemon's claim, its ack and
--- the common send with less server work per call. Same signatures, same locks, same answers as
--- versions 6 and 7 (sql/pg_schema_6.sql, sql/pg_schema_7.sql, which say what each one does).
---
--- am_claim: most claims find the agent with no live lease and no pending redelivery (a woken
--- claim, the empty claim after an ack). One probe by (agent, state) says so, and then only the
--- new-mail part of the claim statement runs (the fresh rows, the delivery born, the messages
--- marked): the lease look, the redelivery pick, the drain of read-elsewhere redeliveries and the
--- redelivery update have nothing to work on then. Anything else runs version 7's statement as it
--- was. The probe and the statement after it are two snapshots under the agent's lock, as the lock
--- and the statement were in version 7.
---
--- Its rows also say whether more may be claimable right after this claim (claim_more): false
--- only when the new-mail part took every row it found (fewer than max_messages, none cut by
--- max_chars) and the agent is in no work queue, as SQLite's claim says it (the daemon's loop then
--- waits for a wake-up instead of claiming again; mail sent after the claim wakes it by NOTIFY).
--- Version 7's statement always says true. A new column: the function is dropped and made again.
-DROP FUNCTION IF EXISTS am_claim(text, double precision, double precision, text, integer, integer, text)
+-- PostgreSQL's server-side functions and their triggers: the current definition of each, once.
+-- postgres_migrate applies this file, whole and idempotently (CREATE OR REPLACE), after every
+-- migration run, in the migration's transaction; the migration steps (migrations/pg_N.sql) carry
+-- schema changes only. A change here that an existing database must receive comes with a new
+-- schema version (its step may be empty): a database at the current version is not re-applied.
+-- Statements are separated by a line holding only "-- ;" (a function body holds ";").
+
+-- am_registry_bump: every change of the agent registry bumps am_registry.version and wakes the
+-- daemons LISTENing on agentmaild_registry (folded to one notification per transaction).
+CREATE OR REPLACE FUNCTION am_registry_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE am_registry SET version = version + 1 WHERE id = 1;
+  PERFORM pg_notify('agentmaild_registry', '');  -- folded to one per transaction
+  RETURN NULL;
+END $$
 -- ;
-CREATE FUNCTION am_claim(
+CREATE OR REPLACE TRIGGER am_registry_on_insert AFTER INSERT ON am_agents
+FOR EACH ROW EXECUTE FUNCTION am_registry_bump()
+-- ;
+CREATE OR REPLACE TRIGGER am_registry_on_delete AFTER DELETE ON am_agents
+FOR EACH ROW EXECUTE FUNCTION am_registry_bump()
+-- ;
+CREATE OR REPLACE TRIGGER am_registry_on_update
+AFTER UPDATE OF capability, parent, state, channel, command, cwd, tmux_target, tmux_socket,
+                preset, poll_interval_s, settings ON am_agents
+FOR EACH ROW EXECUTE FUNCTION am_registry_bump()
+-- ;
+-- am_agent_ending: a send reads its recipient's state under the advisory lock
+-- "agentmaild:inbox:<recipient>" (it took it already for a capped inbox), and every transaction
+-- that moves an agent into a refused state or deletes it takes the same lock, whoever writes it:
+-- a send and such a change run one after the other, and the send, reading the state after its
+-- lock in a statement of its own, sees the change once it has committed. The lock is taken
+-- after the row lock of the UPDATE or DELETE; a send takes no row lock of an agent, so the two
+-- orders cannot deadlock.
+CREATE OR REPLACE FUNCTION am_agent_ending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtextextended('agentmaild:inbox:' || OLD.name, 0));
+  IF TG_OP = 'DELETE' THEN
+    RETURN OLD;
+  END IF;
+  RETURN NEW;
+END
+$$
+-- ;
+CREATE OR REPLACE TRIGGER am_agent_ending_on_update BEFORE UPDATE OF state ON am_agents
+  FOR EACH ROW WHEN (NEW.state IN ('completed', 'zombie') AND NEW.state IS DISTINCT FROM OLD.state)
+  EXECUTE FUNCTION am_agent_ending()
+-- ;
+CREATE OR REPLACE TRIGGER am_agent_ending_on_delete BEFORE DELETE ON am_agents
+  FOR EACH ROW EXECUTE FUNCTION am_agent_ending()
+-- ;
+-- am_send_one: the common send (one message, no idempotency key, no rate limit, no thread guard)
+-- in one statement: the same locks, checks and writes, in the same order, as the store's general
+-- send (postgres_messages._insert). It writes only when every check passes; on anything the
+-- general send would answer otherwise (a repeat inside the window, a refused recipient, a full
+-- inbox) it writes nothing and returns 'slow', and the caller runs the general send. The
+-- recipient's state is read plainly (its inbox lock is among p_locks, see am_agent_ending); the
+-- loop guard's recent-sends row is one plain INSERT when the digest has no row (the send holds
+-- the digest's lock, so none can appear meanwhile), instead of a speculative insertion.
+CREATE OR REPLACE FUNCTION am_send_one(
+  p_locks text[], p_check text, p_refused text[], p_refuse_unknown boolean,
+  p_unread_max integer, p_digest text, p_since double precision, p_trim_before double precision,
+  p_now double precision, p_id text, p_from text, p_to text, p_subject text, p_body text,
+  p_type text, p_priority text, p_thread text, p_payload text, p_created text,
+  p_broadcast text, p_notify text, p_nudge text, p_stamp text
+) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  v_state text;
+  v_at double precision;
+  v_lock text;
+BEGIN
+  FOREACH v_lock IN ARRAY p_locks LOOP
+    PERFORM pg_advisory_xact_lock(hashtextextended(v_lock, 0));
+  END LOOP;
+  IF p_digest IS NOT NULL THEN
+    SELECT at INTO v_at FROM am_recent_sends WHERE digest = p_digest;
+    IF v_at > p_since THEN
+      RETURN 'slow';
+    END IF;
+  END IF;
+  IF p_check IS NOT NULL THEN
+    SELECT state INTO v_state FROM am_agents WHERE name = p_check;
+    IF v_state IS NULL AND p_refuse_unknown THEN
+      RETURN 'slow';
+    END IF;
+    IF v_state = ANY (p_refused) THEN
+      RETURN 'slow';
+    END IF;
+  END IF;
+  IF p_unread_max > 0 AND EXISTS (
+    SELECT 1 FROM messages WHERE to_agent = p_to AND read = 0 LIMIT 1 OFFSET p_unread_max - 1
+  ) THEN
+    RETURN 'slow';
+  END IF;
+  INSERT INTO messages (id, from_agent, to_agent, subject, body, type, priority, thread_id,
+                        payload, read, created_at, broadcast_id)
+  VALUES (p_id, p_from, p_to, p_subject, p_body, p_type, p_priority, p_thread, p_payload, 0,
+          p_created, p_broadcast);
+  IF p_digest IS NOT NULL THEN
+    IF p_trim_before IS NOT NULL THEN
+      DELETE FROM am_recent_sends WHERE at <= p_trim_before;
+    END IF;
+    IF v_at IS NULL THEN
+      INSERT INTO am_recent_sends (digest, message_ids, at)
+      VALUES (p_digest, jsonb_build_array(p_id), p_now);
+    ELSE
+      INSERT INTO am_recent_sends (digest, message_ids, at)
+      VALUES (p_digest, jsonb_build_array(p_id), p_now)
+      ON CONFLICT (digest) DO UPDATE SET message_ids = EXCLUDED.message_ids, at = EXCLUDED.at;
+    END IF;
+  END IF;
+  IF p_notify <> '' THEN
+    PERFORM pg_notify('agentmaild_mail', p_notify);
+  END IF;
+  IF p_nudge IS NOT NULL THEN
+    INSERT INTO am_nudges (agent, message_id, reason, created_at)
+    VALUES (p_to, p_id, p_nudge, p_stamp) ON CONFLICT DO NOTHING;
+  END IF;
+  RETURN 'sent';
+END
+$$
+-- ;
+-- am_claim: the daemon's claim in one statement, in its own transaction (the general claim,
+-- postgres_deliveries.claim_in, calls it inside its own). It takes the agent's advisory lock
+-- first; a VOLATILE plpgsql function takes a fresh snapshot per statement, so what follows the
+-- lock sees whatever the previous holder committed. The claim: the agent's oldest pending
+-- redelivery (not of a queue: those are claimed by queue, in postgres_queues) (same id, next
+-- attempt) when there is one, else new mail in delivery order cut at max_messages and max_chars
+-- (at least one), all only while the agent holds no live lease. Rows are taken FOR UPDATE SKIP
+-- LOCKED: a row another transaction is working on is passed over, never waited for nor taken
+-- twice. Pending deliveries before the chosen one whose mail was all read another way are closed
+-- on the way. Most claims find no live lease and no pending redelivery: one probe by (agent,
+-- state) says so, and then only the new-mail part runs.
+--
+-- It returns the claim's rows (claim_id, claim_attempt, the message's columns, claim_more).
+-- claim_more is false only when the new-mail part took every row it found (fewer than
+-- max_messages, none cut by max_chars) and the agent is in no work queue, as SQLite's claim says
+-- it (the daemon's loop then waits for a wake-up). When the agent's own mail gave nothing and it
+-- is a member of a work queue, it returns one row whose claim_id is NULL, having written nothing
+-- but the drained deliveries: the caller then runs the general claim, which takes queue work.
+CREATE OR REPLACE FUNCTION am_claim(
   p_agent text, p_now double precision, p_lease_until double precision, p_stamp text,
   p_max_messages integer, p_max_chars integer, p_new_id text
 ) RETURNS TABLE (
@@ -144,10 +265,12 @@ BEGIN
 END
 $$
 -- ;
--- am_ack: version 7's two updates of the batch's messages (those read elsewhere meanwhile marked
--- so, the rest read by this delivery) are one statement: a message read elsewhere keeps read = 1
--- and gets acked_by 'elsewhere' (as before, only when nothing acked it yet); a message still
--- unread is read and acked by this delivery, its nudge dropped. The rest is version 7's.
+-- am_ack settles a delivery as the general ack does: in one statement, a message of the batch
+-- another tool read meanwhile keeps read = 1 and gets acked_by 'elsewhere' (only when nothing
+-- acked it yet), a message still unread is read and acked by this delivery, its nudge dropped;
+-- the delivery is closed; the history row (p_record) is written in a subtransaction whose
+-- failure never fails the ack (the error comes back in `unrecorded`, for the log); an agent still
+-- booting becomes working once a message reached it. Returns how many messages it marked read.
 CREATE OR REPLACE FUNCTION am_ack(
   p_id text, p_stamp text, p_reached_stamp text, p_record boolean, p_record_id text,
   p_agent text, p_message_ids jsonb, p_attempt integer, p_outcome text, p_error text,
@@ -190,70 +313,5 @@ BEGIN
     WHERE am_agents.name = coalesce(v_holder, v_to) AND am_agents.state = 'booting';
   END IF;
   RETURN NEXT;
-END
-$$
--- ;
--- am_send_one: the loop guard's recent-sends row is one plain INSERT when this digest has no row
--- (the send holds the digest's lock, so none can appear meanwhile), instead of an INSERT … ON
--- CONFLICT (a speculative insertion) every time; the look for a repeat reads the row's time once
--- for both. The rest is version 6's.
-CREATE OR REPLACE FUNCTION am_send_one(
-  p_locks text[], p_check text, p_refused text[], p_refuse_unknown boolean,
-  p_unread_max integer, p_digest text, p_since double precision, p_trim_before double precision,
-  p_now double precision, p_id text, p_from text, p_to text, p_subject text, p_body text,
-  p_type text, p_priority text, p_thread text, p_payload text, p_created text,
-  p_broadcast text, p_notify text, p_nudge text, p_stamp text
-) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  v_state text;
-  v_at double precision;
-BEGIN
-  PERFORM pg_advisory_xact_lock(hashtextextended(k, 0))
-  FROM unnest(p_locks) WITH ORDINALITY AS u(k, n) ORDER BY n;
-  IF p_digest IS NOT NULL THEN
-    SELECT at INTO v_at FROM am_recent_sends WHERE digest = p_digest;
-    IF v_at > p_since THEN
-      RETURN 'slow';
-    END IF;
-  END IF;
-  IF p_check IS NOT NULL THEN
-    SELECT state INTO v_state FROM am_agents WHERE name = p_check FOR SHARE;
-    IF v_state IS NULL AND p_refuse_unknown THEN
-      RETURN 'slow';
-    END IF;
-    IF v_state = ANY (p_refused) THEN
-      RETURN 'slow';
-    END IF;
-  END IF;
-  IF p_unread_max > 0 AND EXISTS (
-    SELECT 1 FROM messages WHERE to_agent = p_to AND read = 0 LIMIT 1 OFFSET p_unread_max - 1
-  ) THEN
-    RETURN 'slow';
-  END IF;
-  INSERT INTO messages (id, from_agent, to_agent, subject, body, type, priority, thread_id,
-                        payload, read, created_at, broadcast_id)
-  VALUES (p_id, p_from, p_to, p_subject, p_body, p_type, p_priority, p_thread, p_payload, 0,
-          p_created, p_broadcast);
-  IF p_digest IS NOT NULL THEN
-    IF p_trim_before IS NOT NULL THEN
-      DELETE FROM am_recent_sends WHERE at <= p_trim_before;
-    END IF;
-    IF v_at IS NULL THEN
-      INSERT INTO am_recent_sends (digest, message_ids, at)
-      VALUES (p_digest, jsonb_build_array(p_id), p_now);
-    ELSE
-      INSERT INTO am_recent_sends (digest, message_ids, at)
-      VALUES (p_digest, jsonb_build_array(p_id), p_now)
-      ON CONFLICT (digest) DO UPDATE SET message_ids = EXCLUDED.message_ids, at = EXCLUDED.at;
-    END IF;
-  END IF;
-  IF p_notify <> '' THEN
-    PERFORM pg_notify('agentmaild_mail', p_notify);
-  END IF;
-  IF p_nudge IS NOT NULL THEN
-    INSERT INTO am_nudges (agent, message_id, reason, created_at)
-    VALUES (p_to, p_id, p_nudge, p_stamp) ON CONFLICT DO NOTHING;
-  END IF;
-  RETURN 'sent';
 END
 $$

@@ -1,0 +1,48 @@
+"""The team rules' stored state, written once over the connector: overdue mail taken for
+escalation, a thread's hold released, the rules' counters. (The rules' checks inside a send live
+with each store's insert.)"""
+
+from __future__ import annotations
+
+from agentmaild.ids import iso_now
+from agentmaild.models import Message
+from agentmaild.store.base import RULE_COUNTERS
+from agentmaild.store.connector import OverConnector, Tx
+from agentmaild.store.rows import message_from_row
+from agentmaild.vocab import DAEMON_SENDER, PRIORITIES
+
+
+def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
+    """Per priority, the ISO stamp mail must be older than to be due ('' when the rule is off)."""
+    return {p: iso_now(now - after_s[p]) if after_s.get(p, 0) > 0 else "" for p in PRIORITIES}
+
+
+class StoreRuleState(OverConnector):
+    """The ``MailStore`` operations of the team rules' state, for every SQL store."""
+
+    def take_overdue(
+        self, after_s: dict[str, float], *, now: float, limit: int = 500
+    ) -> list[Message]:
+        params = {**_cutoffs(after_s, now), "daemon": DAEMON_SENDER, "limit": limit}
+
+        def run(tx: Tx) -> list[Message]:
+            # One taker at a time: two daemons checking at once escalate each message once.
+            tx.lock("rules:overdue")
+            due = [message_from_row(r) for r in tx.fetch_all("overdue_unread", params)]
+            if due:
+                tx.execute_many("escalated_put", [{"id": m.id, "at": now} for m in due])
+                tx.execute("counter_bump", {"name": "unread_escalated", "n": len(due)})
+            return due
+
+        return self.db.write(run)
+
+    def release_thread(self, thread_id: str) -> int:
+        def run(tx: Tx) -> int:
+            tx.execute("thread_log_forget", {"thread": thread_id})
+            return tx.execute("thread_holds_release", {"thread": thread_id})
+
+        return self.db.write(run)
+
+    def rule_counters(self) -> dict[str, int]:
+        found = {str(r["name"]): int(r["value"]) for r in self.db.fetch_all("counters")}
+        return {**dict.fromkeys(RULE_COUNTERS, 0), **found}

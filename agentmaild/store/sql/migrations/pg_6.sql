@@ -1,0 +1,3 @@
+-- agentmaild's PostgreSQL schema, version 6 (PostgreSQL only): the plain send as one call,
+-- am_send_one (its current definition is in functions.sql, applied after every migration run).
+-- No schema change of its own.

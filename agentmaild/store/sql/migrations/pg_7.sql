@@ -1,0 +1,3 @@
+-- agentmaild's PostgreSQL schema, version 7 (PostgreSQL only): the daemon's claim and ack as one
+-- call each, am_claim and am_ack (their current definitions are in functions.sql, applied after
+-- every migration run). No schema change of its own.

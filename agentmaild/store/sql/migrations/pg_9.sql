@@ -1,0 +1,14 @@
+-- agentmaild's PostgreSQL schema, version 9 (PostgreSQL only): a send's recipient check without
+-- a row lock, and the loop guard's recent sends without WAL.
+--
+-- Until version 8 a send read its recipient's state FOR SHARE, a write on every send (a dirtied
+-- page, a WAL record) that also queued sends to one agent behind each other. From version 9 the
+-- same exclusion is an advisory lock, "agentmaild:inbox:<recipient>", that a send takes for every
+-- recipient it checks and that the am_agent_ending triggers take for an agent's ending or
+-- removal (functions.sql, applied after this step, says how).
+--
+-- The loop guard's memory of recent sends is a cache of the last window's digests, written by
+-- every send: unlogged, it costs a send no WAL. A server crash (not a clean shutdown) or a
+-- fail-over to a standby empties it; the only effect is that a repeat sent right after is
+-- delivered instead of collapsed.
+ALTER TABLE am_recent_sends SET UNLOGGED
