@@ -32,9 +32,9 @@ Where each rule lives
 ---------------------
 Each send rule is decided, and its error worded, once, in ``checks``; the memory, SQLite and
 PostgreSQL stores and the front doors (``mail.Mailer``, ``fast``, the cold paths' ``ports``) only
-read rows and ask it. A rule that also runs inside SQL names its twin; ``tests/contract/test_rule_twins.py``
-proves the twins agree with ``checks`` on every case, and ``tests/contract/test_store_checks.py``
-holds each rule (class and text) on all three stores.
+read rows and ask it. A rule that also runs inside SQL names its twin;
+``tests/contract/test_rule_twins.py`` proves the twins agree with ``checks`` on every case, and
+``tests/contract/test_store_checks.py`` holds each rule (class and text) on all three stores.
 
 - recipient refusal: ``checks.recipient_refusal`` (+ ``ended``, ``merged_state``), asked by
   ``InsertRequest.check_recipient``; SQL twin: ``am_send_one``'s state test

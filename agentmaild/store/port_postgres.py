@@ -19,7 +19,6 @@ import psycopg
 
 from agentmaild.errors import AgentmaildError, StoreError
 from agentmaild.ids import iso_now
-from agentmaild.store.dialect import POSTGRES, named
 from agentmaild.store.location import StoreLocation
 from agentmaild.store.ports import Port
 from agentmaild.store.postgres_messages import mark_reached, mark_read
@@ -33,6 +32,7 @@ from agentmaild.store.postgres_tx import (
     redacted,
 )
 from agentmaild.store.pull import within
+from agentmaild.store.queries import POSTGRES, named
 
 if TYPE_CHECKING:
     from agentmaild.store.ports import Rows, Taken

@@ -14,7 +14,7 @@ Stdlib only, like ``pull``: the hooks' SQLite cold path loads it on every call.
 
 from __future__ import annotations
 
-from agentmaild.store.dialect import SQLITE
+from agentmaild.store.queries import SQLITE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -12,9 +12,8 @@ import sqlite3
 
 from agentmaild.errors import StoreError
 from agentmaild.ids import iso_now
-from agentmaild.store.dialect import SQLITE, named
 from agentmaild.store.ports import Port
-from agentmaild.store.queries import Q
+from agentmaild.store.queries import SQLITE, Q, named
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -6,6 +6,9 @@ PostgreSQL's dict (``queries_for("postgres")``) is the same file overlaid with
 ``sql/dialect/postgres.sql`` (the queries whose text truly differs, and PostgreSQL's own), its
 placeholders turned into psycopg's at load (``pyformat``) and SQLite's ``INDEXED BY`` planner
 hints dropped.
+
+A smaller file of one part's queries (``ports.sql``, ``reader.sql``) keeps a PostgreSQL spelling
+right under the query it replaces, as ``-- name: x@postgres``; ``named(file, dialect)`` picks it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import os
 
 _SQL_DIR = os.path.join(os.path.dirname(__file__), "sql")
-DIALECTS = ("sqlite", "postgres")
+SQLITE = "sqlite"
+POSTGRES = "postgres"
+DIALECTS = (SQLITE, POSTGRES)
 
 
 def parse_named(text: str) -> dict[str, str]:
@@ -25,7 +30,7 @@ def parse_named(text: str) -> dict[str, str]:
             if name:
                 queries[name] = "\n".join(lines).strip()
             name, lines = line.split(":", 1)[1].strip(), []
-        elif name is not None and not line.startswith("--"):
+        elif name is not None and not line.lstrip().startswith("--"):
             lines.append(line)
     if name:
         queries[name] = "\n".join(lines).strip()
@@ -49,6 +54,17 @@ def queries_for(dialect: str) -> dict[str, str]:
         merged = Q | parse_named(read_sql(f"dialect/{dialect}.sql"))
         _loaded[dialect] = {name: _for_psycopg(sql) for name, sql in merged.items()}
     return _loaded[dialect]
+
+
+def named(file: str, dialect: str) -> dict[str, str]:
+    """The queries of ``sql/<file>`` as ``dialect`` runs them (``x@<dialect>`` replaces ``x``)."""
+    every = parse_named(read_sql(file))
+    suffix = "@" + dialect
+    chosen = {k: v for k, v in every.items() if "@" not in k}
+    chosen.update({k[: -len(suffix)]: v for k, v in every.items() if k.endswith(suffix)})
+    if dialect == SQLITE:
+        return chosen
+    return {k: _for_psycopg(v) for k, v in chosen.items()}
 
 
 def _for_psycopg(sql: str) -> str:

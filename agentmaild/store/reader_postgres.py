@@ -15,8 +15,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from agentmaild.errors import StoreError
-from agentmaild.store.dialect import POSTGRES, named
 from agentmaild.store.marks import POSTGRES_MARK, postgres_mark
+from agentmaild.store.queries import POSTGRES, named
 from agentmaild.store.reader import Reader, snippet_parts
 
 PQ = named("reader.sql", POSTGRES)

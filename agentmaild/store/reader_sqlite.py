@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from agentmaild.errors import StoreError
-from agentmaild.store.dialect import SQLITE, named
 from agentmaild.store.marks import sqlite_mark
+from agentmaild.store.queries import SQLITE, named
 from agentmaild.store.reader import Reader, snippet_parts
 from agentmaild.store.sqlite_open import connect_readonly
 

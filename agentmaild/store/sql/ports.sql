@@ -1,5 +1,5 @@
 -- The cold paths' own queries (the hook's port, check --inject, the tmux channel's reads), written
--- once for both stores with :name placeholders (store/dialect.py; translated for PostgreSQL at
+-- once for both stores with :name placeholders (store/queries.py; translated for PostgreSQL at
 -- load). The mail they take goes through queries.sql's pull_candidates and nudges_for.
 
 -- name: set_turn_state

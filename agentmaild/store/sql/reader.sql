@@ -1,6 +1,6 @@
 -- The dashboard's reads (store/reader.py), on its own read-only connection. Every query is bounded
 -- (LIMIT, a time window, or one agent through an index); none writes. Written once with :name
--- placeholders (store/dialect.py); "x@postgres" is PostgreSQL's spelling of x where the two truly
+-- placeholders (store/queries.py); "x@postgres" is PostgreSQL's spelling of x where the two truly
 -- differ: no rowid there ("newest" is (created_at, id), indexed by schema step 5), and full-text
 -- search over all mail (the GIN index of schema step 5).
 
