@@ -77,7 +77,7 @@ def poke(store: MailStore, agents: list[str] | None) -> None:
     (best effort: it polls anyway). A store file's daemon gets a datagram; a PostgreSQL store's
     was already woken by the commit's NOTIFY."""
     from agentmaild.config import load_config
-    from agentmaild.store.services import wakes_for
+    from agentmaild.store.kinds import wakes_for
 
     location = store.location
     if location is not None:

@@ -95,8 +95,8 @@ def refuse_unknown_configured() -> bool:
 def check_inject(agent: str | None, db: str | None) -> tuple[str, list[str]]:
     """``agent`` None: Overstory's default (``orchestrator``) in Overstory mode, else an error."""
     from agentmaild.overstory.flavor import ORCHESTRATOR, overstory_mode
+    from agentmaild.store.kinds import open_port
     from agentmaild.store.location import resolve_location
-    from agentmaild.store.ports import open_port
 
     location = resolve_location(db)
     overstory = overstory_mode(location.target)

@@ -41,10 +41,10 @@ import time; t0 = time.perf_counter()
 import sys, sqlite3, json
 ta = time.perf_counter()
 from agentmaild import entry, fast
-from agentmaild.store import pull, migrate
-from agentmaild import render, location
+from agentmaild.store import location, migrate, port_sqlite, pull
+from agentmaild import render
 t1 = time.perf_counter()
-port = pull.SqlitePort.open(sys.argv[1], None)
+port = port_sqlite.SqlitePort.open(sys.argv[1], None)
 t2 = time.perf_counter()
 text, ids = fast.take_and_render(port, "x")
 t3 = time.perf_counter()

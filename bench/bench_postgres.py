@@ -63,8 +63,8 @@ def _harness_main(dsn: str, host: str) -> None:
     from agentmaild.daemon.journal import StoreProcJournal
     from agentmaild.daemon.serve import Daemon
     from agentmaild.log import configure_logging
+    from agentmaild.store.kinds import open_services
     from agentmaild.store.location import StoreLocation
-    from agentmaild.store.services import open_services
 
     instant, timed = _harness_types(pg=True)
 

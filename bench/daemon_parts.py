@@ -190,8 +190,8 @@ def _harness_main(db: str) -> None:
     from agentmaild.config import load_config
     from agentmaild.daemon.serve import Daemon
     from agentmaild.log import configure_logging
+    from agentmaild.store.kinds import open_services
     from agentmaild.store.location import StoreLocation
-    from agentmaild.store.services import open_services
     from agentmaild.store.sqlite import SqliteMailStore
 
     InstantChannel, TimedStore = _harness_types()

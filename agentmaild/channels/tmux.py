@@ -48,8 +48,9 @@ from agentmaild.channels.tmux_signals import (
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed, StoreError
 from agentmaild.models import Agent, Batch
+from agentmaild.store.kinds import open_port
 from agentmaild.store.location import StoreLocation
-from agentmaild.store.ports import Port, open_port
+from agentmaild.store.ports import Port
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 

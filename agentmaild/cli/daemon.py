@@ -148,7 +148,7 @@ def _status(location: StoreLocation) -> dict[str, Any]:
 
 def _hosts(location: StoreLocation) -> list[dict[str, Any]] | None:
     """Every host's daemon of a store shared by hosts (None when the store cannot be read)."""
-    from agentmaild.store.services import host_daemons
+    from agentmaild.store.kinds import host_daemons
 
     return host_daemons(location)
 

@@ -41,7 +41,8 @@ def store_copy(src: SourceArg, dst: DestArg, as_json: JsonOpt = False) -> None:
     """Copy every row of SRC into DST (SQLite ↔ PostgreSQL), in one transaction, then verify
     each table by row count and checksum. Exit 1 when a table differs. Stop the daemons first."""
     from agentmaild.cli.common import store_at
-    from agentmaild.store.copy import TABLES, copy_store
+    from agentmaild.store.copy import copy_store
+    from agentmaild.store.copy_tables import TABLES
 
     if src == dst:
         raise UsageError("store copy: SRC and DST are the same store")

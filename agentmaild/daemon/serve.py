@@ -45,8 +45,9 @@ from agentmaild.procs.escapes import become_subreaper
 from agentmaild.rules.ask import ReplyWaiters
 from agentmaild.rules.escalate import UnreadEscalator
 from agentmaild.store.aio import AsyncMailStore, Gate
+from agentmaild.store.kinds import open_services
 from agentmaild.store.location import StoreLocation
-from agentmaild.store.services import DaemonServices, open_services
+from agentmaild.store.services import DaemonServices
 
 log = structlog.get_logger(__name__)
 

@@ -144,8 +144,8 @@ class Hook:
 
             return run_remote(self)
         from agentmaild.overstory.flavor import overstory_mode
+        from agentmaild.store.kinds import open_port
         from agentmaild.store.location import resolve_location
-        from agentmaild.store.ports import open_port
 
         start = os.environ.get("CLAUDE_PROJECT_DIR") or None
         location = resolve_location(self.db_flag, start=start)

@@ -29,7 +29,7 @@ def routes() -> list[BaseRoute]:
 async def hook(request: Request) -> JSONResponse:
     from agentmaild.hooks.remote import serve_hook
     from agentmaild.hooks.run import canonical_event
-    from agentmaild.store.ports import port_of
+    from agentmaild.store.kinds import port_of
 
     caller = await authorize(request, "ack")
     if "read" not in caller.scopes:

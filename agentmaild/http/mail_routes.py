@@ -237,7 +237,7 @@ async def take(request: Request) -> JSONResponse:
 def _take_and_render(store: Any, agent: str) -> tuple[str, list[str]]:
     """``check --inject`` on the daemon's store, through the port it lends."""
     from agentmaild import fast
-    from agentmaild.store.ports import port_of
+    from agentmaild.store.kinds import port_of
 
     with port_of(store) as port:
         return fast.take_and_render(port, agent)

@@ -24,7 +24,7 @@ import psycopg
 
 from agentmaild.errors import StoreError
 from agentmaild.store.check import STALE_NUDGES, STRANDED, CheckReport
-from agentmaild.store.copy import TABLES
+from agentmaild.store.copy_tables import TABLES
 from agentmaild.store.postgres_migrate import (
     PG_SCHEMA_VERSION,
     current_version,

@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from agentmaild.errors import AgentmaildError, StoreError
 from agentmaild.store.base import MailStore
-from agentmaild.store.copy import JSON_COLUMNS, TABLES, Rows, canonical
+from agentmaild.store.copy_tables import JSON_COLUMNS, TABLES, Rows, canonical
 from agentmaild.store.postgres import PostgresMailStore
 
 

@@ -1,7 +1,7 @@
 """PostgreSQL's side of the cold paths' port (``ports.Port``): the hook's store work, the mail
 taken for injection and the tmux channel's reads, on one psycopg connection.
 
-The differences from SQLite's ``pull.SqlitePort`` stay in here: the take holds the agent's
+The differences from SQLite's ``port_sqlite.SqlitePort`` stay in here: the take holds the agent's
 advisory lock (serialised with the daemon's claims for it), a write's ``wake`` is a NOTIFY naming
 the agent, sent at commit, which reaches its daemon on whichever host it runs, and psycopg's
 errors leave as ``StoreError``. Loaded only for a PostgreSQL store: the SQLite cold path never

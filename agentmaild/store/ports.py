@@ -4,7 +4,7 @@ of a store, on one connection, whichever backend holds it.
 ``open_port(location)`` opens a port on the store a ``StoreLocation`` names (None when a SQLite
 file does not exist yet: nobody can have mail there); ``port_of(store)`` lends one on an open
 store's own connection (the daemon's HTTP API). A caller never learns which backend it has: the
-port's operations are the same on SQLite (``pull.SqlitePort``) and PostgreSQL
+port's operations are the same on SQLite (``port_sqlite.SqlitePort``) and PostgreSQL
 (``port_postgres.PostgresPort``), its queries are written once (``sql/ports.sql``), and its
 errors leave as ``StoreError``. ``Port.inject`` — take unread mail within a size budget, render
 it, ack what was rendered — is written once here, over the backends' ``take`` and ``mark_read``.
@@ -14,15 +14,11 @@ Stdlib only, like ``pull``: the hooks' SQLite cold path loads it on every call.
 
 from __future__ import annotations
 
-from agentmaild.store.queries import SQLITE
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-    from contextlib import AbstractContextManager
+    from collections.abc import Callable
     from typing import Any, TypeVar
 
-    from agentmaild.store.location import StoreLocation
 
     T = TypeVar("T")
     Rows = list[dict[str, Any]]
@@ -100,42 +96,3 @@ class Port:
             return text, ids
 
         return self.write(work)
-
-
-def open_port(
-    location: StoreLocation, on_wake: Callable[[str, str], None] | None = None
-) -> Port | None:
-    """A port on its own connection to the store at ``location``; None when there is no store.
-
-    ``on_wake(local, agent)``: how a write's ``wake`` reaches the daemon when the store has no
-    notification channel of its own (SQLite's control socket; PostgreSQL NOTIFYs instead)."""
-    if location.kind == SQLITE:
-        from agentmaild.store.pull import SqlitePort
-
-        return SqlitePort.open(location.target, on_wake)
-    from agentmaild.store.port_postgres import PostgresPort
-
-    return PostgresPort.open(location)
-
-
-def port_of(store: object) -> AbstractContextManager[Port]:
-    """A port lent on the open ``store``'s own connection (a pooled one for PostgreSQL). Its
-    ``wake`` reaches only the daemons the store itself notifies (PostgreSQL's NOTIFY), never
-    this process's control socket: the caller (the daemon) wakes its own loop."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def lend() -> Iterator[Port]:
-        from agentmaild.store.sqlite import SqliteMailStore
-
-        if isinstance(store, SqliteMailStore):
-            from agentmaild.store.pull import SqlitePort
-
-            yield SqlitePort(store.connection, str(store.path))
-            return
-        from agentmaild.store.port_postgres import lend_port
-
-        with lend_port(store) as port:
-            yield port
-
-    return lend()

@@ -13,9 +13,10 @@ from __future__ import annotations
 import anyio
 import psycopg
 import structlog
+from anyio.abc import TaskStatus
 
 from agentmaild.store.postgres_outages import Outages, first_line
-from agentmaild.store.wake import OnWake
+from agentmaild.store.wake import OnWake, Wakes
 
 log = structlog.get_logger(__name__)
 
@@ -68,3 +69,22 @@ class PgListener:
             self._wake(payload.split(","))
         else:
             self._wake(None)
+
+
+class NotifyWakes(Wakes):
+    """A PostgreSQL store's wake-ups: the send's in-transaction NOTIFY; LISTEN in the daemon."""
+
+    def __init__(self, dsn: str, outages: Outages | None = None) -> None:
+        self._dsn = dsn
+        self._outages = outages
+        self.listener: object | None = None  # the running ``PgListener`` (its connection count)
+
+    def notify(self, agents: list[str] | None) -> None:
+        """Nothing: the commit already sent the NOTIFY that wakes every host's daemon."""
+
+    async def run(self, on_wake: OnWake, *, task_status: TaskStatus[None] | None = None) -> None:
+        listener = PgListener(self._dsn, on_wake, self._outages)
+        self.listener = listener
+        if task_status is not None:  # what is sent before LISTEN holds, the first poll finds
+            task_status.started()
+        await listener.run()

@@ -179,20 +179,3 @@ def snippet_parts(snippet: str) -> list[tuple[str, bool]]:
         if rest:
             parts.append((rest, False))
     return parts
-
-
-def open_reader(store: object) -> Reader:
-    """The dashboard's reader of the open ``store`` (its connection opens on the first read)."""
-    from agentmaild.store.sqlite import SqliteMailStore
-
-    if isinstance(store, SqliteMailStore):
-        from agentmaild.store.reader_sqlite import SqliteReader
-
-        return SqliteReader(store.path)
-    from agentmaild.store.postgres_tx import PostgresTransactions
-
-    if isinstance(store, PostgresTransactions):
-        from agentmaild.store.reader_postgres import PostgresReader
-
-        return PostgresReader(store.dsn)
-    raise StoreError(f"this store offers no dashboard reader: {type(store).__name__}")

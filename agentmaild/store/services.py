@@ -23,8 +23,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from agentmaild.store.location import POSTGRES, StoreLocation
-from agentmaild.store.wake import DatagramWakes, NotifyWakes, Wakes
+from agentmaild.store.location import StoreLocation
+from agentmaild.store.wake import Wakes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -95,35 +95,6 @@ class DaemonServices(ABC):
         """After ``lose_store``: what the store opened still needs before the daemon exits
         (nothing, unless the backend says otherwise)."""
         return None
-
-
-def open_services(location: StoreLocation, config: Config) -> DaemonServices:
-    """The daemon's services for ``location``: the one place a daemon's backend is chosen."""
-    if location.kind == POSTGRES:
-        from agentmaild.store.services_postgres import PgServices
-
-        return PgServices(location, config)
-    from agentmaild.store.services_sqlite import SqliteServices
-
-    return SqliteServices(location, config)
-
-
-def wakes_for(location: StoreLocation, socket: Path | str | None = None) -> Wakes:
-    """A sender's wake-ups for ``location`` (``socket``: the daemon's control socket when
-    configured, else the one beside the store's local path)."""
-    if location.kind == POSTGRES:
-        return NotifyWakes(location.target)
-    return DatagramWakes(Path(socket) if socket else _socket_for(location.local_path))
-
-
-def host_daemons(location: StoreLocation) -> list[dict[str, Any]] | None:
-    """Every host's daemon of a store shared by hosts, as ``status`` shows them; None for a store
-    served by one daemon, or when the store cannot be read."""
-    if location.kind != POSTGRES:
-        return None
-    from agentmaild.store.postgres_hosts import read_hosts
-
-    return read_hosts(location.target)
 
 
 def _socket_for(path: Path) -> Path:

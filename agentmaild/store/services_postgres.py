@@ -27,10 +27,11 @@ from agentmaild.store.files import check_private_dir, make_store_dir
 from agentmaild.store.location import StoreLocation
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_hosts import PgHeartbeat
+from agentmaild.store.postgres_listen import NotifyWakes
 from agentmaild.store.postgres_lock import PgHostLock, hold_pg_lock
 from agentmaild.store.postgres_outages import Outages, PgLockKeeper
 from agentmaild.store.services import DaemonServices
-from agentmaild.store.wake import NotifyWakes, Wakes
+from agentmaild.store.wake import Wakes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskStatus
 
-    from agentmaild.store.postgres_outages import Outages
 
 OnWake = Callable[[list[str] | None], object]  # what it returns is ignored
 
@@ -74,24 +73,3 @@ class DatagramWakes(Wakes):
             await receiver.run()
         finally:
             receiver.close()
-
-
-class NotifyWakes(Wakes):
-    """A PostgreSQL store's wake-ups: the send's in-transaction NOTIFY; LISTEN in the daemon."""
-
-    def __init__(self, dsn: str, outages: Outages | None = None) -> None:
-        self._dsn = dsn
-        self._outages = outages
-        self.listener: object | None = None  # the running ``PgListener`` (its connection count)
-
-    def notify(self, agents: list[str] | None) -> None:
-        """Nothing: the commit already sent the NOTIFY that wakes every host's daemon."""
-
-    async def run(self, on_wake: OnWake, *, task_status: TaskStatus[None] | None = None) -> None:
-        from agentmaild.store.postgres_listen import PgListener
-
-        listener = PgListener(self._dsn, on_wake, self._outages)
-        self.listener = listener
-        if task_status is not None:  # what is sent before LISTEN holds, the first poll finds
-            task_status.started()
-        await listener.run()

@@ -28,7 +28,8 @@ import anyio.lowlevel
 import structlog
 
 from agentmaild.control.handler import ControlHandler
-from agentmaild.store.reader import Reader, open_reader
+from agentmaild.store.kinds import open_reader
+from agentmaild.store.reader import Reader
 from agentmaild.web.guard import Guard
 from agentmaild.web.hub import Hub
 from agentmaild.web.templating import make_env

@@ -19,10 +19,10 @@ from agentmaild.errors import StoreError
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.base import MailStore
+from agentmaild.store.kinds import open_port, open_reader, port_of
 from agentmaild.store.location import StoreLocation
-from agentmaild.store.ports import Port, open_port, port_of
+from agentmaild.store.ports import Port
 from agentmaild.store.postgres import PostgresMailStore
-from agentmaild.store.reader import open_reader
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.pg import PgDatabases
 

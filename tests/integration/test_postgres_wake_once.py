@@ -21,9 +21,10 @@ import pytest
 
 from agentmaild.config import load_config
 from agentmaild.store.files import make_store_dir
+from agentmaild.store.kinds import open_services
 from agentmaild.store.location import StoreLocation
-from agentmaild.store.services import open_services
-from agentmaild.store.wake import DatagramWakes, NotifyWakes
+from agentmaild.store.postgres_listen import NotifyWakes
+from agentmaild.store.wake import DatagramWakes
 from tests.support.daemon import FAST, base_env
 from tests.support.waiting import wait_for
 

@@ -16,11 +16,12 @@ import anyio
 import pytest
 
 from agentmaild.models import Agent
+from agentmaild.store.kinds import wakes_for
 from agentmaild.store.location import StoreLocation
 from agentmaild.store.memory import MemoryMailStore
-from agentmaild.store.services import wakes_for
+from agentmaild.store.postgres_listen import NotifyWakes
 from agentmaild.store.sqlite import SqliteMailStore
-from agentmaild.store.wake import DatagramWakes, NotifyWakes
+from agentmaild.store.wake import DatagramWakes
 
 BOUND = 30.0  # only a hang comes close
 
