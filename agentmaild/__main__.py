@@ -1,5 +1,5 @@
 """``python -m agentmaild``: the same entry point as the console script."""
 
-from agentmaild.entry import main
+from agentmaild.hot.entry import main
 
 main()

@@ -1,8 +1,8 @@
 """Cold-process cost of the hook path (issue 2 item 9, SPEC §9).
 
 ``agentmaild check --inject --agent x --db DB`` runs through the installed console script (which
-routes to the typer-free ``agentmaild/fast.py``) against a store holding 5 unread messages, beside
-``python -c "import sqlite3, json"`` (issue 2: ≤ 1.5x) and ``python -c "import sqlite3"``
+routes to the typer-free ``agentmaild/hot/check.py``) against a store holding 5 unread messages,
+beside ``python -c "import sqlite3, json"`` (issue 2: ≤ 1.5x) and ``python -c "import sqlite3"``
 (SPEC §9: ≤ 2.5x) run by the same interpreter. N rounds each run every command once, in a
 shuffled order; the table shows the median wall time of each command and, as the ratio, the
 median of the N per-round ratios (paired runs are adjacent in time, so load from elsewhere on the

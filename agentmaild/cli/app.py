@@ -17,7 +17,6 @@ from typing import Annotated, Any
 import typer
 
 from agentmaild import __version__
-from agentmaild.access import read_body
 from agentmaild.cli.common import (
     STATE,
     DbOpt,
@@ -34,6 +33,7 @@ from agentmaild.cli.common import (
     sender_of,
 )
 from agentmaild.errors import UsageError
+from agentmaild.hot.access import read_body
 from agentmaild.ids import check_message_id, check_name
 
 app = typer.Typer(

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
 
         Exit 0 with the reply; exit 3 when none came in time (the question stays answerable).
         """
-        from agentmaild.access import read_body
+        from agentmaild.hot.access import read_body
         from agentmaild.rules.ask import parse_timeout, wait_for_reply
 
         wait_s = parse_timeout(timeout)

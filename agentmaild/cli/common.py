@@ -12,14 +12,14 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
-from agentmaild.access import daemon_socket as daemon_socket
-from agentmaild.access import flavor as _flavor
-from agentmaild.access import mailer as mailer
-from agentmaild.access import poke as poke
-from agentmaild.access import sender_of as sender_of
-from agentmaild.access import store_at as store_at
 from agentmaild.errors import AgentmaildError, UsageError
 from agentmaild.errors import one_line as one_line
+from agentmaild.hot.access import daemon_socket as daemon_socket
+from agentmaild.hot.access import flavor as _flavor
+from agentmaild.hot.access import mailer as mailer
+from agentmaild.hot.access import poke as poke
+from agentmaild.hot.access import sender_of as sender_of
+from agentmaild.hot.access import store_at as store_at
 from agentmaild.mail import IMPLICIT_RECIPIENTS
 from agentmaild.overstory.flavor import overstory_mode
 from agentmaild.render import json_text, visible

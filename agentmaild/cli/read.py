@@ -131,8 +131,7 @@ def check(
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch all unread mail for an agent and mark it read (priority first)."""
-    from agentmaild import fast
-
+    from agentmaild.hot import check as fast
     overstory = overstory_mode_of(db)
     name = agent or os.environ.get("AGENTMAIL_AGENT") or (ORCHESTRATOR if overstory else None)
     if not name:

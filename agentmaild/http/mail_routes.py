@@ -236,7 +236,7 @@ async def take(request: Request) -> JSONResponse:
 
 def _take_and_render(store: Any, agent: str) -> tuple[str, list[str]]:
     """``check --inject`` on the daemon's store, through the port it lends."""
-    from agentmaild import fast
+    from agentmaild.hot import check as fast
     from agentmaild.store.kinds import port_of
 
     with port_of(store) as port:

@@ -274,7 +274,7 @@ def test_check_inject_takes_the_fast_path(cli: Cli) -> None:
         for line in proc.stderr.splitlines()
         if line.startswith("import time:")
     }
-    assert "agentmaild.fast" in imported
+    assert "agentmaild.hot.check" in imported
     heavy = sorted(
         m
         for m in imported

@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agentmaild import fast
 from agentmaild.errors import (
     Conflict,
     InboxFull,
@@ -27,6 +26,7 @@ from agentmaild.errors import (
     RecipientRefused,
     ValidationError,
 )
+from agentmaild.hot import check as fast
 from agentmaild.mail import Limits, Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore

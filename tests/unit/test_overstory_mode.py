@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agentmaild import fast
 from agentmaild.errors import RecipientRefused, ValidationError
+from agentmaild.hot import check as fast
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore

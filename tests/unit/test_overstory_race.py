@@ -14,11 +14,11 @@ from typing import Any
 import anyio
 import pytest
 
-from agentmaild import fast
 from agentmaild.channels.testing import FakeChannel
 from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.types import LoopSettings, StepResult
 from agentmaild.errors import RecipientRefused
+from agentmaild.hot import check as fast
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.store.aio import AsyncMailStore

@@ -6,7 +6,7 @@ CLI's start (typer, click, every command's module) cost them ~0.2-0.5 s a messag
 option at most once, every value given); anything else (``--help``, ``--url``, ``--payload``, a
 value that looks like an option, an unknown flag) goes to the typer command, which implements the
 same send and prints the same output and errors. Both open, send and poke through
-``agentmaild.access``.
+``agentmaild.hot.access``.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def run_send(argv: Sequence[str], command: str = "send") -> int:
 
 
 def _send(command: str, opts: dict[str, str]) -> Sent:
-    from agentmaild.access import mailer, poke, read_body, sender_of, store_at
+    from agentmaild.hot.access import mailer, poke, read_body, sender_of, store_at
     from agentmaild.store.location import resolve_location
 
     store = store_at(resolve_location(opts.get("db")))

@@ -26,13 +26,11 @@ def main() -> None:
 
             _exit_now(hooks.run_hook(argv[1], argv[2:]))
     if argv[:1] == ["check"] and "--inject" in argv:
-        from agentmaild import fast
-
+        from agentmaild.hot import check as fast
         if fast.parse_check(argv[1:]) is not None:
             _exit_now(fast.run_check(argv[1:]))
     if argv[:1] == ["send"] or argv[:1] == ["reply"]:
-        from agentmaild import fast_send
-
+        from agentmaild.hot import send as fast_send
         if fast_send.parse_send(argv[1:], argv[0]) is not None:
             _exit_now(fast_send.run_send(argv[1:], argv[0]))
     from agentmaild.cli.app import run
