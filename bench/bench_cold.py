@@ -42,7 +42,7 @@ import sys, sqlite3, json
 ta = time.perf_counter()
 from agentmaild import entry, fast
 from agentmaild.store import location, migrate, port_sqlite, pull
-from agentmaild import render
+from agentmaild.render import framing as render
 t1 = time.perf_counter()
 port = port_sqlite.SqlitePort.open(sys.argv[1], None)
 t2 = time.perf_counter()

@@ -22,7 +22,7 @@ from agentmaild.hot.access import sender_of as sender_of
 from agentmaild.hot.access import store_at as store_at
 from agentmaild.mail import IMPLICIT_RECIPIENTS
 from agentmaild.overstory.flavor import overstory_mode
-from agentmaild.render import json_text, visible
+from agentmaild.render.framing import json_text, visible
 from agentmaild.store.base import MailStore
 from agentmaild.store.location import StoreLocation, resolve_location
 

@@ -33,7 +33,7 @@ class _Shown:
 
     def __call__(self, data: bytes) -> None:
         if self.terminal:
-            from agentmaild.render import visible
+            from agentmaild.render.framing import visible
 
             data = visible(self.decoder.decode(data)).encode("utf-8", "replace")
         sys.stdout.buffer.write(data)

@@ -25,7 +25,7 @@ from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, Deli
 from agentmaild.jsoninput import storable
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent, Batch
-from agentmaild.render import render_batch
+from agentmaild.render.framing import render_batch
 
 if TYPE_CHECKING:
     from agentmaild.channels.base import Channel

@@ -7,8 +7,8 @@ the per-prompt path imports nothing more; stdlib only, like ``run``.
 
 from __future__ import annotations
 
-from agentmaild import inject
 from agentmaild.hooks.io import env_float
+from agentmaild.render import inject
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -43,7 +43,6 @@ import os
 import re
 import sys
 
-from agentmaild import inject
 from agentmaild.hooks.io import (
     notification_waits,
     output_limit,
@@ -51,6 +50,7 @@ from agentmaild.hooks.io import (
     poke_daemon,
     read_stdin,
 )
+from agentmaild.render import inject
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -55,8 +55,7 @@ def take_and_render(
 ) -> tuple[str, list[str]]:
     """In one write: take the agent's unread mail, render what fits, ack just that
     (``Port.inject``). An Overstory pending-nudge banner beside the store leads the output."""
-    from agentmaild import inject
-
+    from agentmaild.render import inject
     def render(
         rows: list[dict[str, Any]], unread: int, nudges: list[dict[str, Any]], lead: str
     ) -> tuple[str, list[str]]:
@@ -152,7 +151,7 @@ def run_check(argv: Sequence[str]) -> int:
         sys.stdout.write(json.dumps({"ok": True, "acked": ids, "text": text}) + "\n")
     elif text and sys.stdout.isatty():
         # A human at a terminal, not a hook: show control characters rather than obey them.
-        from agentmaild.render import visible  # already loaded by inject
+        from agentmaild.render.framing import visible  # already loaded by inject
 
         sys.stdout.write(visible(text))
     elif text:

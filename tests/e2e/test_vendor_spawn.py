@@ -25,7 +25,7 @@ from agentmaild.config import Config, SpawnConfig
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed, StoreError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
-from agentmaild.render import render_batch
+from agentmaild.render.framing import render_batch
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import FAST, daemon_factory

@@ -28,7 +28,7 @@ from agentmaild.config import Config, TmuxConfig
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.ids import iso_now
 from agentmaild.models import Agent, Batch, Message
-from agentmaild.render import render_batch
+from agentmaild.render.framing import render_batch
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.claude_env import TmuxServer
 from tests.support.waiting import wait_for

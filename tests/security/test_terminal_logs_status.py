@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agentmaild.models import Agent
 from agentmaild.procs.logfiles import log_path
-from agentmaild.render import visible
+from agentmaild.render.framing import visible
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.terminal import on_pty
 

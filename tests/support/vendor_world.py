@@ -28,7 +28,7 @@ from agentmaild.config import Config, SpawnConfig, StdinConfig
 from agentmaild.errors import DeliveryFailed
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
-from agentmaild.render import render_batch
+from agentmaild.render.framing import render_batch
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import FAST, daemon_factory

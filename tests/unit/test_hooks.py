@@ -27,7 +27,7 @@ from agentmaild.hooks import install as hooks_install
 from agentmaild.hooks import run as hooks
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
-from agentmaild.render import render_batch
+from agentmaild.render.framing import render_batch
 from agentmaild.store.location import StoreLocation
 from agentmaild.store.sqlite import SqliteMailStore
 

@@ -1,5 +1,6 @@
-"""``agentmaild.render``: the framing key, the quoting of framing-like body lines, one-line fields,
-and the forms text takes for a person (``visible``) and for JSON (``json_text``)."""
+"""``agentmaild.render.framing``: the framing key, the quoting of framing-like body lines,
+one-line fields, and the forms text takes for a person (``visible``) and for JSON
+(``json_text``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import types
 
 import pytest
 
-from agentmaild.render import (
+from agentmaild.render.framing import (
     KEY_CHARS,
     QUOTED,
     json_text,

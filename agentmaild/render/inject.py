@@ -63,7 +63,7 @@ def fit_rows(
     rows are what the store's port took (``store.ports.Port.take``)."""
     import types
 
-    from agentmaild.render import measure_message
+    from agentmaild.render.framing import measure_message
 
     msgs = [types.SimpleNamespace(**r) for r in rows]
     ids = [m.id for m in msgs]
@@ -91,7 +91,7 @@ def _render(
     waiting: int,
     lead: str = "",
 ) -> str:
-    from agentmaild.render import render_banner, render_batch
+    from agentmaild.render.framing import render_banner, render_batch
 
     taken = {m.id for m in msgs}
     banner = render_banner([n for n in nudges if n["message_id"] in taken])
