@@ -38,7 +38,7 @@ def _interpreter(script: Path) -> str:
 def _prepare(db: Path) -> str:
     from agentmaild.models import Agent
     from agentmaild.store.sqlite import SqliteMailStore
-    from agentmaild.tokens import SCOPES, mint
+    from agentmaild.trust.tokens import SCOPES, mint
 
     store = SqliteMailStore(db)
     store.add_agent(Agent(name=AGENT, capability="builder"))

@@ -11,7 +11,7 @@ import typer
 from agentmaild.cli.common import DbOpt, JsonOpt, command, db_location, open_store, out
 from agentmaild.errors import DaemonNotAnswering, DaemonNotRunning, UsageError
 from agentmaild.store.location import StoreLocation
-from agentmaild.tokens import DASHBOARD_SCOPES, OPERATOR_AGENT, mint, parse_duration
+from agentmaild.trust.tokens import DASHBOARD_SCOPES, OPERATOR_AGENT, mint, parse_duration
 
 
 def _daemon_http(location: StoreLocation) -> tuple[str, bool]:

@@ -10,7 +10,7 @@ import typer
 from agentmaild.cli.common import DbOpt, JsonOpt, command, open_store, out
 from agentmaild.errors import NotFound
 from agentmaild.ids import check_name
-from agentmaild.tokens import OPERATOR_AGENT, mint, parse_duration, parse_scopes
+from agentmaild.trust.tokens import OPERATOR_AGENT, mint, parse_duration, parse_scopes
 
 
 def create(

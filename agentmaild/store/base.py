@@ -20,8 +20,8 @@ from agentmaild.store.checks import merged_state, recipient_refusal
 from agentmaild.store.guard import RULE_COUNTERS as RULE_COUNTERS
 from agentmaild.store.guard import ThreadGuard as ThreadGuard
 from agentmaild.store.location import StoreLocation
-from agentmaild.tokens import ApiToken
 from agentmaild.trust.peers import Peer, PeerOrigin
+from agentmaild.trust.tokens import ApiToken
 
 # Agent fields `update_agent` may change (name and created_at are fixed).
 AGENT_MUTABLE_FIELDS = frozenset(

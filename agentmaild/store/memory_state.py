@@ -11,8 +11,8 @@ from typing import Concatenate, ParamSpec, TypeVar
 from agentmaild.ids import iso_now
 from agentmaild.models import PRIORITY_RANK, Agent, Attempt, Batch, Message
 from agentmaild.store.base import AgentProc
-from agentmaild.tokens import ApiToken
 from agentmaild.trust.peers import Peer, PeerOrigin
+from agentmaild.trust.tokens import ApiToken
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from agentmaild.errors import StoreError
 from agentmaild.store.memory_state import MemoryState, atomic
-from agentmaild.tokens import ApiToken
+from agentmaild.trust.tokens import ApiToken
 
 
 class MemoryTokens(MemoryState):

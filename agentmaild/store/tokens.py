@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentmaild.store.connector import OverConnector
-from agentmaild.tokens import ApiToken
+from agentmaild.trust.tokens import ApiToken
 
 
 class StoreTokens(OverConnector):

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from agentmaild.control.handler import DaemonPort
-    from agentmaild.tokens import ApiToken
+    from agentmaild.trust.tokens import ApiToken
 
 log = structlog.get_logger(__name__)
 # Snapshot fields that move with the clock alone (the page shows ages from stored times instead).

@@ -34,10 +34,10 @@ import structlog
 from starlette.requests import Request
 
 from agentmaild.errors import AgentmaildError
-from agentmaild.tokens import ALL_SCOPES, OPERATOR_AGENT, hash_secret
+from agentmaild.trust.tokens import ALL_SCOPES, OPERATOR_AGENT, hash_secret
 
 if TYPE_CHECKING:
-    from agentmaild.tokens import ApiToken
+    from agentmaild.trust.tokens import ApiToken
 
 log = structlog.get_logger(__name__)
 COOKIE = "am_dashboard"

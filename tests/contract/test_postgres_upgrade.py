@@ -12,7 +12,7 @@ from agentmaild.models import Agent, Message
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, defined_in_functions, statements
-from agentmaild.tokens import ApiToken
+from agentmaild.trust.tokens import ApiToken
 from tests.support.pg import PgDatabases
 
 T0 = 1_700_000_000.0

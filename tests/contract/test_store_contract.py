@@ -904,7 +904,7 @@ def test_purge_attempts_by_age_agent_or_everything(store: MailStore) -> None:
 # -- HTTP API tokens (schema 4) ---------------------------------------------------------------
 def test_tokens_are_stored_by_hash_listed_and_revoked(store: MailStore) -> None:
     from agentmaild.errors import StoreError
-    from agentmaild.tokens import hash_secret, mint
+    from agentmaild.trust.tokens import hash_secret, mint
 
     secret, record = mint("bob", ("read", "ack"), now=1000.0, expires_in_s=60.0)
     store.add_token(record)

@@ -16,7 +16,7 @@ from agentmaild.models import Agent, Attempt, Message
 from agentmaild.store.base import AgentProc, InsertRequest, MailStore, ThreadGuard
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.sqlite import SqliteMailStore
-from agentmaild.tokens import ApiToken
+from agentmaild.trust.tokens import ApiToken
 
 T0 = 1_700_000_000.0
 

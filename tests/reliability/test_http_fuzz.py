@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from agentmaild.mail import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
-from agentmaild.tokens import SCOPES, mint
 from agentmaild.trust import envelope, keyfile
 from agentmaild.trust.peers import Peer
 from agentmaild.trust.receive import wire
+from agentmaild.trust.tokens import SCOPES, mint
 from tests.reliability.conftest import DaemonProc, assert_sound
 from tests.reliability.test_fuzz import FUZZ, JSONISH, NASTY_TEXT, snapshot
 from tests.support.http_api import base_url, http_env

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from agentmaild.cli.app import app
 from agentmaild.errors import ValidationError
 from agentmaild.store.sqlite import SqliteMailStore
-from agentmaild.tokens import PREFIX, SCOPES, hash_secret, mint, parse_duration, parse_scopes
+from agentmaild.trust.tokens import PREFIX, SCOPES, hash_secret, mint, parse_duration, parse_scopes
 
 
 def test_a_minted_token_is_random_and_only_its_hash_is_kept() -> None:
