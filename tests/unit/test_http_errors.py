@@ -33,7 +33,7 @@ def test_every_code_in_the_tree_is_placed_on_purpose() -> None:
 
 
 def test_the_held_thread_message_is_the_cli_s() -> None:
-    from agentmaild.store.guard import held_error
+    from agentmaild.store.checks import held_error
 
     exc = held_error("msg-abc", "alice|bob")
     back = error_from(exc.code, exc.message)
