@@ -18,6 +18,7 @@ from agentmaild.cli.common import (
     TokenOpt,
     UrlOpt,
     command,
+    db_target,
     echo_text,
     emit_error,
     known_agent,
@@ -142,7 +143,7 @@ def check(
         check_remote(api, name, inject, as_json)
         return
     if inject:  # the hot path's own take, render and ack (entry.py routes most calls there)
-        text, ids = fast.check_inject(name, db)
+        text, ids = fast.check_inject(name, db_target(db))
         out({"ok": True, "acked": ids, "text": text}, as_json, lambda: echo_text(text, nl=False))
         return
     with open_store(db, create=False) as store:

@@ -106,9 +106,9 @@ def test_an_escapee_that_clears_its_environment_and_double_forks_is_stopped_by_i
     _setup(db, "esc", agent_cmd("escape_agent.py", str(ledger), "--scrub"))
     d = daemons()
     _send(db, "esc")
+    # (that its environment is empty once it runs is proved in tests/unit/test_cgroups.py: here
+    # the turn may end, and the grandchild be stopped, before it could be looked at)
     (grandchild,) = wait_for(lambda: _events(ledger, "grandchild"), 15, "the grandchild")
-    wait_for(lambda: Path(f"/proc/{grandchild['pid']}/environ").read_bytes() == b"", 15,
-             "the grandchild to scrub its environment")
     wait_for(lambda: d.events("delivery.acked"), 15, "the turn to be acked")
     wait_for(lambda: _gone(grandchild["pid"]), 20, "the scrubbed escapee to be gone")
     (stopped,) = d.events("proc.escaped_stopped")
