@@ -12,25 +12,16 @@ from typing import Any
 from agentmaild.config import LimitsConfig
 from agentmaild.errors import NotFound, UnknownAgent, ValidationError
 from agentmaild.ids import check_message_id, check_name, iso_now, new_id
-from agentmaild.models import (
-    KNOWN_CAPABILITIES,
-    PRIORITY_RANK,
-    Agent,
-    Message,
-)
-from agentmaild.payloads import validate_payload
-from agentmaild.rules.loopguard import guard_fields
-from agentmaild.rules.queues import check_queue, is_queue
+from agentmaild.models import Message
+from agentmaild.rules import recipients
+from agentmaild.rules.content import Draft, check_content
+from agentmaild.rules.queues import is_queue
 from agentmaild.store import checks
 from agentmaild.store.base import InsertRequest, MailStore
 from agentmaild.trust.peers import is_peer_address, split_peer_address
 from agentmaild.vocab import DAEMON_SENDER as DAEMON_SENDER
 from agentmaild.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
-from agentmaild.vocab import MESSAGE_TYPES
 from agentmaild.vocab import OPERATOR as OPERATOR
-
-NUDGE_TYPES = frozenset({"worker_done", "merge_ready", "error", "escalation", "merge_failed"})
-
 
 # The rules take the ``[limits]`` section as it is (defaults are the SPEC's).
 Limits = LimitsConfig
@@ -56,26 +47,12 @@ class Sent:
         }
 
 
-def _check_text(field: str, value: str) -> None:
-    if "\x00" in value:
-        raise ValidationError(f"{field}: contains a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValidationError(f"{field}: not valid UTF-8 text") from exc
-
-
 class Mailer:
     """Applies SPEC §3 to a store. Stateless apart from the store and the limits."""
 
     def __init__(self, store: MailStore, limits: Limits | None = None) -> None:
         self.store = store
         self.limits = limits or Limits()
-
-    # -- recipients -------------------------------------------------------------------------
-    def _groups(self, agents: Sequence[Agent]) -> list[str]:
-        caps = sorted({*KNOWN_CAPABILITIES, *(a.capability for a in agents)})
-        return ["@all", *(f"@{c}" for c in caps)]
 
     @property
     def _overstory(self) -> Any:
@@ -84,60 +61,7 @@ class Mailer:
 
     def expand(self, to: str, sender: str) -> tuple[list[str], bool]:
         """Recipients for ``to`` (a name or a group) and whether it was a group."""
-        ov = self._overstory
-        if is_queue(to):
-            return [check_queue(self.store, to, self.limits.refuse_unknown_recipients)], False
-        if is_peer_address(to):  # mail `agentmaild relay` forwards to another trust domain
-            split_peer_address(to)
-            return [to], False
-        if not to.startswith("@"):
-            check_name(to, "recipient", loose=ov is not None)
-            return [to], False
-        agents = self.store.list_agents() if ov is None else ov.merge(self.store.list_agents())
-        group = to[1:]
-        if group == "all":
-            members = [a for a in agents if not checks.ended(a.state)]
-        else:
-            caps = {a.capability for a in agents} | set(KNOWN_CAPABILITIES)
-            cap = group if group in caps else group[:-1] if group.endswith("s") else None
-            if cap not in caps:
-                raise ValidationError(
-                    f"unknown group {to!r}; valid groups: {', '.join(self._groups(agents))} "
-                    "(plurals work too, e.g. @builders)"
-                )
-            members = [a for a in agents if a.capability == cap and not checks.ended(a.state)]
-        names = [a.name for a in members if a.name != sender]
-        if not names:
-            raise ValidationError(
-                f"group {to!r} has no active recipient besides {sender}; "
-                f"valid groups: {', '.join(self._groups(agents))}"
-            )
-        return names, True
-
-    # -- validation -------------------------------------------------------------------------
-    def _validate(
-        self, subject: str, body: str, msg_type: str, priority: str, payload: str | None
-    ) -> str | None:
-        if msg_type not in MESSAGE_TYPES:
-            raise ValidationError(
-                f"type: unknown type {msg_type!r}; one of {', '.join(MESSAGE_TYPES)}"
-            )
-        if priority not in PRIORITY_RANK:
-            raise ValidationError(
-                f"priority: unknown {priority!r}; one of low, normal, high, urgent"
-            )
-        _check_text("subject", subject)
-        _check_text("body", body)
-        if not subject.strip():
-            raise ValidationError("subject: must not be empty")
-        if len(subject) > self.limits.subject_max_chars:
-            raise ValidationError(
-                f"subject: {len(subject)} characters, the limit is {self.limits.subject_max_chars}"
-            )
-        size = len(body.encode("utf-8"))
-        if size > self.limits.body_max_bytes:
-            raise ValidationError(f"body: {size} bytes, the limit is {self.limits.body_max_bytes}")
-        return validate_payload(msg_type, payload, self.limits.payload_max_bytes)
+        return recipients.expand(self.store, self.limits, to, sender)
 
     # -- sending ----------------------------------------------------------------------------
     def send(
@@ -154,84 +78,36 @@ class Mailer:
         idempotency_key: str | None = None,
         peer_sender: bool = False,
     ) -> Sent:
-        ov = self._overstory
-        if peer_sender:  # only a verified envelope (agentmaild.trust.receive) sends as a peer
-            split_peer_address(sender)
-        else:
-            check_name(sender, "sender", loose=ov is not None)
-        canonical = self._validate(subject, body, type, priority, payload)
+        self._check_sender(sender, peer_sender)
+        canonical = check_content(self.limits, subject, body, type, priority, payload)
         if thread_id is not None:
             check_message_id(thread_id)
         idem = self._idempotency(
             sender, idempotency_key, to, subject, body, type, priority, thread_id, canonical
         )
-        if idem is not None:
-            # A retried send returns what the first one wrote, whatever happened since
-            # (the recipient may have completed): the key is the sender's proof of identity.
-            earlier = self.store.find_idempotent(*idem)
-            if earlier is not None and checks.replays(earlier.messages):
-                return Sent(
-                    messages=earlier.messages,
-                    duplicate=True,
-                    broadcast_id=earlier.messages[0].broadcast_id if earlier.messages else None,
-                )
-        recipients, is_group = self.expand(to, sender)
-        # One recipient is checked inside the insert's transaction (group members were
-        # filtered by state in expand()); the operator needs no registration.
-        implicit = IMPLICIT_RECIPIENTS if ov is None else ov.implicit
-        remote = is_queue(to) or is_peer_address(to)
-        checked = () if is_group or to in implicit or remote else (to,)
-        theirs = ov.state_of(to) if ov is not None and checked else None
+        if idem is not None and (earlier := self._replay(idem)) is not None:
+            return earlier
+        names, is_group = self.expand(to, sender)
+        checked, known = self._checked(to, is_group)
+        draft = Draft(sender=sender, to=to, subject=subject, body=body, type=type,
+                       priority=priority, thread_id=thread_id, payload=canonical)  # fmt: skip
         now = time.time()
-        stamp = iso_now(now)
         broadcast_id = new_id("bc") if is_group else None
-        messages = tuple(
-            Message(
-                id=new_id("msg"),
-                from_agent=sender,
-                to_agent=name,
-                subject=subject,
-                body=body,
-                type=type,
-                priority=priority,
-                thread_id=thread_id,
-                payload=canonical,
-                created_at=stamp,
-                broadcast_id=broadcast_id,
-            )
-            for name in recipients
-        )
-        nudge = priority in ("urgent", "high") or type in NUDGE_TYPES
+        messages = draft.messages(names, iso_now(now), broadcast_id)
         # An idempotent retry is the sender's own business: never collapsed nor counted twice.
-        guard = (
-            {}
-            if idem is not None
-            else guard_fields(
-                self.store,
-                self.limits,
-                sender=sender,
-                to=to,
-                subject=subject,
-                body=body,
-                thread_id=thread_id,
-                direct=not is_group,
-                extra=(type, priority, canonical),
-            )
-        )
+        guard = {} if idem is not None else self._guard(draft, direct=not is_group)
         result = self.store.insert(
             InsertRequest(
                 messages=messages,
                 now=now,
-                nudges=tuple((m.to_agent, m.id, f"{priority} {type}") for m in messages)
-                if nudge
-                else (),
+                nudges=draft.nudges(messages),
                 unread_max=self.limits.unread_max,
                 rate_limit_max=self.limits.rate_limit_max,
                 rate_limit_window_s=self.limits.rate_limit_window_s,
                 idempotency=idem,
                 check_recipients=checked,
                 refuse_unknown=self.limits.refuse_unknown_recipients,
-                known_elsewhere=((to, theirs),) if theirs is not None else (),
+                known_elsewhere=known,
                 **guard,
             )
         )
@@ -240,6 +116,54 @@ class Mailer:
             raise checks.held_error(g.thread_id, g.pair)
         bc = result.messages[0].broadcast_id if result.messages else broadcast_id
         return Sent(messages=result.messages, broadcast_id=bc, duplicate=result.duplicate)
+
+    def _check_sender(self, sender: str, peer_sender: bool) -> None:
+        if peer_sender:  # only a verified envelope (agentmaild.trust.receive) sends as a peer
+            split_peer_address(sender)
+        else:
+            check_name(sender, "sender", loose=self._overstory is not None)
+
+    def _replay(self, idem: tuple[str, str, str]) -> Sent | None:
+        """What the first send with this key wrote, if it still stands for a retry."""
+        # A retried send returns what the first one wrote, whatever happened since
+        # (the recipient may have completed): the key is the sender's proof of identity.
+        earlier = self.store.find_idempotent(*idem)
+        if earlier is None or not checks.replays(earlier.messages):
+            return None
+        return Sent(
+            messages=earlier.messages,
+            duplicate=True,
+            broadcast_id=earlier.messages[0].broadcast_id if earlier.messages else None,
+        )
+
+    def _checked(
+        self, to: str, is_group: bool
+    ) -> tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]:
+        """(the recipient the insert checks, what Overstory knows of it)."""
+        # One recipient is checked inside the insert's transaction (group members were
+        # filtered by state in expand()); the operator needs no registration.
+        ov = self._overstory
+        implicit = IMPLICIT_RECIPIENTS if ov is None else ov.implicit
+        remote = is_queue(to) or is_peer_address(to)
+        checked = () if is_group or to in implicit or remote else (to,)
+        theirs = ov.state_of(to) if ov is not None and checked else None
+        return checked, ((to, theirs),) if theirs is not None else ()
+
+    def _guard(self, draft: Draft, *, direct: bool) -> dict[str, Any]:
+        """The loop guard's fields of the insert (duplicate collapse, the ping-pong cap)."""
+        from agentmaild.rules.loopguard import guard_fields
+
+        return guard_fields(
+            self.store,
+            self.limits,
+            sender=draft.sender,
+            to=draft.to,
+            subject=draft.subject,
+            body=draft.body,
+            thread_id=draft.thread_id,
+            direct=direct,
+            extra=(draft.type, draft.priority, draft.payload),
+        )
 
     @staticmethod
     def _idempotency(

@@ -42,13 +42,14 @@ from agentmaild.channels.tmux_signals import (
     DEFAULT_STALE_S,
     Probe,
     hook_says_busy,
+    open_store_port,
     session_file,
+    submitted,
     turn_state,
 )
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed, StoreError
 from agentmaild.models import Agent, Batch
-from agentmaild.store.kinds import open_port
 from agentmaild.store.location import StoreLocation
 from agentmaild.store.ports import Port
 
@@ -240,7 +241,7 @@ class TmuxChannel(Channel):
 
     async def _wait_verified(self, delivery_id: str, until: float) -> str | None:
         while True:
-            if await self._db(_seen, delivery_id):
+            if await self._db(submitted, delivery_id):
                 return "hook"
             composer = await self._composer()
             if (
@@ -254,7 +255,7 @@ class TmuxChannel(Channel):
             await anyio.sleep(_POLL_S)
 
     async def _already_submitted(self, delivery_id: str) -> bool:
-        if await self._db(_seen, delivery_id):
+        if await self._db(submitted, delivery_id):
             return True
         try:
             composer = await self._composer()
@@ -281,7 +282,7 @@ class TmuxChannel(Channel):
     async def _db(self, fn: Any, *args: Any) -> Any:
         def call() -> Any:
             if self._port is None:
-                self._port = _open_port(self.location)
+                self._port = open_store_port(self.location)
             return fn(self._port, *args)
 
         try:
@@ -289,14 +290,3 @@ class TmuxChannel(Channel):
         except StoreError as exc:  # the store is the daemon's; a failed read is "unknown"
             self._log.warning("tmux.store_read_failed", error=str(exc))
             return None
-
-
-def _seen(port: Port, delivery_id: str) -> bool:
-    return port.delivery_seen(delivery_id)
-
-
-def _open_port(location: StoreLocation) -> Port:
-    port = open_port(location)
-    if port is None:
-        raise StoreError(f"no store at {location.shown}")
-    return port

@@ -1,5 +1,6 @@
 """The tmux channel's busy signals: one ``Probe`` of them all, and the readers of the two that live
-outside the pane (the turn state agentmaild's hooks recorded, Claude Code's session file).
+outside the pane (the turn state agentmaild's hooks recorded, Claude Code's session file), with
+the hooks' record that a pasted delivery was submitted (``submitted``) and the store they are in.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from agentmaild.channels.tmux_screen import Composer
+from agentmaild.errors import StoreError
+from agentmaild.store.kinds import open_port
+from agentmaild.store.location import StoreLocation
 from agentmaild.store.ports import Port
 
 DEFAULT_STALE_S = 900.0
@@ -107,3 +111,16 @@ def _descends(pid: int, ancestor: int, depth: int = 32) -> bool:
         if pid <= 1:
             return False
     return False
+
+
+def submitted(port: Port, delivery_id: str) -> bool:
+    """The UserPromptSubmit hook recorded ``delivery_id``: its paste was submitted."""
+    return port.delivery_seen(delivery_id)
+
+
+def open_store_port(location: StoreLocation) -> Port:
+    """The store's port for the hooks' records (``TmuxChannel`` opens it on first use)."""
+    port = open_port(location)
+    if port is None:
+        raise StoreError(f"no store at {location.shown}")
+    return port

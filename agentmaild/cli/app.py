@@ -1,5 +1,5 @@
-"""The typer CLI: the app, its global options, the sending commands (send, reply, limits reset)
-and ``run``; the other commands live in this package's ``read``, ``agents``, ``daemon``,
+"""The typer CLI: the app, its global options and ``run``; the commands live in this package's
+``sending`` (send, reply, limits reset), ``read``, ``agents``, ``daemon``,
 ``deliveries``, ``logs``, ``store``, ``service``, ``hooks`` and ``tokens`` modules, registered here
 in the order ``--help`` lists them.
 
@@ -10,31 +10,14 @@ the error is ``{"ok": false, "error": {"code", "message"}}`` on stdout.
 from __future__ import annotations
 
 import json
-import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from agentmaild import __version__
-from agentmaild.cli.common import (
-    STATE,
-    DbOpt,
-    FromOpt,
-    JsonOpt,
-    TokenOpt,
-    UrlOpt,
-    command,
-    mailer,
-    open_store,
-    out,
-    poke,
-    remote,
-    sender_of,
-)
-from agentmaild.errors import UsageError
-from agentmaild.hot.access import read_body
-from agentmaild.ids import check_message_id, check_name
+from agentmaild.cli import sending as cli_sending
+from agentmaild.cli.common import STATE, DbOpt, TokenOpt, UrlOpt
 
 app = typer.Typer(
     name="agentmaild",
@@ -48,22 +31,6 @@ agents_app = typer.Typer(help="Register and manage agents (recipients).", no_arg
 limits_app = typer.Typer(help="Administer sending limits.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 app.add_typer(limits_app, name="limits")
-
-
-def _remote_sender(flag: str | None) -> str | None:
-    """Over HTTP the token names the sender; ``--from``/``$AGENTMAIL_AGENT`` must agree."""
-    given = flag or os.environ.get("AGENTMAIL_AGENT")
-    return check_name(given, "sender") if given else None
-
-
-def _post(api: tuple[str, str | None], path: str, fields: dict[str, Any]) -> dict[str, Any]:
-    from agentmaild.http.client import call
-
-    return call(api, "POST", path, {k: v for k, v in fields.items() if v is not None})
-
-
-def _print_sent(data: dict[str, Any], as_json: bool) -> None:
-    out(data, as_json, lambda: typer.echo("\n".join(data["ids"])))
 
 
 def _print_version(value: bool) -> None:
@@ -98,152 +65,7 @@ def main_options(
     STATE.token = token
 
 
-# -- sending --------------------------------------------------------------------------------
-@app.command()
-@command
-def send(
-    to: Annotated[
-        str,
-        typer.Option("--to", help="Recipient name, a group (@all, @builders, …) or queue:NAME."),
-    ],
-    subject: Annotated[str, typer.Option("--subject", "-s", help="One line, ≤ 256 chars.")],
-    body: Annotated[str, typer.Option("--body", "-b", help="Message text; '-' reads stdin.")] = "",
-    sender: FromOpt = None,
-    type: Annotated[
-        str, typer.Option("--type", "-t", help="status question result error or a protocol type.")
-    ] = "status",
-    priority: Annotated[
-        str, typer.Option("--priority", "-p", help="low normal high urgent.")
-    ] = "normal",
-    thread: Annotated[
-        str | None, typer.Option("--thread", help="Thread id (a message id).")
-    ] = None,
-    payload: Annotated[
-        str | None, typer.Option("--payload", help="JSON payload (required for protocol types).")
-    ] = None,
-    idempotency_key: Annotated[
-        str | None, typer.Option("--idempotency-key", help="Same key + content → same ids.")
-    ] = None,
-    anycast: Annotated[
-        bool, typer.Option("--anycast", help="With --to @group: one member, as a work queue.")
-    ] = False,
-    db: DbOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
-    api = remote(url, token)
-    if api is not None:
-        if anycast:
-            raise UsageError("send --anycast needs the store (--db), not --url")
-        fields = {"to": to, "subject": subject, "body": read_body(body), "type": type,
-                  "priority": priority, "thread_id": thread, "payload_json": payload,
-                  "idempotency_key": idempotency_key, "from": _remote_sender(sender)}  # fmt: skip
-        _print_sent(_post(api, "/v1/messages", fields), as_json)
-        return
-    with open_store(db) as store:
-        the_mailer, who = mailer(store), sender_of(sender, store)
-        if anycast:
-            if not to.startswith("@") or to == "@all":
-                raise UsageError("--anycast needs --to @capability (e.g. @builders)")
-            from agentmaild.rules.queues import anycast_queue
-
-            to = anycast_queue(store, the_mailer.expand(to, who)[0])
-        sent = the_mailer.send(
-            sender=who,
-            to=to,
-            subject=subject,
-            body=read_body(body),
-            type=type,
-            priority=priority,
-            thread_id=thread,
-            payload=payload,
-            idempotency_key=idempotency_key,
-        )
-        if not sent.duplicate:
-            poke(store, sorted({m.to_agent for m in sent.messages}))
-    out(sent.to_dict(), as_json, lambda: typer.echo("\n".join(sent.ids)))
-
-
-@app.command()
-@command
-def reply(
-    message_id: Annotated[str, typer.Argument(metavar="ID", help="The message replied to.")],
-    body: Annotated[str, typer.Option("--body", "-b", help="Reply text; '-' reads stdin.")],
-    sender: FromOpt = None,
-    type: Annotated[
-        str | None, typer.Option("--type", "-t", help="Default: the original's.")
-    ] = None,
-    priority: Annotated[
-        str | None, typer.Option("--priority", "-p", help="Default: the original's.")
-    ] = None,
-    payload: Annotated[str | None, typer.Option("--payload")] = None,
-    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
-    db: DbOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Reply in the thread: to the original sender (or, from the sender, to the recipient)."""
-    api = remote(url, token)
-    if api is not None:
-        check_message_id(message_id)
-        fields = {"body": read_body(body), "type": type, "priority": priority,
-                  "payload_json": payload, "idempotency_key": idempotency_key,
-                  "from": _remote_sender(sender)}  # fmt: skip
-        _print_sent(_post(api, f"/v1/messages/{message_id}/reply", fields), as_json)
-        return
-    with open_store(db) as store:
-        sent = mailer(store).reply(
-            message_id,
-            sender=sender_of(sender, store),
-            body=read_body(body),
-            type=type,
-            priority=priority,
-            payload=payload,
-            idempotency_key=idempotency_key,
-        )
-        if not sent.duplicate:
-            poke(store, [m.to_agent for m in sent.messages])
-    out(sent.to_dict(), as_json, lambda: typer.echo("\n".join(sent.ids)))
-
-
-@limits_app.command("reset")
-@command
-def limits_reset(
-    sender: Annotated[str | None, typer.Option("--from", help="Sender of the pair.")] = None,
-    to: Annotated[str | None, typer.Option("--to", help="Recipient of the pair.")] = None,
-    thread: Annotated[
-        str | None, typer.Option("--thread", help="Release a thread the loop guard holds.")
-    ] = None,
-    db: DbOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Clear the rate-limit window of one from→to pair, or release a held thread (--thread)."""
-    if thread is not None:
-        if sender is not None or to is not None:
-            raise UsageError("limits reset: give --thread, or --from and --to, not both")
-        check_message_id(thread)
-        with open_store(db) as store:
-            held = store.release_thread(thread)
-        out(
-            {"ok": True, "thread": thread, "released": held},
-            as_json,
-            lambda: typer.echo(f"released {held} hold(s) on thread {thread}"),
-        )
-        return
-    if sender is None or to is None:
-        raise UsageError("limits reset needs --from and --to (a rate-limit pair) or --thread ID")
-    check_name(sender, "sender")
-    check_name(to, "recipient")
-    with open_store(db) as store:
-        n = store.reset_rate_limit(sender, to)
-    out(
-        {"ok": True, "cleared": n},
-        as_json,
-        lambda: typer.echo(f"cleared {n} entries for {sender}→{to}"),
-    )
+cli_sending.register(app, limits_app)
 
 
 from agentmaild.cli import agents as cli_agents  # noqa: E402

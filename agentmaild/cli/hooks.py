@@ -79,112 +79,116 @@ def _warn_if_unknown(agent: str, db: str | None, project: Path) -> None:
         )
 
 
+@command
+def install(
+    agent: Annotated[str, typer.Option("--agent", help="The agent this session is.")],
+    directory: DirOpt = None,
+    db: DbOpt = None,
+    exe: ExeOpt = None,
+    vendor: VendorOpt = "claude",
+    codex: Annotated[
+        str | None,
+        typer.Option("--codex", help="codex executable that saves the hooks' trust."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge agentmaild's hooks into the vendor's config, keeping the user's own.
+
+    Claude: .claude/settings.local.json.
+    Codex: ~/.codex/hooks.json, trusted through `codex app-server` (PATH or --codex).
+    Gemini CLI: ~/.gemini/settings.json.
+    OpenCode: a plugin in ~/.config/opencode/plugins/.
+
+    Idempotent. The store is pinned only when --db (or the global --db) is given;
+    otherwise the hook finds it the usual way from the session's directory.
+    """
+    store = db or STATE.db
+    if vendor != "claude":
+        from agentmaild.cli.hooks_vendor import install_vendor
+
+        install_vendor(vendor, directory, agent, store, exe or default_exe(), codex, as_json)
+        return
+    project = (directory or Path.cwd()).absolute()
+    result = hooks_install.install_hooks(
+        project,
+        agent,
+        Path(store).expanduser().absolute() if store else None,
+        exe or default_exe(),
+    )
+    _warn_if_unknown(agent, store, project)
+    verb = "installed" if result["changed"] else "already installed"
+    out(
+        result,
+        as_json,
+        lambda: typer.echo(f"{verb}: agentmaild hooks for {agent} in {result['path']}"),
+    )
+
+
+@command
+def uninstall(
+    directory: DirOpt = None,
+    exe: ExeOpt = None,
+    vendor: VendorOpt = "claude",
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove agentmaild's hooks (only ours) from the vendor's config."""
+    if vendor != "claude":
+        from agentmaild.cli.hooks_vendor import uninstall_vendor
+
+        result = uninstall_vendor(vendor, directory, exe or "agentmaild")
+    else:
+        result = hooks_install.uninstall_hooks(
+            (directory or Path.cwd()).absolute(), exe or "agentmaild"
+        )
+    out(
+        result,
+        as_json,
+        lambda: typer.echo(
+            f"removed {result['removed']} agentmaild hook(s) from {result['path']}"
+        ),
+    )
+
+
+def hook(
+    event: Annotated[
+        str,
+        typer.Argument(
+            metavar="EVENT",
+            help="session-start user-prompt-submit pre-tool-use post-tool-use stop "
+            "permission-request notification session-end (or Claude's names).",
+        ),
+    ],
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="Default: $AGENTMAIL_AGENT.")
+    ] = None,
+    db: DbOpt = None,
+    vendor: Annotated[
+        str | None, typer.Option("--vendor", help="Output shape: claude codex gemini opencode.")
+    ] = None,
+) -> None:
+    """Run by Claude Code (or Codex, Gemini CLI, the OpenCode plugin) with the hook JSON on
+    stdin: records turn state, delivers mail.
+
+    Never fails the session: internal errors print nothing, go to <store>/logs/hooks.log and
+    exit 0. Exit 2 (PreToolUse only) blocks a Bash command that polls for mail in a loop.
+    """
+    argv: list[str] = []
+    if agent:
+        argv += ["--agent", agent]
+    if db or STATE.db:
+        argv += ["--db", str(db or STATE.db)]
+    if vendor:
+        argv += ["--vendor", vendor]
+    raise typer.Exit(hooks.run_hook(event, argv))
+
+
 def register(app: typer.Typer) -> None:
+    """``hooks install|uninstall`` under ``agentmaild hooks``, and ``hook EVENT`` at the top."""
     hooks_app = typer.Typer(
         help="Install or remove agentmaild's hooks for Claude Code, Codex, Gemini CLI, OpenCode.",
         no_args_is_help=True,
     )
     app.add_typer(hooks_app, name="hooks")
-
-    @hooks_app.command("install")
-    @command
-    def install(
-        agent: Annotated[str, typer.Option("--agent", help="The agent this session is.")],
-        directory: DirOpt = None,
-        db: DbOpt = None,
-        exe: ExeOpt = None,
-        vendor: VendorOpt = "claude",
-        codex: Annotated[
-            str | None,
-            typer.Option("--codex", help="codex executable that saves the hooks' trust."),
-        ] = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Merge agentmaild's hooks into the vendor's config, keeping the user's own.
-
-        Claude: .claude/settings.local.json.
-        Codex: ~/.codex/hooks.json, trusted through `codex app-server` (PATH or --codex).
-        Gemini CLI: ~/.gemini/settings.json.
-        OpenCode: a plugin in ~/.config/opencode/plugins/.
-
-        Idempotent. The store is pinned only when --db (or the global --db) is given;
-        otherwise the hook finds it the usual way from the session's directory.
-        """
-        store = db or STATE.db
-        if vendor != "claude":
-            from agentmaild.cli.hooks_vendor import install_vendor
-
-            install_vendor(vendor, directory, agent, store, exe or default_exe(), codex, as_json)
-            return
-        project = (directory or Path.cwd()).absolute()
-        result = hooks_install.install_hooks(
-            project,
-            agent,
-            Path(store).expanduser().absolute() if store else None,
-            exe or default_exe(),
-        )
-        _warn_if_unknown(agent, store, project)
-        verb = "installed" if result["changed"] else "already installed"
-        out(
-            result,
-            as_json,
-            lambda: typer.echo(f"{verb}: agentmaild hooks for {agent} in {result['path']}"),
-        )
-
-    @hooks_app.command("uninstall")
-    @command
-    def uninstall(
-        directory: DirOpt = None,
-        exe: ExeOpt = None,
-        vendor: VendorOpt = "claude",
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Remove agentmaild's hooks (only ours) from the vendor's config."""
-        if vendor != "claude":
-            from agentmaild.cli.hooks_vendor import uninstall_vendor
-
-            result = uninstall_vendor(vendor, directory, exe or "agentmaild")
-        else:
-            result = hooks_install.uninstall_hooks(
-                (directory or Path.cwd()).absolute(), exe or "agentmaild"
-            )
-        out(
-            result,
-            as_json,
-            lambda: typer.echo(
-                f"removed {result['removed']} agentmaild hook(s) from {result['path']}"
-            ),
-        )
-
-    @app.command("hook")
-    def hook(
-        event: Annotated[
-            str,
-            typer.Argument(
-                metavar="EVENT",
-                help="session-start user-prompt-submit pre-tool-use post-tool-use stop "
-                "permission-request notification session-end (or Claude's names).",
-            ),
-        ],
-        agent: Annotated[
-            str | None, typer.Option("--agent", help="Default: $AGENTMAIL_AGENT.")
-        ] = None,
-        db: DbOpt = None,
-        vendor: Annotated[
-            str | None, typer.Option("--vendor", help="Output shape: claude codex gemini opencode.")
-        ] = None,
-    ) -> None:
-        """Run by Claude Code (or Codex, Gemini CLI, the OpenCode plugin) with the hook JSON on
-        stdin: records turn state, delivers mail.
-
-        Never fails the session: internal errors print nothing, go to <store>/logs/hooks.log and
-        exit 0. Exit 2 (PreToolUse only) blocks a Bash command that polls for mail in a loop.
-        """
-        argv: list[str] = []
-        if agent:
-            argv += ["--agent", agent]
-        if db or STATE.db:
-            argv += ["--db", str(db or STATE.db)]
-        if vendor:
-            argv += ["--vendor", vendor]
-        raise typer.Exit(hooks.run_hook(event, argv))
+    hooks_app.command("install")(install)
+    hooks_app.command("uninstall")(uninstall)
+    app.command("hook")(hook)

@@ -10,7 +10,6 @@ import typer
 from agentmaild.cli.common import DbOpt, JsonOpt, command, db_target, open_store, out
 from agentmaild.cli.trust import KeyFileOpt
 from agentmaild.trust import keyfile
-from agentmaild.trust.relay import relay_pass
 
 
 def relay(
@@ -23,6 +22,9 @@ def relay(
 ) -> None:  # fmt: skip
     """Forward mail addressed to peer:NAME/agent, signed with this domain's key (at least once;
     the peer drops repeats by message id). Exits 1 when a --once pass left mail undelivered."""
+    # Loaded when relaying, not at the CLI's start: it brings urllib.request and the receive side.
+    from agentmaild.trust.relay import relay_pass
+
     key = keyfile.load(keyfile.key_path(db_target(db), key_file))
     with open_store(db) as store:
         try:

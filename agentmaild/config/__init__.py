@@ -5,7 +5,8 @@ environment variables (``AGENTMAILD_CHANNELS_SPAWN_STALL_TIMEOUT_S=5``). Unknown
 ``AGENTMAILD_*`` variables and wrong types are errors, and every error is a ConfigError naming the
 key (``limits.body_max_bytes``) or variable and where the value came from.
 
-Owns: ``sections`` (the dataclasses and their bounds) and ``load`` (file, environment, checks).
+Owns: ``sections`` (the dataclasses and their bounds), ``fields`` (what the sections share: bounds,
+field kinds, value checks) and ``load`` (file, environment, checks).
 May import: the standard library and ``errors`` only; everything else imports it. The hook's hot
 path never loads it (it reads its few ``AGENTMAILD_HOOKS_*`` variables itself).
 """

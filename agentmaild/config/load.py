@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentmaild.config.sections import _SECTIONS, Config, _problem, _Section, _specs
+from agentmaild.config.fields import Section, specs, value_problem
+from agentmaild.config.sections import _SECTIONS, Config
 from agentmaild.errors import ConfigError
 from agentmaild.store.location import StoreLocation
 
@@ -28,7 +29,7 @@ def config_keys() -> list[tuple[str, str, str]]:
     return [
         (section, key, env_var(section, key))
         for section, (_, cls) in _SECTIONS.items()
-        for key in _specs(cls)
+        for key in specs(cls)
     ]
 
 
@@ -156,8 +157,8 @@ def _apply_file(path: Path, values: dict[str, dict[str, Any]]) -> None:
             raise ConfigError(f"{section}: expected a table, got {table!r} (in {path})")
         cls = _SECTIONS[section][1]
         for key, raw in table.items():
-            if key not in _specs(cls):
-                hint = _did_you_mean(key, _specs(cls))
+            if key not in specs(cls):
+                hint = _did_you_mean(key, specs(cls))
                 raise ConfigError(f"{section}.{key}: unknown key{hint} (in {path})")
             values[section][key] = _convert(cls, section, key, raw, base, f"in {path}")
 
@@ -182,12 +183,12 @@ def _apply_env(env: Mapping[str, str], values: dict[str, dict[str, Any]]) -> Non
             raise ConfigError(f"{name}: unknown agentmaild environment variable{hint}")
         section, key = known[name]
         cls = _SECTIONS[section][1]
-        raw = _from_env(_specs(cls)[key].kind, env[name])
+        raw = _from_env(specs(cls)[key].kind, env[name])
         values[section][key] = _convert(cls, section, key, raw, None, f"from {name}")
 
 
 def _convert(
-    cls: type[_Section],
+    cls: type[Section],
     section: str,
     key: str,
     raw: object,
@@ -195,10 +196,10 @@ def _convert(
     origin: str,
 ) -> Any:
     try:
-        value = _coerce(_specs(cls)[key].kind, raw, base)
+        value = _coerce(specs(cls)[key].kind, raw, base)
     except _WrongType as exc:
         raise ConfigError(f"{section}.{key}: expected {exc}, got {raw!r} ({origin})") from None
-    problem = _problem(cls, key, value)
+    problem = value_problem(cls, key, value)
     if problem is not None:
         raise ConfigError(f"{section}.{key}: {problem} ({origin})")
     return value

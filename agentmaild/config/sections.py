@@ -1,17 +1,26 @@
 """The configuration's shape: one frozen dataclass per TOML section, their bounds, and ``Config``.
 
+What every section shares (bounds, field kinds, the checks) is ``fields``.
+
 Only the standard library: the CLI loads this on every command.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal, NamedTuple, get_args, get_origin, get_type_hints
+from typing import ClassVar, Literal
 
-from agentmaild.errors import ConfigError
+from agentmaild.config.fields import (
+    AT_LEAST_ONE,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    SECTION_NAMES,
+    Bound,
+    Section,
+)
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 LogFormat = Literal["auto", "json", "console"]
@@ -19,56 +28,8 @@ AckOn = Literal["turn", "write"]
 StoreFlavor = Literal["auto", "agentmail", "overstory"]
 
 
-class _Bound:
-    """An allowed numeric range. A plain class: each dataclass costs ~1 ms at import."""
-
-    __slots__ = ("high", "low", "strict")
-
-    def __init__(self, low: float, *, strict: bool = False, high: float | None = None) -> None:
-        self.low = low
-        self.strict = strict  # True: value > low; False: value >= low
-        self.high = high
-
-    def admits(self, value: float) -> bool:
-        above = value > self.low if self.strict else value >= self.low
-        return math.isfinite(value) and above and (self.high is None or value <= self.high)
-
-    def __str__(self) -> str:
-        if self.high is not None:
-            return f"between {self.low:g} and {self.high:g}"
-        return f"{'>' if self.strict else '>='} {self.low:g}"
-
-
-_POSITIVE = _Bound(0, strict=True)
-_NON_NEGATIVE = _Bound(0)
-_AT_LEAST_ONE = _Bound(1)
-_FRACTION = _Bound(0, high=1)
-
-
-class _Section:
-    """Validation shared by every section; the dataclass calls ``__post_init__``."""
-
-    __slots__ = ()
-    _bounds: ClassVar[Mapping[str, _Bound]] = {}
-    _ordered: ClassVar[tuple[tuple[str, str], ...]] = ()  # (a, b): a must not exceed b
-    _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {}  # a value's format
-
-    def __post_init__(self) -> None:
-        for name in _specs(type(self)):
-            problem = _problem(type(self), name, getattr(self, name))
-            if problem is not None:
-                raise ConfigError(f"{_section_name(type(self))}.{name}: {problem}")
-        for low, high in self._ordered:
-            if getattr(self, low) > getattr(self, high):
-                section = _section_name(type(self))
-                raise ConfigError(
-                    f"{section}.{low}: must not exceed {section}.{high} "
-                    f"({getattr(self, low)!r} > {getattr(self, high)!r})"
-                )
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StoreConfig(_Section):
+class StoreConfig(Section):
     # A file, or a postgresql:// DSN. None: the project default, <project root>/.agentmail/mail.db
     db: Path | str | None = None
     attempts_keep_days: float = 30.0  # delivery history kept; `purge` and the daemon prune it
@@ -79,13 +40,13 @@ class StoreConfig(_Section):
     # (claims, acks, sends of several agents) run at once; 1 = one connection, one call at a time.
     pg_pool_size: int = 4
 
-    _bounds: ClassVar[Mapping[str, _Bound]] = {
-        "attempts_keep_days": _POSITIVE, "pg_pool_size": _AT_LEAST_ONE,
+    _bounds: ClassVar[Mapping[str, Bound]] = {
+        "attempts_keep_days": POSITIVE, "pg_pool_size": AT_LEAST_ONE,
     }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LimitsConfig(_Section):
+class LimitsConfig(Section):
     subject_max_chars: int = 256
     body_max_bytes: int = 65536
     payload_max_bytes: int = 16384
@@ -103,26 +64,26 @@ class LimitsConfig(_Section):
     unread_escalate_after_low_s: float = 0.0
     unread_escalate_interval_s: float = 30.0  # how often the daemon looks (one store-wide query)
 
-    _bounds: ClassVar[Mapping[str, _Bound]] = {
-        "subject_max_chars": _AT_LEAST_ONE,
-        "body_max_bytes": _AT_LEAST_ONE,
-        "payload_max_bytes": _AT_LEAST_ONE,
-        "unread_max": _AT_LEAST_ONE,
-        "rate_limit_max": _NON_NEGATIVE,
-        "rate_limit_window_s": _POSITIVE,
-        "duplicate_window_s": _NON_NEGATIVE,
-        "pingpong_max": _NON_NEGATIVE,
-        "pingpong_window_s": _POSITIVE,
-        "unread_escalate_after_urgent_s": _NON_NEGATIVE,
-        "unread_escalate_after_high_s": _NON_NEGATIVE,
-        "unread_escalate_after_normal_s": _NON_NEGATIVE,
-        "unread_escalate_after_low_s": _NON_NEGATIVE,
-        "unread_escalate_interval_s": _POSITIVE,
+    _bounds: ClassVar[Mapping[str, Bound]] = {
+        "subject_max_chars": AT_LEAST_ONE,
+        "body_max_bytes": AT_LEAST_ONE,
+        "payload_max_bytes": AT_LEAST_ONE,
+        "unread_max": AT_LEAST_ONE,
+        "rate_limit_max": NON_NEGATIVE,
+        "rate_limit_window_s": POSITIVE,
+        "duplicate_window_s": NON_NEGATIVE,
+        "pingpong_max": NON_NEGATIVE,
+        "pingpong_window_s": POSITIVE,
+        "unread_escalate_after_urgent_s": NON_NEGATIVE,
+        "unread_escalate_after_high_s": NON_NEGATIVE,
+        "unread_escalate_after_normal_s": NON_NEGATIVE,
+        "unread_escalate_after_low_s": NON_NEGATIVE,
+        "unread_escalate_interval_s": POSITIVE,
     }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DaemonConfig(_Section):
+class DaemonConfig(Section):
     poll_interval_s: float = 2.0
     lease_s: float = 300.0
     batch_max_messages: int = 20
@@ -145,49 +106,49 @@ class DaemonConfig(_Section):
     _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {
         "host": lambda v: _host_problem(str(v)),
     }
-    _bounds: ClassVar[Mapping[str, _Bound]] = {
-        "poll_interval_s": _POSITIVE,
-        "lease_s": _POSITIVE,
-        "batch_max_messages": _AT_LEAST_ONE,
-        "batch_max_chars": _AT_LEAST_ONE,
-        "max_attempts": _AT_LEAST_ONE,
-        "backoff_initial_s": _NON_NEGATIVE,
-        "backoff_max_s": _NON_NEGATIVE,
-        "backoff_jitter": _FRACTION,
-        "shutdown_grace_s": _NON_NEGATIVE,
-        "checkpoint_interval_s": _POSITIVE,
-        "wal_checkpoint_pages": _NON_NEGATIVE,
-        "busy_warn_after_s": _POSITIVE,
+    _bounds: ClassVar[Mapping[str, Bound]] = {
+        "poll_interval_s": POSITIVE,
+        "lease_s": POSITIVE,
+        "batch_max_messages": AT_LEAST_ONE,
+        "batch_max_chars": AT_LEAST_ONE,
+        "max_attempts": AT_LEAST_ONE,
+        "backoff_initial_s": NON_NEGATIVE,
+        "backoff_max_s": NON_NEGATIVE,
+        "backoff_jitter": FRACTION,
+        "shutdown_grace_s": NON_NEGATIVE,
+        "checkpoint_interval_s": POSITIVE,
+        "wal_checkpoint_pages": NON_NEGATIVE,
+        "busy_warn_after_s": POSITIVE,
     }
     _ordered: ClassVar[tuple[tuple[str, str], ...]] = (("backoff_initial_s", "backoff_max_s"),)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SpawnConfig(_Section):
+class SpawnConfig(Section):
     stall_timeout_s: float = 600.0
     kill_grace_s: float = 5.0
     log_max_bytes: int = 1048576
     log_keep: int = 5
 
-    _bounds: ClassVar[Mapping[str, _Bound]] = {
-        "stall_timeout_s": _POSITIVE,
-        "kill_grace_s": _NON_NEGATIVE,
-        "log_max_bytes": _AT_LEAST_ONE,
-        "log_keep": _NON_NEGATIVE,
+    _bounds: ClassVar[Mapping[str, Bound]] = {
+        "stall_timeout_s": POSITIVE,
+        "kill_grace_s": NON_NEGATIVE,
+        "log_max_bytes": AT_LEAST_ONE,
+        "log_keep": NON_NEGATIVE,
     }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StdinConfig(_Section):
+class StdinConfig(Section):
     ack_on: AckOn = "turn"
     restart_backoff_initial_s: float = 1.0
     restart_backoff_max_s: float = 60.0
     stall_timeout_s: float = 600.0
 
-    _bounds: ClassVar[Mapping[str, _Bound]] = {
-        "restart_backoff_initial_s": _NON_NEGATIVE,
-        "restart_backoff_max_s": _NON_NEGATIVE,
-        "stall_timeout_s": _POSITIVE,
+    _bounds: ClassVar[Mapping[str, Bound]] = {
+        "restart_backoff_initial_s": NON_NEGATIVE,
+        "restart_backoff_max_s": NON_NEGATIVE,
+        "stall_timeout_s": POSITIVE,
     }
     _ordered: ClassVar[tuple[tuple[str, str], ...]] = (
         ("restart_backoff_initial_s", "restart_backoff_max_s"),
@@ -195,33 +156,33 @@ class StdinConfig(_Section):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TmuxConfig(_Section):
+class TmuxConfig(Section):
     verify_timeout_s: float = 3.0
     enter_retries: int = 3
     paste_settle_s: float = 0.15
 
-    _bounds: ClassVar[Mapping[str, _Bound]] = {
-        "verify_timeout_s": _POSITIVE,
-        "enter_retries": _NON_NEGATIVE,
-        "paste_settle_s": _NON_NEGATIVE,
+    _bounds: ClassVar[Mapping[str, Bound]] = {
+        "verify_timeout_s": POSITIVE,
+        "enter_retries": NON_NEGATIVE,
+        "paste_settle_s": NON_NEGATIVE,
     }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HooksConfig(_Section):
+class HooksConfig(Section):
     post_tool_use_debounce_s: float = 30.0
     output_max_chars: int = 10000
     stop_block_max: int = 0  # 0: Stop never blocks to deliver mail
 
-    _bounds: ClassVar[Mapping[str, _Bound]] = {
-        "post_tool_use_debounce_s": _NON_NEGATIVE,
-        "output_max_chars": _AT_LEAST_ONE,
-        "stop_block_max": _NON_NEGATIVE,
+    _bounds: ClassVar[Mapping[str, Bound]] = {
+        "post_tool_use_debounce_s": NON_NEGATIVE,
+        "output_max_chars": AT_LEAST_ONE,
+        "stop_block_max": NON_NEGATIVE,
     }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HttpConfig(_Section):
+class HttpConfig(Section):
     listen: str = ""  # "HOST:PORT" serves the HTTP API (agentmaild.http); "" = off
     require_tokens: bool = True  # false: loopback callers act without a token (loopback only)
     max_body_bytes: int = 262144  # a larger request body is refused (413) before it is read
@@ -229,11 +190,11 @@ class HttpConfig(_Section):
     relay_window_s: float = 300.0  # POST /v1/relay: a signed envelope older than this is refused
     relay_skew_s: float = 30.0  # … and one dated further ahead than this (the peers' clocks)
 
-    _bounds: ClassVar[Mapping[str, _Bound]] = {
-        "max_body_bytes": _AT_LEAST_ONE,
-        "request_timeout_s": _POSITIVE,
-        "relay_window_s": _POSITIVE,
-        "relay_skew_s": _POSITIVE,
+    _bounds: ClassVar[Mapping[str, Bound]] = {
+        "max_body_bytes": AT_LEAST_ONE,
+        "request_timeout_s": POSITIVE,
+        "relay_window_s": POSITIVE,
+        "relay_skew_s": POSITIVE,
     }
 
     _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {
@@ -266,7 +227,7 @@ def _host_port_problem(listen: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LogConfig(_Section):
+class LogConfig(Section):
     level: LogLevel = "info"
     format: LogFormat = "auto"  # auto: JSON when stderr is not a TTY, else console
     file: Path | None = None  # None: stderr
@@ -292,7 +253,7 @@ class Config:
 
 
 # TOML section -> (Config attribute, section class). The one table the loader walks.
-_SECTIONS: dict[str, tuple[str, type[_Section]]] = {
+_SECTIONS: dict[str, tuple[str, type[Section]]] = {
     "store": ("store", StoreConfig),
     "limits": ("limits", LimitsConfig),
     "daemon": ("daemon", DaemonConfig),
@@ -303,48 +264,4 @@ _SECTIONS: dict[str, tuple[str, type[_Section]]] = {
     "http": ("http", HttpConfig),
     "log": ("log", LogConfig),
 }
-
-
-def _section_name(cls: type[_Section]) -> str:
-    return next(name for name, (_, klass) in _SECTIONS.items() if klass is cls)
-
-
-# ---- field kinds: what a TOML value or an environment string must look like ----------------
-
-
-class _Spec(NamedTuple):
-    kind: str  # int | float | bool | str | choice | path
-    choices: tuple[str, ...] = ()
-
-
-_SPECS: dict[type, dict[str, _Spec]] = {}
-
-
-def _specs(cls: type[_Section]) -> dict[str, _Spec]:
-    if cls not in _SPECS:  # resolved on first use: get_type_hints is not free at import
-        hints = get_type_hints(cls)
-        _SPECS[cls] = {f.name: _spec_of(hints[f.name]) for f in fields(cls)}  # type: ignore[arg-type]
-    return _SPECS[cls]
-
-
-def _spec_of(hint: object) -> _Spec:
-    if get_origin(hint) is Literal:
-        return _Spec("choice", tuple(get_args(hint)))
-    if isinstance(hint, type) and hint in (int, float, bool, str):
-        return _Spec(hint.__name__)
-    if Path in get_args(hint):
-        return _Spec("path")
-    raise TypeError(f"no config kind for {hint!r}")  # a programming error, not a user's
-
-
-def _problem(cls: type[_Section], key: str, value: object) -> str | None:
-    spec = _specs(cls)[key]
-    if spec.kind == "choice" and value not in spec.choices:
-        return f"expected one of {', '.join(map(repr, spec.choices))}, got {value!r}"
-    check = cls._checks.get(key)
-    if check is not None and (problem := check(value)) is not None:
-        return problem
-    bound = cls._bounds.get(key)
-    if bound is not None and isinstance(value, int | float) and not bound.admits(value):
-        return f"must be {bound}, got {value!r}"
-    return None
+SECTION_NAMES.update({klass: name for name, (_, klass) in _SECTIONS.items()})

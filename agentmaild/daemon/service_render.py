@@ -39,6 +39,15 @@ def stop_timeout_s(shutdown_grace_s: float) -> int:
     return math.ceil(shutdown_grace_s) + STOP_MARGIN_S
 
 
+_SYSTEMD_HEADER = (
+    "# agentmaild delivery daemon, a systemd user unit.",
+    "# Rendered for these paths by `agentmaild service install --systemd [--print]`,",
+    "# which installs it as ~/.config/systemd/user/agentmaild.service;",
+    "# then: systemctl --user daemon-reload && systemctl --user enable --now agentmaild",
+    "",
+)
+
+
 def render_systemd_unit(
     exe: str,
     db: Path | None,
@@ -68,11 +77,7 @@ def render_systemd_unit(
     ]  # fmt: skip
     return "\n".join(
         [
-            "# agentmaild delivery daemon, a systemd user unit.",
-            "# Rendered for these paths by `agentmaild service install --systemd [--print]`,",
-            "# which installs it as ~/.config/systemd/user/agentmaild.service;",
-            "# then: systemctl --user daemon-reload && systemctl --user enable --now agentmaild",
-            "",
+            *_SYSTEMD_HEADER,
             "[Unit]",
             "Description=agentmaild mail delivery daemon for AI coding agents",
             # Give up after 5 failed starts a minute (e.g. another daemon holds the store lock).

@@ -1,12 +1,13 @@
 """The supervisor's per-agent bookkeeping: one entry per agent, pause/resume, drain, the snapshot.
 
 ``Roster`` is the base of ``Supervisor``: it holds the entries (an agent's current loop, its
-crashes and the counters of loops it ran before) and the paused names, and answers for them;
-the supervisor starts, restarts and stops the loops.
+crashes and the counters of loops it ran before) and the paused names; it answers for them and
+wakes, retries and stops their loops. The supervisor starts, restarts and ticks the loops.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,12 +56,16 @@ def _crash_reason(entry: Entry) -> str | None:
 
 
 class Roster:
-    """The entries by agent name, and which of them are paused."""
+    """The entries by agent name, which of them are paused, and the sync controls (``wake``,
+    ``retry``, ``stop``, ``abort``) that reach the loops and poke the supervisor's tick."""
 
     def __init__(self) -> None:
         self._entries: dict[str, Entry] = {}
         self._paused: set[str] = set()
         self._all_paused = False
+        self._poke = anyio.Event()  # set: the supervisor's next tick runs now
+        self._sweep_due = True  # the next tick also asks for pending agents and reaps
+        self._stopping = False
 
     def pause(self, agent: str | None = None) -> list[str]:
         targets = self._targets(agent)
@@ -143,3 +148,49 @@ class Roster:
     @property
     def agents(self) -> list[str]:
         return sorted(self._entries)
+
+    def wake(self, agents: Iterable[str] | None = None) -> list[str]:
+        """Wake the named loops now; unknown names (or None) make the next tick run at once."""
+        if agents is None:
+            self._sweep_due = True
+            self._poke.set()
+            return sorted(self._entries)
+        woken = []
+        for name in agents:
+            entry = self._entries.get(name)
+            if entry is not None and entry.loop is not None:
+                entry.loop.wake()
+                woken.append(name)
+            else:
+                self._poke.set()  # maybe an agent registered a moment ago
+        return woken
+
+    def recheck(self) -> None:
+        """Wake-ups may have been lost (a full wake queue): the next tick runs now and wakes every
+        loop with claimable mail (one ``pending_agents`` query when the store changed)."""
+        self._poke.set()
+
+    def retry(self, agents: Iterable[str]) -> list[str]:
+        """Dead letters of ``agents`` were re-queued: their loops drop any backoff, step now."""
+        retried = []
+        for name in agents:
+            entry = self._entries.get(name)
+            if entry is not None and entry.loop is not None:
+                entry.loop.retry_now()
+                retried.append(name)
+        self.wake(None)  # also covers an agent whose loop is (re)starting
+        return sorted(retried)
+
+    def stop(self) -> None:
+        """Claim nothing more; loops finish their delivery in flight, then ``run()`` returns."""
+        self._stopping = True
+        self._poke.set()
+        for entry in self._entries.values():
+            entry.halt()
+
+    def abort(self) -> None:
+        """Stop, cancelling deliveries in flight (they are released, not acked)."""
+        self.stop()
+        for entry in self._entries.values():
+            if entry.loop is not None:
+                entry.loop.abort()

@@ -10,7 +10,7 @@ failures never slow another's.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -75,9 +75,6 @@ class Supervisor(Roster):
         self._registry_version: int | None = None  # as of the last sync()
         self._clock = clock
         self._tg: anyio.abc.TaskGroup | None = None
-        self._poke = anyio.Event()
-        self._sweep_due = True
-        self._stopping = False
         self._host = daemon_host(config.daemon)  # agents of another host are its daemon's
 
     # -- running ----------------------------------------------------------------------------
@@ -258,53 +255,7 @@ class Supervisor(Roster):
         base = max(d.backoff_initial_s, 0.05) * 2 ** min(crashes - 1, 16)
         return float(min(max(d.backoff_max_s, 0.05), base))
 
-    # -- control (sync) ---------------------------------------------------------------------
-    def wake(self, agents: Iterable[str] | None = None) -> list[str]:
-        """Wake the named loops now; unknown names (or None) make the next tick run at once."""
-        if agents is None:
-            self._sweep_due = True
-            self._poke.set()
-            return sorted(self._entries)
-        woken = []
-        for name in agents:
-            entry = self._entries.get(name)
-            if entry is not None and entry.loop is not None:
-                entry.loop.wake()
-                woken.append(name)
-            else:
-                self._poke.set()  # maybe an agent registered a moment ago
-        return woken
-
-    def recheck(self) -> None:
-        """Wake-ups may have been lost (a full wake queue): the next tick runs now and wakes every
-        loop with claimable mail (one ``pending_agents`` query when the store changed)."""
-        self._poke.set()
-
-    def retry(self, agents: Iterable[str]) -> list[str]:
-        """Dead letters of ``agents`` were re-queued: their loops drop any backoff, step now."""
-        retried = []
-        for name in agents:
-            entry = self._entries.get(name)
-            if entry is not None and entry.loop is not None:
-                entry.loop.retry_now()
-                retried.append(name)
-        self.wake(None)  # also covers an agent whose loop is (re)starting
-        return sorted(retried)
-
-    def stop(self) -> None:
-        """Claim nothing more; loops finish their delivery in flight, then ``run()`` returns."""
-        self._stopping = True
-        self._poke.set()
-        for entry in self._entries.values():
-            entry.halt()
-
-    def abort(self) -> None:
-        """Stop, cancelling deliveries in flight (they are released, not acked)."""
-        self.stop()
-        for entry in self._entries.values():
-            if entry.loop is not None:
-                entry.loop.abort()
-
+    # -- control (sync; wake, retry, stop and abort are the roster's) ------------------------
     def update_config(self, config: Config) -> None:
         """Apply a reloaded config: new settings at once; new channels if their section changed."""
         channels_changed = (config.spawn, config.stdin, config.tmux) != (

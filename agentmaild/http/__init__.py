@@ -1,7 +1,8 @@
 """The HTTP face of the daemon: the mail API (``/v1/…``) for agents that cannot open the store.
 
-Owns: ``app`` (the Starlette app and what its routes share), ``mail_routes``, ``hook_routes`` and
-``meta_routes`` (one list of routes per concern: a later dashboard mounts beside them),
+Owns: ``app`` (the Starlette app), ``context`` (``ApiContext``, what its routes share),
+``mail_routes``, ``hook_routes``, ``relay_routes`` and ``meta_routes`` (one list of routes per
+concern: a later dashboard mounts beside them),
 ``errors`` (the error tree mapped to JSON and status codes), ``body`` (request bodies read under
 size and time limits),
 ``auth`` (bearer tokens → the agent a request acts as), ``local`` (tokens off: only the owner's

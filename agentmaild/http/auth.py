@@ -16,7 +16,7 @@ import structlog
 from starlette.requests import Request
 
 from agentmaild.errors import AccessError, Forbidden
-from agentmaild.http.app import context_of
+from agentmaild.http.context import context_of
 from agentmaild.trust.tokens import OPERATOR_AGENT, SCOPES, hash_secret
 
 log = structlog.get_logger(__name__)

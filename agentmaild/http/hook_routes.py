@@ -15,9 +15,9 @@ from starlette.routing import BaseRoute, Route
 
 from agentmaild.errors import NotFound
 from agentmaild.hooks.vendors import VENDORS
-from agentmaild.http.app import context_of
 from agentmaild.http.auth import authorize
 from agentmaild.http.body import read_json, text_field
+from agentmaild.http.context import context_of
 from agentmaild.http.errors import RequestRefused
 from agentmaild.ids import check_name
 
@@ -27,8 +27,8 @@ def routes() -> list[BaseRoute]:
 
 
 async def hook(request: Request) -> JSONResponse:
-    from agentmaild.hooks.remote import serve_hook
     from agentmaild.hooks.run import canonical_event
+    from agentmaild.hooks.serve import serve_hook
     from agentmaild.store.kinds import port_of
 
     caller = await authorize(request, "ack")

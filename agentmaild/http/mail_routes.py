@@ -14,9 +14,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from agentmaild.errors import NotFound
-from agentmaild.http.app import ApiContext, context_of
 from agentmaild.http.auth import Caller, authorize
 from agentmaild.http.body import flag, payload_field, read_json, required_text, text_field
+from agentmaild.http.context import ApiContext, context_of
 from agentmaild.ids import check_message_id, check_name
 from agentmaild.mail import OPERATOR, Sent
 from agentmaild.models import Message

@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from agentmaild import __version__
-from agentmaild.http.app import context_of
+from agentmaild.http.context import context_of
 from agentmaild.http.openapi import document
 
 

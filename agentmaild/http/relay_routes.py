@@ -14,8 +14,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from agentmaild.errors import AgentmaildError
-from agentmaild.http.app import context_of
 from agentmaild.http.body import read_json
+from agentmaild.http.context import context_of
 from agentmaild.http.errors import ClientGone
 from agentmaild.trust.receive import REQUEST_FIELDS, accept, own_domain
 

@@ -28,7 +28,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from agentmaild.config import HttpConfig
 from agentmaild.errors import ConfigError
-from agentmaild.http.app import ApiContext, build_app
+from agentmaild.http.app import build_app
+from agentmaild.http.context import ApiContext
 from agentmaild.http.local import check_available
 
 log = structlog.get_logger(__name__)

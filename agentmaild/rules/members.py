@@ -13,14 +13,12 @@ from typing import Any
 
 from agentmaild.errors import NotFound, StateError
 from agentmaild.ids import iso_now
-from agentmaild.models import (
+from agentmaild.models import REFUSED_STATES, STATE_TRANSITIONS, Agent
+from agentmaild.models_status import (
     EXEC_OF_LOOP,
     EXEC_OF_TURN,
     MEMBER_TRANSITIONS,
-    REFUSED_STATES,
     STATE_OF_MEMBER,
-    STATE_TRANSITIONS,
-    Agent,
     ExecutionStatus,
 )
 from agentmaild.store.base import MailStore

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentmaild.channels.tmux import _open_port as port_at  # what TmuxChannel._db opens
+from agentmaild.channels.tmux_signals import open_store_port as port_at  # TmuxChannel._db's
 from agentmaild.channels.tmux_signals import turn_state
 from agentmaild.errors import StoreError
 from agentmaild.models import Agent

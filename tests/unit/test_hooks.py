@@ -20,7 +20,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agentmaild.channels.tmux import _open_port
+from agentmaild.channels.tmux_signals import open_store_port
 from agentmaild.cli import hooks as cli_hooks
 from agentmaild.errors import ConfigError
 from agentmaild.hooks import install as hooks_install
@@ -355,7 +355,7 @@ def test_output_limit_env_lowers_the_cap(st: Store, env: dict[str, str]) -> None
 # -- tmux delivery verification ------------------------------------------------------------------
 def seen(db: Path, delivery_id: str) -> bool:
     """What the tmux channel asks the store's port: was this batch's header seen in a prompt?"""
-    port = _open_port(StoreLocation.of(db))
+    port = open_store_port(StoreLocation.of(db))
     try:
         return port.delivery_seen(delivery_id)
     finally:

@@ -8,15 +8,13 @@ import itertools
 import pytest
 
 from agentmaild.errors import StateError
-from agentmaild.models import (
+from agentmaild.models import STATE_TRANSITIONS, Agent, AgentState
+from agentmaild.models_status import (
     EXEC_OF_LOOP,
     EXEC_OF_TURN,
     MEMBER_OF_STATE,
     MEMBER_TRANSITIONS,
     STATE_OF_MEMBER,
-    STATE_TRANSITIONS,
-    Agent,
-    AgentState,
     ExecutionStatus,
     MemberStatus,
 )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentmaild.channels.vendors import PRESETS, TurnVerdict, flock_holder
-from agentmaild.cli.agents import PRESETS as CLI_PRESETS
+from agentmaild.cli.agents_fields import PRESETS as CLI_PRESETS
 
 
 def verdict_of(preset: str, events: list[dict[str, Any]]) -> TurnVerdict:
