@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentmaild import vocab
+from agentmaild.mail import vocab
 from agentmaild.ids import iso_now
 from agentmaild.models_status import MEMBER_OF_STATE, MemberStatus
 

@@ -32,7 +32,7 @@ def _question(store: object, asker: str) -> str | None:
 
 def _ask_rounds(h: Harness, tmp: Path, n: int) -> list[float]:
     from agentmaild.control.client import poke
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.models import Agent
     from agentmaild.store.sqlite import SqliteMailStore
 

@@ -76,7 +76,7 @@ class Store:
         self.held: Any = None  # a SqliteMailStore while one is held open
 
     def seed(self, keep_open: bool = False) -> None:
-        from agentmaild.mail import Mailer
+        from agentmaild.mail.mailer import Mailer
         from agentmaild.store.sqlite import SqliteMailStore
 
         store = self.held or SqliteMailStore(self.db)

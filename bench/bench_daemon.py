@@ -66,7 +66,7 @@ def _phases(t0: float, t1: float, t2: float, ph: list[float]) -> list[float]:
 def _woken(h: Harness, floor: Floor, n: int) -> tuple[list[float], list[float], list[list[float]]]:
     """Interleaved: one floor measurement, then one woken send; returns latencies in seconds."""
     from agentmaild.control.client import poke
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.sqlite import SqliteMailStore
 
     store = SqliteMailStore(h.db)
@@ -106,7 +106,7 @@ def _breakdown(phases: list[list[float]]) -> str:
 
 def _polled(h: Harness, duration: float) -> tuple[list[float], int]:
     """Sends at random moments with no poke; the poll tick must find them."""
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.sqlite import SqliteMailStore
 
     store = SqliteMailStore(h.db)

@@ -35,7 +35,7 @@ BODY = "Build step 3 finished; 14 files changed, tests green. <b>escaped</b>, ne
 
 def _flow(h: Harness, n: int) -> list[float]:
     from agentmaild.control.client import poke
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.sqlite import SqliteMailStore
 
     store = SqliteMailStore(h.db)

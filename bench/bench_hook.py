@@ -58,7 +58,7 @@ def _make_store(db: Path) -> None:
 
 
 def _seed(db: Path) -> None:
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.sqlite import SqliteMailStore
 
     store = SqliteMailStore(db)

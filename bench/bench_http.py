@@ -50,7 +50,7 @@ def _prepare(db: Path) -> str:
 
 
 def _seed(db: Path, n: int = UNREAD) -> list[str]:
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.sqlite import SqliteMailStore
 
     store = SqliteMailStore(db)
@@ -118,7 +118,7 @@ def _pct(xs: list[float], p: float) -> float:
 
 
 def _latencies(db: Path, url: str, token: str, n: int) -> dict[str, list[float]]:
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.sqlite import SqliteMailStore
 
     host, port = url.removeprefix("http://").rsplit(":", 1)

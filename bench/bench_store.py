@@ -93,7 +93,7 @@ class _OursSingle:
     """Sends through ``Mailer(SqliteMailStore)`` on a fresh file with 100 agents."""
 
     def __init__(self, tmp: Path, run: int) -> None:
-        from agentmaild.mail import Mailer
+        from agentmaild.mail.mailer import Mailer
 
         self.store, self.names = _our_store(tmp / f"single-ours-{run}.db", 100)
         self.mailer = Mailer(self.store)
@@ -164,7 +164,7 @@ def bench_single(tmp: Path, quick: bool, ddl: list[str]) -> Figure:
 
 # -- (b) one broadcast to 1,000 agents --------------------------------------------------------
 def bench_broadcast(tmp: Path, quick: bool, ddl: list[str]) -> Figure:
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
 
     agents, runs = (200, 2) if quick else (1000, 3)
     store, names = _our_store(tmp / "bcast-ours.db", agents)
@@ -204,7 +204,7 @@ def bench_broadcast(tmp: Path, quick: bool, ddl: list[str]) -> Figure:
 def _writer_main(mode: str, db: str, index: int, n: int, agents: int) -> None:
     """One writer process: open, say "ready", wait for "go", send ``n`` messages, print JSON."""
     if mode == "ours":
-        from agentmaild.mail import Mailer
+        from agentmaild.mail.mailer import Mailer
         from agentmaild.store.sqlite import SqliteMailStore
 
         store = SqliteMailStore(db)

@@ -25,7 +25,7 @@ def _sender_main(db: str, rate: float, duration: float, agents: list[str]) -> No
     """Sends (Mailer.send + poke, as the CLI does) paced to ``rate`` a second, or as fast as it
     can when ``rate`` is 0, for ``duration`` seconds; one JSON summary line at the end."""
     from agentmaild.control.client import poke
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.sqlite import SqliteMailStore
 
     store = SqliteMailStore(db)

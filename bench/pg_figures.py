@@ -55,7 +55,7 @@ class Floor:
 
 
 def bench_woken(tmp: Path, dsn: str, quick: bool) -> list[Figure]:
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.postgres import PostgresMailStore
 
     n = 60 if quick else 300
@@ -116,7 +116,7 @@ def bench_woken(tmp: Path, dsn: str, quick: bool) -> list[Figure]:
 # -- (2) single sends -----------------------------------------------------------------------
 def bench_single(dsn: str, quick: bool) -> Figure:
     from agentmaild.ids import iso_now, new_id
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.postgres import PostgresMailStore
 
     # Fine interleaving: on a shared machine ours and the baseline then see the same load. The
@@ -168,7 +168,7 @@ def bench_single(dsn: str, quick: bool) -> Figure:
 # -- (3) claims: 2 daemons x 10 agents vs 1 daemon x 20 ----------------------------------------
 def _claims(tmp: Path, dsn: str, hosts: dict[str, list[str]], n: int) -> dict[str, Any]:
     from agentmaild.control.client import request
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.postgres import PostgresMailStore
 
     agents = [a for names in hosts.values() for a in names]

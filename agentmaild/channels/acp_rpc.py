@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from agentmaild.jsoninput import storable
+from agentmaild.mail.jsoninput import storable
 
 REASON_MAX = 200
 

@@ -29,7 +29,7 @@ from agentmaild.channels.acp_rpc import REASON_MAX, Call
 from agentmaild.channels.rpc_channel import RpcChannel
 from agentmaild.channels.stdin_host import _Process
 from agentmaild.channels.vendors import flock_holder
-from agentmaild.jsoninput import storable
+from agentmaild.mail.jsoninput import storable
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 

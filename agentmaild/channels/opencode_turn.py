@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentmaild.jsoninput import storable
+from agentmaild.mail.jsoninput import storable
 
 REASON_MAX = 200
 

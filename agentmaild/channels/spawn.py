@@ -33,7 +33,7 @@ from agentmaild.channels.commands import (
 )
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
-from agentmaild.jsoninput import storable
+from agentmaild.mail.jsoninput import storable
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import Child, ChildExit, ChildStartError
 from agentmaild.procs.journal import ProcJournal, ScopeRecord

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from agentmaild.jsoninput import storable
+from agentmaild.mail.jsoninput import storable
 from agentmaild.procs.lines import Line
 
 REASON_MAX = 200

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentmaild.jsoninput import storable
+from agentmaild.mail.jsoninput import storable
 
 _REASON_MAX = 200
 # (executable, extra arguments, session id or None for a CLI-chosen one, resume?) -> argv

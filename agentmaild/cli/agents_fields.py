@@ -14,7 +14,7 @@ from agentmaild.cli import common as cli
 from agentmaild.cli.common import one_line
 from agentmaild.errors import UsageError, ValidationError
 from agentmaild.ids import check_host, check_name
-from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
+from agentmaild.mail.jsoninput import JsonInputError, check_text, json_or_text
 from agentmaild.models import Agent, ChannelKind
 
 CHANNELS = tuple(c.value for c in ChannelKind)

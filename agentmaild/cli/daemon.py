@@ -28,7 +28,7 @@ from agentmaild.errors import (
     UsageError,
     ValidationError,
 )
-from agentmaild.jsoninput import JsonInputError, check_text, json_or_text
+from agentmaild.mail.jsoninput import JsonInputError, check_text, json_or_text
 from agentmaild.store.location import StoreLocation
 
 ConfigOpt = Annotated[
@@ -157,7 +157,7 @@ def _hosts(location: StoreLocation) -> list[dict[str, Any]] | None:
 def _operator_unread(location: StoreLocation) -> int | None:
     """Unread mail for ``operator``, which no agent reads; None when the store cannot be read."""
     from agentmaild.errors import StoreError
-    from agentmaild.mail import OPERATOR
+    from agentmaild.mail.mailer import OPERATOR
 
     try:
         with open_store(location.target, readonly=True) as store:

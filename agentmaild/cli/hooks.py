@@ -53,7 +53,7 @@ def _warn_if_unknown(agent: str, db: str | None, project: Path) -> None:
     """One warning line on stderr when the store does not know ``agent`` (installing goes on:
     the agent may well be registered after its hooks)."""
     from agentmaild.errors import AgentmaildError
-    from agentmaild.mail import IMPLICIT_RECIPIENTS
+    from agentmaild.mail.mailer import IMPLICIT_RECIPIENTS
     from agentmaild.store.kinds import open_store
     from agentmaild.store.location import resolve_location
 

@@ -31,7 +31,7 @@ from agentmaild.cli.mailview import messages_text, summaries_text
 from agentmaild.cli.read_remote import api_call, api_rows, check_remote, print_rows, thread_remote
 from agentmaild.errors import UsageError
 from agentmaild.ids import check_message_id, check_name, iso_now
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.overstory.flavor import ORCHESTRATOR
 from agentmaild.store.base import MailStore
 from agentmaild.trust.peers import with_origins

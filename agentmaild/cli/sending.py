@@ -26,7 +26,7 @@ from agentmaild.hot.access import read_body
 from agentmaild.ids import check_message_id, check_name
 
 if TYPE_CHECKING:
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.store.base import MailStore
 
 

@@ -182,7 +182,7 @@ def _dumps(obj: dict[str, Any]) -> bytes:
 
 
 def _storable(value: Any) -> Any:
-    from agentmaild.jsoninput import storable
+    from agentmaild.mail.jsoninput import storable
 
     if isinstance(value, str):
         return storable(value)
@@ -196,7 +196,7 @@ def _loads(line: bytes, what: str) -> dict[str, Any]:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"{what} is not valid UTF-8 (byte {exc.start})") from exc
-    from agentmaild.jsoninput import JsonInputError, loads_strict
+    from agentmaild.mail.jsoninput import JsonInputError, loads_strict
 
     try:
         # Strict: no NaN/Infinity/1e999, no digit-limit integers, bounded nesting, no lone

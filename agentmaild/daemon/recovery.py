@@ -10,7 +10,7 @@ import structlog
 
 from agentmaild.daemon.orphans import stop_orphans
 from agentmaild.ids import iso_now, new_id
-from agentmaild.mail import DAEMON_SENDER, OPERATOR
+from agentmaild.mail.mailer import DAEMON_SENDER, OPERATOR
 from agentmaild.models import Agent, ChannelKind, Message
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.base import InsertRequest

@@ -38,7 +38,7 @@ from agentmaild.delivery.supervisor import Supervisor
 from agentmaild.errors import AgentmaildError
 from agentmaild.ids import iso_now
 from agentmaild.log import configure_logging
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.procs.cgroups import use_cgroups
 from agentmaild.procs.escapes import become_subreaper

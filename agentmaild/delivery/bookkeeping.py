@@ -13,7 +13,7 @@ import anyio
 
 from agentmaild.delivery.types import Clock
 from agentmaild.errors import AgentmaildError, NotFound, StoreError
-from agentmaild.mail import DAEMON_SENDER, Mailer
+from agentmaild.mail.mailer import DAEMON_SENDER, Mailer
 from agentmaild.models import Attempt, Batch
 
 if TYPE_CHECKING:

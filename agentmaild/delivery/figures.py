@@ -16,7 +16,7 @@ from agentmaild.delivery.bookkeeping import Bookkeeper
 from agentmaild.delivery.busy import BusySpell, why_not
 from agentmaild.delivery.types import HISTORY_OUTCOMES, Clock, LoopSettings, Outcome, StepResult
 from agentmaild.ids import iso_now
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Batch
 
 if TYPE_CHECKING:

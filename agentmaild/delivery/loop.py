@@ -22,8 +22,8 @@ from agentmaild.delivery.figures import LoopFigures
 from agentmaild.delivery.lease import LeaseKeeper, keep_lease, lease_interval
 from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult, wait_after
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
-from agentmaild.jsoninput import storable
-from agentmaild.mail import Mailer
+from agentmaild.mail.jsoninput import storable
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.render.framing import render_batch
 

@@ -24,7 +24,7 @@ from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.roster import COUNTERS, Entry, Roster, in_flight_of
 from agentmaild.delivery.types import Clock, LoopSettings
 from agentmaild.errors import AgentmaildError, AgentUnavailable
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, ChannelKind
 from agentmaild.store.aio import AsyncMailStore, Gate
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agentmaild.errors import ValidationError
 from agentmaild.ids import check_name
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.overstory.flavor import default_identity
 from agentmaild.store.base import MailStore
 from agentmaild.store.kinds import open_store

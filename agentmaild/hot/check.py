@@ -15,7 +15,7 @@ import sys
 
 from agentmaild.errors import AgentmaildError, UnknownAgent, UsageError, report
 from agentmaild.ids import check_name
-from agentmaild.vocab import IMPLICIT_RECIPIENTS
+from agentmaild.mail.vocab import IMPLICIT_RECIPIENTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from agentmaild.mail import Sent
+    from agentmaild.mail.mailer import Sent
 
 # option spellings → the field each sets (the typer commands' names and short forms)
 _COMMON = {

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from agentmaild.config import Config, HttpConfig
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.store.aio import AsyncMailStore
 
 T = TypeVar("T")

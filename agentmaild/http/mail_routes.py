@@ -18,7 +18,7 @@ from agentmaild.http.auth import Caller, authorize
 from agentmaild.http.body import flag, payload_field, read_json, required_text, text_field
 from agentmaild.http.context import ApiContext, context_of
 from agentmaild.ids import check_message_id, check_name
-from agentmaild.mail import OPERATOR, Sent
+from agentmaild.mail.mailer import OPERATOR, Sent
 from agentmaild.models import Message
 from agentmaild.trust.peers import with_origins
 

@@ -39,7 +39,7 @@ def overstory_mode(db: str, flavor: str | None = None) -> bool:
 
 def default_identity(overstory: bool) -> str:
     """Who you are when no ``--from``/``--agent`` and no ``$AGENTMAIL_AGENT`` says otherwise."""
-    from agentmaild.vocab import OPERATOR
+    from agentmaild.mail.vocab import OPERATOR
 
     return ORCHESTRATOR if overstory else OPERATOR
 

@@ -20,7 +20,7 @@ from agentmaild.overstory import nudges
 from agentmaild.overstory.flavor import ORCHESTRATOR
 from agentmaild.overstory.sessions import read_sessions, sessions_path
 from agentmaild.store.checks import merged_state
-from agentmaild.vocab import OPERATOR
+from agentmaild.mail.vocab import OPERATOR
 
 log = structlog.get_logger(__name__)
 

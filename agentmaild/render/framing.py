@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from agentmaild.vocab import PROTOCOL_TYPES
+from agentmaild.mail.vocab import PROTOCOL_TYPES
 
 # Spelled this way so the hook path never imports typing (mypy still checks the block).
 TYPE_CHECKING = False

@@ -10,7 +10,7 @@ from agentmaild.config import LimitsConfig
 from agentmaild.errors import ValidationError
 from agentmaild.ids import new_id
 from agentmaild.models import PRIORITY_RANK, Message
-from agentmaild.vocab import MESSAGE_TYPES
+from agentmaild.mail.vocab import MESSAGE_TYPES
 
 NUDGE_TYPES = frozenset({"worker_done", "merge_ready", "error", "escalation", "merge_failed"})
 
@@ -29,7 +29,7 @@ def check_content(
 ) -> str | None:
     """The payload made canonical, once every field passed; else a one-line ValidationError."""
     # Loaded only when a message is written: the CLI's start has no use for the payload schemas.
-    from agentmaild.payloads import validate_payload
+    from agentmaild.mail.payloads import validate_payload
 
     if msg_type not in MESSAGE_TYPES:
         raise ValidationError(f"type: unknown type {msg_type!r}; one of {', '.join(MESSAGE_TYPES)}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 
 from agentmaild.errors import Conflict, InboxFull, LoopHeld, RateLimited, RecipientRefused
-from agentmaild.vocab import IMPLICIT_RECIPIENTS, REFUSED_STATES
+from agentmaild.mail.vocab import IMPLICIT_RECIPIENTS, REFUSED_STATES
 
 # -- windows (rate limit, repeat collapse, thread guard) ---------------------------------------
 

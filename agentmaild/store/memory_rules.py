@@ -9,7 +9,7 @@ from agentmaild.models import Message
 from agentmaild.store import checks
 from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult
 from agentmaild.store.memory_state import MemoryState, atomic, chrono
-from agentmaild.vocab import DAEMON_SENDER
+from agentmaild.mail.vocab import DAEMON_SENDER
 
 
 class MemoryRules(MemoryState):

@@ -20,7 +20,7 @@ from typing import Any
 
 from agentmaild.errors import ConfigError, NotFound, Untrusted, UsageError, ValidationError
 from agentmaild.ids import check_message_id, check_name
-from agentmaild.mail import Mailer, Sent
+from agentmaild.mail.mailer import Mailer, Sent
 from agentmaild.trust import envelope, keyfile
 from agentmaild.trust.envelope import Envelope
 from agentmaild.trust.peers import PeerOrigin, peer_address, split_peer_address

@@ -7,7 +7,7 @@ recipient count on one flushed stdout line, so a test knows what was committed b
 
 import sys
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.store.sqlite import SqliteMailStore
 
 

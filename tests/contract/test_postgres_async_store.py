@@ -20,7 +20,7 @@ import pytest
 from agentmaild.channels.testing import FakeChannel
 from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.types import LoopSettings, StepResult
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.aio_postgres import LOOK_FRESH_S, PgAsyncMailStore
 from agentmaild.store.postgres import PostgresMailStore

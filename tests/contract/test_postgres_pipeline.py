@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from agentmaild.errors import RecipientRefused, StoreError
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore

@@ -22,7 +22,7 @@ from agentmaild.errors import (
     UnknownAgent,
 )
 from agentmaild.ids import iso_now, new_id
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Message
 from agentmaild.store.base import InsertRequest, InsertResult, MailStore, ThreadGuard
 

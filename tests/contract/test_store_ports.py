@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from agentmaild.errors import StoreError
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.base import MailStore
 from agentmaild.store.kinds import open_port, open_reader, port_of

@@ -25,7 +25,7 @@ from agentmaild.control.client import poke, request
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.errors import DaemonNotRunning
 from agentmaild.hooks.run import POLL_REASON
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.anthropic_stub import AnthropicStub

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.store.sqlite import SqliteMailStore
 
 

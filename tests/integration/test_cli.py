@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 

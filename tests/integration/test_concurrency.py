@@ -21,7 +21,7 @@ BUSY_TIMEOUT_S = 5.0  # SPEC §2: busy_timeout=5000 on every connection
 
 WORKER = r"""
 import json, os, sys, time, traceback
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.store.sqlite import SqliteMailStore
 
 db, index, count, start_file, out_file = sys.argv[1:6]

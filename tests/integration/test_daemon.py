@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agentmaild.control.client import poke
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import PRIORITY_RANK, Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import DaemonProc, agent_cmd, raw_exchange

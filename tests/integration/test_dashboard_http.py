@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.web.dashboard import LIVE_EVERY_S

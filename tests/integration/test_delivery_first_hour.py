@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentmaild.control.client import poke
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import FAST, DaemonProc, agent_cmd, daemon_factory

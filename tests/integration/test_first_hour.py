@@ -23,7 +23,7 @@ import pytest
 
 from agentmaild import __version__
 from agentmaild.config import LimitsConfig
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.integration.test_cli import Cli, clean_env

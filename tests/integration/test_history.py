@@ -19,7 +19,7 @@ import pytest
 
 from agentmaild.control.client import poke
 from agentmaild.ids import iso_now
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Attempt
 from agentmaild.procs.logfiles import log_path
 from agentmaild.store.sqlite import SqliteMailStore

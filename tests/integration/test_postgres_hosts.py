@@ -35,7 +35,7 @@ LOAD_ENV = {"AGENTMAILD_CHANNELS_SPAWN_STALL_TIMEOUT_S": "20",
 # across the kills), on its own connection; the ids it sent, one per line, when done.
 SENDER = """
 import random, sys, time
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.store.postgres import PostgresMailStore
 dsn, seed, total, out, names = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], \
     sys.argv[5:]

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from agentmaild.errors import StoreError
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.store.postgres import PostgresMailStore
 from tests.reliability.history import read_ledgers
 from tests.support.daemon import AGENTS, FAST, base_env

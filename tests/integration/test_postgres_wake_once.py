@@ -83,7 +83,7 @@ def test_one_postgres_send_wakes_its_daemon_once(
 
 
 def test_a_postgres_mark_moves_when_a_send_commits(tmp_path: Path, pg_dsn: str) -> None:
-    from agentmaild.mail import Mailer
+    from agentmaild.mail.mailer import Mailer
     from agentmaild.models import Agent
     from agentmaild.store.postgres import PostgresMailStore
 

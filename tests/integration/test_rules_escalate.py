@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import DaemonProc
 from tests.support.waiting import wait_for

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentmaild.control.client import WAKE_SUFFIX, send_wake
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import DaemonProc, agent_cmd

@@ -25,7 +25,7 @@ from agentmaild.channels.spawn import SpawnChannel
 from agentmaild.config import Config
 from agentmaild.daemon.journal import StoreProcJournal
 from agentmaild.errors import AgentBusy, DeliveryFailed
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.pids import start_time
 from agentmaild.store.aio import AsyncMailStore

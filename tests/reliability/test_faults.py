@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentmaild.mail import DAEMON_SENDER, Mailer
+from agentmaild.mail.mailer import DAEMON_SENDER, Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.reliability.conftest import (

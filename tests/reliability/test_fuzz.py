@@ -32,7 +32,7 @@ from typer.testing import CliRunner
 
 from agentmaild.cli.app import app
 from agentmaild.control.protocol import COMMANDS, MAX_REQUEST_BYTES
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.reliability.conftest import DaemonProc, assert_sound, base_env

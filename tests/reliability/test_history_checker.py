@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.reliability.conftest import assert_sound

@@ -22,7 +22,7 @@ import httpx
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.trust import envelope, keyfile

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Message
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.reliability.conftest import DaemonProc, add_spawn, assert_sound, wait_for

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.procs.scope import open_child
 from agentmaild.store.sqlite import SqliteMailStore

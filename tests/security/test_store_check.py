@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.security.conftest import assert_one_line_error, run_cli

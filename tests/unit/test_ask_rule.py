@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.rules.ask import find_reply
 from agentmaild.store.sqlite import SqliteMailStore

@@ -11,7 +11,7 @@ from agentmaild.channels.testing import FakeChannel
 from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.types import LoopSettings, StepResult
 from agentmaild.errors import AgentUnavailable, DeliveryFailed
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Batch
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.sqlite import SqliteMailStore

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentmaild.hot.send import parse_send
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.stores import with_bob_and_ended_carol
 
@@ -153,5 +153,5 @@ def test_it_loads_no_cli_framework(template: Path) -> None:
         capture_output=True, text=True, env=env, timeout=60, check=True,
     )  # fmt: skip
     loaded = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if "|" in line}
-    assert "agentmaild.hot.send" in loaded and "agentmaild.mail" in loaded
+    assert "agentmaild.hot.send" in loaded and "agentmaild.mail.mailer" in loaded
     assert not {m for m in loaded if m.split(".")[0] in FORBIDDEN}

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from agentmaild.errors import NotFound, StoreError
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.hops import Hops, groupable

@@ -25,7 +25,7 @@ from agentmaild.cli import hooks as cli_hooks
 from agentmaild.errors import ConfigError
 from agentmaild.hooks import install as hooks_install
 from agentmaild.hooks import run as hooks
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.render.framing import render_batch
 from agentmaild.store.location import StoreLocation

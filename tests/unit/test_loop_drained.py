@@ -17,7 +17,7 @@ import pytest
 from agentmaild.channels.testing import FakeChannel
 from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.types import LoopSettings
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.sqlite import SqliteMailStore

@@ -25,7 +25,7 @@ from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.supervisor import Supervisor
 from agentmaild.delivery.types import LoopSettings, StepResult
 from agentmaild.errors import StoreError
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.aio import AsyncMailStore
 from tests.support.faulty_store import FaultyStore

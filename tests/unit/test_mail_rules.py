@@ -27,7 +27,7 @@ from agentmaild.errors import (
     ValidationError,
 )
 from agentmaild.hot import check as fast
-from agentmaild.mail import Limits, Mailer
+from agentmaild.mail.mailer import Limits, Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 

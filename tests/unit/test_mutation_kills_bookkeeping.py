@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from agentmaild.delivery.bookkeeping import Bookkeeper
 from agentmaild.errors import NotFound, StoreError
 from agentmaild.ids import iso_now
-from agentmaild.mail import DAEMON_SENDER, Mailer
+from agentmaild.mail.mailer import DAEMON_SENDER, Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.store.aio import AsyncMailStore
 from tests.support.faulty_store import FaultyStore, store_full

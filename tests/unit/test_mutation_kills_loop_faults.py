@@ -24,7 +24,7 @@ from agentmaild.channels.testing import FakeChannel
 from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.delivery.types import LoopSettings, StepResult
 from agentmaild.errors import DeliveryFailed
-from agentmaild.mail import DAEMON_SENDER, Mailer
+from agentmaild.mail.mailer import DAEMON_SENDER, Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.store.aio import AsyncMailStore
 from tests.support.clock import Clock

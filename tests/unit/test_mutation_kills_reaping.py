@@ -23,7 +23,7 @@ from agentmaild.config import Config
 from agentmaild.config.sections import DaemonConfig
 from agentmaild.delivery.supervisor import Supervisor
 from agentmaild.errors import StoreError
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.aio import AsyncMailStore, PollGate
 from agentmaild.store.sqlite import SqliteMailStore

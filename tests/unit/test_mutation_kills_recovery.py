@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 
 from agentmaild.daemon.recovery import recover
 from agentmaild.ids import iso_now, new_id
-from agentmaild.mail import DAEMON_SENDER, OPERATOR
+from agentmaild.mail.mailer import DAEMON_SENDER, OPERATOR
 from agentmaild.models import Agent, Message
 from agentmaild.procs.escapes import SCOPE_ENV
 from agentmaild.store.aio import AsyncMailStore

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, MessageType
 from agentmaild.store.migrate import SCHEMA_VERSION
 from agentmaild.store.sqlite import SqliteMailStore

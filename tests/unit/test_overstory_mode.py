@@ -16,7 +16,7 @@ import pytest
 
 from agentmaild.errors import RecipientRefused, ValidationError
 from agentmaild.hot import check as fast
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.overstory import OverstoryProject, marker_text

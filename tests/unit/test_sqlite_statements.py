@@ -16,7 +16,7 @@ import pytest
 
 from agentmaild.errors import InboxFull, RecipientRefused
 from agentmaild.ids import iso_now
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.store.migrate import SCHEMA_VERSION
 from agentmaild.store.sqlite import NEW_STORE_PAGE_SIZE, SqliteMailStore

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agentmaild.hooks import vendors
-from agentmaild.mail import Mailer
+from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 

@@ -19,9 +19,9 @@ from agentmaild.rules.queues import is_queue
 from agentmaild.store import checks
 from agentmaild.store.base import InsertRequest, MailStore
 from agentmaild.trust.peers import is_peer_address, split_peer_address
-from agentmaild.vocab import DAEMON_SENDER as DAEMON_SENDER
-from agentmaild.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
-from agentmaild.vocab import OPERATOR as OPERATOR
+from agentmaild.mail.vocab import DAEMON_SENDER as DAEMON_SENDER
+from agentmaild.mail.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
+from agentmaild.mail.vocab import OPERATOR as OPERATOR
 
 # The rules take the ``[limits]`` section as it is (defaults are the SPEC's).
 Limits = LimitsConfig

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from agentmaild.errors import ValidationError
-from agentmaild.jsoninput import JsonInputError, loads_strict
+from agentmaild.mail.jsoninput import JsonInputError, loads_strict
 
 # field -> (kind, required). Kinds: str, int, bool, str[], str? (nullable), or a tuple of choices.
 Schema = dict[str, tuple[Any, bool]]
