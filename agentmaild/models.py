@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentmaild.mail import vocab
 from agentmaild.ids import iso_now
+from agentmaild.mail import vocab
 from agentmaild.models_status import MEMBER_OF_STATE, MemberStatus
 
 

@@ -12,6 +12,9 @@ from typing import Any
 from agentmaild.config import LimitsConfig
 from agentmaild.errors import NotFound, UnknownAgent, ValidationError
 from agentmaild.ids import check_message_id, check_name, iso_now, new_id
+from agentmaild.mail.vocab import DAEMON_SENDER as DAEMON_SENDER
+from agentmaild.mail.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
+from agentmaild.mail.vocab import OPERATOR as OPERATOR
 from agentmaild.models import Message
 from agentmaild.rules import recipients
 from agentmaild.rules.content import Draft, check_content
@@ -19,9 +22,6 @@ from agentmaild.rules.queues import is_queue
 from agentmaild.store import checks
 from agentmaild.store.base import InsertRequest, MailStore
 from agentmaild.trust.peers import is_peer_address, split_peer_address
-from agentmaild.mail.vocab import DAEMON_SENDER as DAEMON_SENDER
-from agentmaild.mail.vocab import IMPLICIT_RECIPIENTS as IMPLICIT_RECIPIENTS
-from agentmaild.mail.vocab import OPERATOR as OPERATOR
 
 # The rules take the ``[limits]`` section as it is (defaults are the SPEC's).
 Limits = LimitsConfig

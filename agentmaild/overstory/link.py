@@ -15,12 +15,12 @@ import structlog
 
 from agentmaild.errors import ValidationError
 from agentmaild.ids import iso_now
+from agentmaild.mail.vocab import OPERATOR
 from agentmaild.models import Agent, Message
 from agentmaild.overstory import nudges
 from agentmaild.overstory.flavor import ORCHESTRATOR
 from agentmaild.overstory.sessions import read_sessions, sessions_path
 from agentmaild.store.checks import merged_state
-from agentmaild.mail.vocab import OPERATOR
 
 log = structlog.get_logger(__name__)
 

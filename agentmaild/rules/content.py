@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from agentmaild.config import LimitsConfig
 from agentmaild.errors import ValidationError
 from agentmaild.ids import new_id
-from agentmaild.models import PRIORITY_RANK, Message
 from agentmaild.mail.vocab import MESSAGE_TYPES
+from agentmaild.models import PRIORITY_RANK, Message
 
 NUDGE_TYPES = frozenset({"worker_done", "merge_ready", "error", "escalation", "merge_failed"})
 

@@ -20,10 +20,10 @@ import structlog
 from agentmaild.config import LimitsConfig
 from agentmaild.errors import AgentmaildError
 from agentmaild.ids import iso_now, new_id
+from agentmaild.mail.vocab import DAEMON_SENDER, IMPLICIT_RECIPIENTS
 from agentmaild.models import Message
 from agentmaild.store.aio import AsyncMailStore
 from agentmaild.store.base import InsertRequest, MailStore
-from agentmaild.mail.vocab import DAEMON_SENDER, IMPLICIT_RECIPIENTS
 
 log = structlog.get_logger(__name__)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agentmaild.ids import iso_now
+from agentmaild.mail.vocab import DAEMON_SENDER
 from agentmaild.models import Message
 from agentmaild.store import checks
 from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult
 from agentmaild.store.memory_state import MemoryState, atomic, chrono
-from agentmaild.mail.vocab import DAEMON_SENDER
 
 
 class MemoryRules(MemoryState):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from agentmaild.store.queries import schema_statements
 from agentmaild.mail.vocab import MESSAGE_TYPES
+from agentmaild.store.queries import schema_statements
 
 # 1: Overstory's table + agentmaild's columns and tables; 2: adds am_prompt_seen and the registry
 # version (am_registry and its triggers); 3: am_attempts (delivery history) and am_agent_procs

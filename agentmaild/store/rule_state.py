@@ -5,11 +5,11 @@ with each store's insert.)"""
 from __future__ import annotations
 
 from agentmaild.ids import iso_now
+from agentmaild.mail.vocab import DAEMON_SENDER, PRIORITIES
 from agentmaild.models import Message
 from agentmaild.store.base import RULE_COUNTERS
 from agentmaild.store.connector import OverConnector, Tx
 from agentmaild.store.rows import message_from_row
-from agentmaild.mail.vocab import DAEMON_SENDER, PRIORITIES
 
 
 def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
