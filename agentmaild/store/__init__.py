@@ -1,14 +1,26 @@
-"""Mail storage: the ``MailStore`` ABC and its implementations, behind one contract.
+"""Mail storage: the only package that knows a backend. Callers hold a ``StoreLocation`` and ask
+the store for what they need; they never ask which backend they have.
 
-Owns: ``base`` (the ABC and request types), ``sqlite*`` (the SQLite store, SQL as named queries
-in ``sql/``), ``postgres*`` (the PostgreSQL store: ``sql/migrations/``, psycopg loaded only for a
-DSN), ``memory*`` (the shipped in-memory fake), ``migrate`` (schema versions), ``aio`` /
-``aio_pg`` (the daemon's async facade and poll gates), ``services*`` (what a daemon needs from
-its backend: lock, heartbeat, checkpoints, outages), ``wake`` (the wake-up seam: ``notify`` /
-``run``), ``marks`` (each store's change mark), ``pull`` (the stdlib-only reads and acks
-of the hot paths), ``queries`` (the named-query loader), ``copy*`` (``store copy`` between
-stores), ``location`` (``StoreLocation``: which store a target names, where its local state
-lives), ``kinds`` (the one place a store class is chosen).
+The seam. ``location`` (``StoreLocation``: which store a target names — kind, target, the local
+path where its socket, logs and markers live — and ``resolve_location``) and ``kinds`` (the one
+place a kind becomes code: ``open_store``, and the store's offers chosen by kind — the cold paths'
+port ``open_port`` / ``port_of``, the dashboard's ``open_reader``, a daemon's ``open_services``, a
+sender's ``wakes_for``, ``host_daemons``). A third backend is a new ``StoreLocation`` kind, a
+branch in each ``kinds`` factory, a connector, a dialect file and its ``*_<backend>`` modules: no
+file outside ``store/``.
+
+Owns: ``base`` (the ``MailStore`` ABC and request types), ``checks`` (each send rule, below),
+``connector`` (the thin ABC the logic runs over) and the seams written once over it, ``sqlite*``
+(the SQLite store), ``postgres*`` (the PostgreSQL store, psycopg loaded only for a DSN),
+``memory*`` (the shipped in-memory fake, held to the same contract tests), ``migrate`` (SQLite's
+schema versions), ``aio`` / ``aio_pg`` (the daemon's async facade and poll gates), ``services*``
+(what a daemon needs from its backend: lock, heartbeat, listener, checkpoints, outages), ``wake``
+(the one wake-up seam: ``notify`` / ``run``; ``postgres_listen.NotifyWakes`` is its LISTEN/NOTIFY
+side), ``marks`` (each store's one change mark: the poll gate, the dashboard and ``ask`` read it),
+``ports`` / ``port_sqlite`` / ``port_postgres`` (the cold paths' port: hook work, mail taken for
+injection within a budget, the tmux channel's reads), ``pull`` (SQLite's stdlib-only take and
+ack), ``reader*`` (the dashboard's read-only reader), ``queries`` (the one loader of named
+queries), ``copy*`` (``store copy``), ``check*`` (``store check``), ``files`` (modes and links).
 
 The connector and the SQL. The SQL stores' logic is written once per seam — ``agents``, ``queues``,
 ``history``, ``procs``, ``tokens``, ``trust``, ``rule_state`` (messages, deliveries and the loop
@@ -26,13 +38,15 @@ PostgreSQL's server-side functions and their triggers (``am_send_one``, ``am_cla
 are defined once, current version only, in ``sql/functions.sql``, applied after every migration run;
 ``sql/migrations/pg_N.sql`` are schema steps only (SQLite's schema is ``sql/schema.sql``).
 
-May import: ``models``, ``errors``, ``ids``, ``vocab`` only — everything else builds on it.
+May import: ``models``, ``errors``, ``ids``, ``mail.vocab``, ``trust.tokens`` and ``trust.peers``
+(records it stores), ``config`` and ``control`` lazily (a daemon's services, a sender's wake-up);
+everything else builds on it.
 
 Where each rule lives
 ---------------------
 Each send rule is decided, and its error worded, once, in ``checks``; the memory, SQLite and
-PostgreSQL stores and the front doors (``mail.Mailer``, ``fast``, the cold paths' ``ports``) only
-read rows and ask it. A rule that also runs inside SQL names its twin;
+PostgreSQL stores and the front doors (``mail.mailer.Mailer``, ``hot.check``, the cold paths'
+``ports``) only read rows and ask it. A rule that also runs inside SQL names its twin;
 ``tests/contract/test_rule_twins.py`` proves the twins agree with ``checks`` on every case, and
 ``tests/contract/test_store_checks.py`` holds each rule (class and text) on all three stores.
 
