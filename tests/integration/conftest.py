@@ -1,4 +1,5 @@
-"""Fixtures shared by the integration tests: a store file with a lead registered."""
+"""Fixtures shared by the integration tests: a store file with a lead registered; a store target
+on each backend (``store_target``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import FAST, DaemonProc, daemon_factory
+from tests.support.store_targets import STORE_TARGET_KINDS, StoreTarget, make_target
 
 
 @pytest.fixture
@@ -31,3 +33,19 @@ def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
     """``make(env=None, start=True)`` → a real ``agentmaild serve`` on ``db`` at test speed."""
     with daemon_factory(db, tmp_path, defaults=FAST, text=True) as make:
         yield make
+
+
+@pytest.fixture(params=STORE_TARGET_KINDS)
+def store_target(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> StoreTarget:
+    """A store on each backend in turn, as a target string: a file under ``tmp_path`` (not yet
+    created), or a fresh migrated PostgreSQL database. This process's XDG_STATE_HOME is the
+    children's, so a DSN's socket path is the same here and in the daemon."""
+    if request.param == "postgres":
+        given: str = request.getfixturevalue("pg_dsn")
+    else:
+        given = str(tmp_path / "store" / "mail.db")
+    made = make_target(tmp_path, request.param, given)
+    monkeypatch.setenv("XDG_STATE_HOME", str(made.state_home))
+    return made
