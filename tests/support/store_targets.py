@@ -12,7 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.store.base import MailStore
@@ -44,6 +44,16 @@ class StoreTarget:
     def open(self) -> MailStore:
         """The store itself, as the product opens it (the caller closes it)."""
         return open_store(self.location)
+
+    def query(self, sql: str) -> list[dict[str, Any]]:
+        """The rows of a parameterless SELECT (the same SQL on both stores): a test's look under
+        the store's API, at tables the API does not read back."""
+        store = self.open()
+        try:
+            conn = cast(Any, store).connection  # both stores have one; MailStore does not say so
+            return [dict(row) for row in conn.execute(sql).fetchall()]
+        finally:
+            store.close()
 
     def with_env(self, **extra: str) -> dict[str, str]:
         return {**self.env, **extra}
