@@ -11,6 +11,8 @@ import random
 import re
 import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ from agentmaild.mail.mailer import Mailer
 from agentmaild.models import PRIORITY_RANK, Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import DaemonProc, agent_cmd, raw_exchange
+from tests.support.net import daemon_answers
+from tests.support.store_targets import StoreTarget, cli, ok
 from tests.support.waiting import read_jsonl as records
 from tests.support.waiting import wait_for
 
@@ -132,16 +136,6 @@ def test_sigkill_mid_delivery_then_restart_loses_nothing(
     interrupted = [m for m in store.inbox("bob") if m.from_agent == "agentmaild"]
     assert len(interrupted) == 1 and "victim" in interrupted[0].body
     assert second.events("daemon.recovered")[-1]["requeued"] == 1  # the log is shared: the last
-
-
-def test_second_serve_is_refused_naming_the_pid(daemons: Callable[..., DaemonProc]) -> None:
-    first = daemons()
-    assert first.proc is not None
-    result = first.cli("serve")
-    assert result.returncode != 0
-    assert f"already running for {first.db}" in result.stderr
-    assert f"pid {first.proc.pid}" in result.stderr
-    assert first.ready()
 
 
 def test_garbage_on_the_socket_gets_errors_and_daemon_keeps_serving(
@@ -275,3 +269,54 @@ def test_resume_without_an_agent_undoes_a_drain(
     assert not store.get_message(mid).read  # type: ignore[union-attr]
     assert d.ctl("resume") == {"resumed": ["drained"]}
     wait_for(lambda: store.get_message(mid).read, 20, "delivery after resume")  # type: ignore[union-attr]
+
+
+def _holder(target: StoreTarget, pid: int) -> str:
+    # The product names the holder differently: a file's lock file holds the pid; a server's
+    # advisory lock is named by its holder's connection (host and pid).
+    return f"pid={pid}" if target.kind == "postgres" else f"(pid {pid})"
+
+
+@pytest.mark.timeout(120)
+def test_a_daemon_on_a_store_target_delivers_and_refuses_a_second(
+    tmp_path: Path, store_target: StoreTarget
+) -> None:
+    env = store_target.env
+    inbox, seen_db = tmp_path / "inbox.jsonl", tmp_path / "agent-db.txt"
+    script = f'cat >> "{inbox}"; printf %s "$AGENTMAIL_DB" > "{seen_db}"'
+    ok(env, "agents", "add", "demo", "--capability", "builder", "--channel", "spawn",
+       "--command", f"sh -c '{script}'")  # fmt: skip
+    log = (tmp_path / "daemon.log").open("ab")
+    daemon = subprocess.Popen([sys.executable, "-m", "agentmaild", "serve"], env=env,
+                              stdout=log, stderr=log, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_for(lambda: daemon.poll() is not None or daemon_answers(store_target.socket), 30,
+                 "the daemon's socket")  # fmt: skip
+        assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+
+        second = cli(env, "serve")
+        assert second.returncode == 1 and len(second.stderr.splitlines()) == 1
+        shown = store_target.location.shown
+        assert second.stderr.startswith(f"error: agentmaild is already running for {shown}")
+        assert _holder(store_target, daemon.pid) in second.stderr
+        assert daemon_answers(store_target.socket)  # the refused second left the first serving
+
+        ids = [ok(env, "send", "--to", "demo", "--subject", f"s{i}", "--body", "b")["ids"][0]
+               for i in range(3)]  # fmt: skip
+        wait_for(lambda: inbox.exists() and all(i in inbox.read_text() for i in ids), 60,
+                 "the agent to receive all three messages")  # fmt: skip
+        store = store_target.open()
+        wait_for(lambda: store.totals()["unread"] == 0, 30, "the deliveries to be acked")
+        assert all((m.acked_by or "").startswith("dlv-") for m in store.list_messages())
+        store.close()
+        assert seen_db.read_text() == store_target.target  # the agent's CLI reaches this store
+
+        status = ok(env, "status")
+        assert status["running"] is True and status["store"] == shown
+        assert [(a["agent"], a["unread"]) for a in status["agents"]] == [("demo", 0)]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        code = daemon.wait(30)
+        log.close()
+    assert code == 0
+    assert not (tmp_path / "mail.db").exists()  # nothing was written where it was not named

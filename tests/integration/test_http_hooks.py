@@ -1,20 +1,26 @@
 """``agentmaild hook EVENT`` in URL mode against a live daemon: every event prints what the local
 hook prints and leaves the agent in the same state; bad input and an unreachable daemon leave
-the session alone exactly as a local hook does."""
+the session alone exactly as a local hook does. A daemon on either store (SQLite, PostgreSQL)
+serves tokens, inject takes and a remote agent's hooks."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import DaemonProc
 from tests.support.http_cli import Both, make_both, normalised, stamps
-from tests.support.net import free_port
+from tests.support.net import daemon_answers, free_port
+from tests.support.store_targets import StoreTarget, ok
+from tests.support.waiting import wait_for
 
 HOOK_ENV = {"AGENTMAILD_HOOKS_STOP_BLOCK_MAX": "1",
             "AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S": "0"}  # fmt: skip
@@ -176,3 +182,69 @@ def test_bad_hook_input_and_an_unreachable_daemon_never_break_the_session(
     assert as_json.returncode == 1
     assert json.loads(as_json.stdout)["error"]["code"] == "daemon_not_running"
     assert len(store.inbox("alice", unread_only=True)) == left
+
+
+@pytest.mark.timeout(120)
+def test_a_daemon_on_a_store_target_serves_tokens_inject_takes_and_hooks(
+    tmp_path: Path, store_target: StoreTarget
+) -> None:
+    """The HTTP face over either store: tokens, ``/v1/inbox/take`` with inject, the hooks of a
+    remote agent, the dashboard's door."""
+    port = free_port()
+    env = store_target.with_env(AGENTMAILD_HTTP_LISTEN=f"127.0.0.1:{port}")
+    ok(env, "agents", "add", "alice", "--capability", "builder")
+    token = ok(env, "tokens", "create", "operator")["token"]
+    assert [t["agent"] for t in ok(env, "tokens", "list")["tokens"]] == ["operator"]
+    log = (tmp_path / "daemon.log").open("ab")
+    daemon = subprocess.Popen([sys.executable, "-m", "agentmaild", "serve"], env=env,
+                              stdout=log, stderr=log, stdin=subprocess.DEVNULL)  # fmt: skip
+    headers = {"authorization": f"Bearer {token}"}
+    try:
+        wait_for(lambda: daemon.poll() is not None or daemon_answers(store_target.socket), 30,
+                 "the daemon's socket")  # fmt: skip
+        assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=20) as c:
+            wait_for(lambda: _health(c), 30, "the HTTP API")
+            sent = c.post("/v1/messages", json={"to": "alice", "from": "bob", "subject": "hi",
+                                                 "body": "for the hook"})  # fmt: skip
+            assert sent.status_code == 201, sent.text
+            took = c.post("/v1/inbox/take", json={"agent": "alice", "inject": True}).json()
+            assert "for the hook" in took["text"] and took["acked"] == sent.json()["ids"]
+            again = c.post("/v1/messages", json={"to": "alice", "from": "bob", "subject": "yo",
+                                                  "body": "by the remote hook"})  # fmt: skip
+            hook = c.post("/v1/hooks/user-prompt-submit",
+                          json={"agent": "alice", "input": '{"prompt": "go"}'})  # fmt: skip
+            assert hook.status_code == 200, hook.text
+            answer = hook.json()
+            assert answer["exit"] == 0 and "by the remote hook" in answer["stdout"]
+            assert again.json()["ids"][0] in answer["stdout"]
+            assert _turn(store_target, "alice") == "busy"
+            stop = c.post("/v1/hooks/stop", json={"agent": "alice", "input": "{}"}).json()
+            assert (stop["exit"], stop["stdout"]) == (0, "")
+            assert _turn(store_target, "alice") == "idle"
+            taken = c.post("/v1/inbox/take", json={"agent": "alice", "inject": True}).json()
+            assert taken["acked"] == []  # the hook acked what it printed
+            page = c.get("/mail")  # the dashboard's door: a session is needed
+            assert page.status_code == 401 and "agentmaild dashboard" in page.text
+            assert c.get("/v1/health").status_code == 200  # the daemon carries on
+    finally:
+        daemon.send_signal(2)
+        daemon.wait(timeout=30)
+        log.close()
+
+
+def _turn(target: StoreTarget, agent: str) -> str | None:
+    store = target.open()
+    try:
+        found = store.get_agent(agent)
+        assert found is not None
+        return found.turn_state
+    finally:
+        store.close()
+
+
+def _health(c: httpx.Client) -> bool:
+    try:
+        return c.get("/v1/health").status_code == 200
+    except httpx.TransportError:
+        return False

@@ -1,5 +1,6 @@
-"""``agentmaild ask`` as a real process: woken by the daemon, or watching the store without one;
-exit 3 on a timeout with the question still answerable; bad input is one line."""
+"""``agentmaild ask`` as a real process: woken by the daemon, or watching the store without one
+(a SQLite file or a PostgreSQL database); exit 3 on a timeout with the question still
+answerable; bad input is one line."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import DaemonProc
+from tests.support.store_targets import StoreTarget, ok
 from tests.support.waiting import wait_for
 
 
@@ -80,13 +82,27 @@ def test_ask_under_a_daemon_is_woken_by_the_reply(
     assert json.loads(d.cli("--json", "read", qid).stdout)["message"]["type"] == "question"
 
 
-def test_ask_without_a_daemon_watches_the_store(daemons: Callable[..., DaemonProc]) -> None:
-    d = daemons(start=False)
-    d.cli("agents", "add", "lead", "-c", "lead")
-    d.cli("agents", "add", "worker", "-c", "builder")
-    ask = start_ask(d.db, d.env, "--timeout", "60")
-    result, _ = answer(d, ask)
-    assert result["reply"]["body"] == "8080" and result["reply"]["from"] == "worker"
+def test_ask_without_a_daemon_watches_the_store(store_target: StoreTarget) -> None:
+    env = store_target.env
+    ok(env, "agents", "add", "lead", "-c", "lead")
+    ok(env, "agents", "add", "worker", "-c", "builder")
+    ask = subprocess.Popen(
+        [sys.executable, "-m", "agentmaild", "--json", "ask", "--from", "lead", "--to", "worker",
+         "-s", "which port?", "-b", "for the API", "--timeout", "60s"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+    def question() -> str | None:
+        found = ok(env, "list", "--to", "worker", "--type", "question")["messages"]
+        return str(found[0]["id"]) if found else None
+
+    qid = wait_for(question, 30, "the question to be in the store")
+    ok(env, "reply", qid, "--from", "worker", "-b", "8080")
+    out, err = ask.communicate(timeout=60)
+    assert ask.returncode == 0, err
+    result = json.loads(out)
+    assert result["question_id"] == qid and result["reply"]["body"] == "8080"
+    assert result["reply"]["from"] == "worker"
 
 
 def test_a_timeout_exits_3_and_the_question_stays_answerable(

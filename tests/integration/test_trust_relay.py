@@ -2,7 +2,8 @@
 
 A sends to ``peer:b/alice``; ``agentmaild relay`` signs each message with A's key and posts it
 to B's ``/v1/relay``, which checks it against the key B pinned for A and delivers it from
-``peer:a/bob``. Tampering, a wrong key, an old envelope and a replay are each refused.
+``peer:a/bob``. Tampering, a wrong key, an old envelope and a replay are each refused. B's store
+is a SQLite file or a PostgreSQL database (``store_target``) where the scenario names either.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ import pytest
 from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.trust import envelope
 from agentmaild.trust.receive import wire
+from tests.support.daemon import FAST, base_env
 from tests.support.http_api import base_url
+from tests.support.net import daemon_answers, free_port
+from tests.support.store_targets import StoreTarget, ok
 from tests.support.trust_domains import Domains, two_domains
 from tests.support.waiting import wait_for
 
@@ -241,3 +245,60 @@ def test_relay_finds_each_peer_by_its_pinned_url_and_can_take_one_peer(domains: 
     rest = a.cli("relay", "--once")
     assert (rest.returncode, rest.stdout) == (1, "relayed 0\n")
     assert rest.stderr == f"error: {to_c}: no URL for peer 'c' (peers add --url, or --to)\n"
+
+
+def _healthy(c: httpx.Client) -> bool:
+    try:
+        return c.get("/v1/health").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_mail_relayed_into_a_store_target_is_verified_recorded_and_not_replayed(
+    tmp_path: Path, store_target: StoreTarget
+) -> None:
+    """Domain A (SQLite) relays to B, a daemon on either store whose key file is named by
+    ``$AGENTMAIL_KEY_FILE`` (a DSN has no directory to keep it beside): B pins A, verifies,
+    records the origin and refuses the replay in its own tables."""
+    (tmp_path / "a").mkdir()
+    db_a = tmp_path / "a" / "mail.db"
+    SqliteMailStore(db_a).close()
+    env_a = base_env(tmp_path / "a", {"AGENTMAIL_DB": str(db_a)}, FAST)
+    port = free_port()
+    env_b = store_target.with_env(AGENTMAILD_HTTP_LISTEN=f"127.0.0.1:{port}",
+                                  AGENTMAIL_KEY_FILE=str(tmp_path / "b.key"))
+    ok(env_a, "agents", "add", "bob", "--capability", "builder", "--channel", "pull")
+    ok(env_b, "agents", "add", "alice", "--capability", "builder", "--channel", "pull")
+    a_key = ok(env_a, "keys", "create", "--domain", "a")
+    assert ok(env_b, "keys", "create", "--domain", "b")["key_file"] == str(tmp_path / "b.key")
+    ok(env_b, "peers", "add", "a", "--public-key", a_key["public_key"])
+    token = ok(env_b, "tokens", "create", "alice")["token"]
+    log = (tmp_path / "daemon.log").open("ab")
+    daemon = subprocess.Popen([sys.executable, "-m", "agentmaild", "serve"], env=env_b,
+                              stdout=log, stderr=log, stdin=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: daemon.poll() is not None or daemon_answers(store_target.socket), 30,
+                 "B's daemon")  # fmt: skip
+        assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+        with httpx.Client(base_url=url, timeout=20,
+                          headers={"authorization": f"Bearer {token}"}) as c:  # fmt: skip
+            wait_for(lambda: _healthy(c), 30, "B's HTTP API")
+            sent = ok(env_a, "send", "--from", "bob", "--to", "peer:b/alice", "--subject",
+                        "into postgres", "--body", "signed")  # fmt: skip
+            [a_id] = sent["ids"]
+            assert ok(env_a, "relay", "--to", url, "--once")["relayed"] == [a_id]
+            [probe] = c.get("/v1/inbox").json()["messages"]
+            assert probe["from"] == "peer:a/bob" and probe["subject"] == "into postgres"
+            assert probe["origin"] == {"peer": "a", "key_id": a_key["key_id"], "origin_id": a_id}
+            # A forgets it relayed (killed before marking): B returns the first delivery.
+            with sqlite3.connect(db_a) as conn:
+                conn.execute("DELETE FROM am_relayed")
+            assert ok(env_a, "relay", "--to", url, "--once")["relayed"] == [a_id]
+            assert len(c.get("/v1/inbox").json()["messages"]) == 1
+            read = ok(env_b, "read", probe["id"])["message"]
+            assert read["body"] == "signed" and read["origin"] == probe["origin"]
+    finally:
+        daemon.send_signal(2)
+        daemon.wait(timeout=30)
+        log.close()

@@ -1,8 +1,8 @@
-"""The Claude Code hooks on a PostgreSQL store (`agentmaild hook … --db postgresql://…`): every
-event does what it does on SQLite — mail delivered once and marked read, turn state and session
-id recorded, the tmux channel's batch headers recorded as seen, PostToolUse's debounced mid-turn
-mail, Stop's bounded `decision: block`, the daemon woken by a NOTIFY. Real server, the real hook
-entry point in a child process."""
+"""The Claude Code hooks on either store (`agentmaild hook … --db PATH-or-DSN`): every event does
+the same on a SQLite file and a PostgreSQL database — mail delivered once and marked read, turn
+state and session id recorded, the tmux channel's batch headers recorded as seen, PostToolUse's
+debounced mid-turn mail. On PostgreSQL only: Stop's bounded `decision: block` waking the daemon
+by a NOTIFY. Real stores, the real hook entry point in a child process."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ from agentmaild.channels.tmux_signals import open_store_port as port_at  # TmuxC
 from agentmaild.channels.tmux_signals import turn_state
 from agentmaild.errors import StoreError
 from agentmaild.models import Agent
+from agentmaild.store.base import MailStore
 from agentmaild.store.location import StoreLocation
 from agentmaild.store.postgres import PostgresMailStore
 from tests.support.daemon import FAST, base_env
+from tests.support.store_targets import StoreTarget
 
 
 def hook(
@@ -48,23 +50,23 @@ def send(env: dict[str, str], dsn: str, subject: str) -> str:
     return str(json.loads(done.stdout)["ids"][0])
 
 
-def test_prompt_and_session_hooks_deliver_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
-    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
-    store = PostgresMailStore(pg_dsn)
+def test_prompt_and_session_hooks_deliver(store_target: StoreTarget) -> None:
+    env, dsn = store_target.env, store_target.target
+    store = store_target.open()
     try:
         store.add_agent(Agent(name="bob", capability="builder", channel="tmux",
                               tmux_target="w:0.0"))
-        first, second = send(env, pg_dsn, "first one"), send(env, pg_dsn, "second one")
-        out = hook(env, pg_dsn, "UserPromptSubmit", {"prompt": "go on"})
+        first, second = send(env, dsn, "first one"), send(env, dsn, "second one")
+        out = hook(env, dsn, "UserPromptSubmit", {"prompt": "go on"})
         assert "first one" in out and "second one" in out and "body of second one" in out
-        assert hook(env, pg_dsn, "UserPromptSubmit", {"prompt": "again"}) == ""  # once only
+        assert hook(env, dsn, "UserPromptSubmit", {"prompt": "again"}) == ""  # once only
         read = {m.id: m.read for m in store.list_messages(to_agent="bob")}
         assert read == {first: True, second: True}
         bob = store.get_agent("bob")
         assert bob is not None and bob.turn_state == "busy"
 
-        third = send(env, pg_dsn, "after a restart")
-        out = hook(env, pg_dsn, "SessionStart", {"source": "startup"})
+        third = send(env, dsn, "after a restart")
+        out = hook(env, dsn, "SessionStart", {"source": "startup"})
         assert "after a restart" in out and "first one" not in out
         bob = store.get_agent("bob")
         assert bob is not None and bob.turn_state == "idle"
@@ -73,14 +75,14 @@ def test_prompt_and_session_hooks_deliver_on_postgres(tmp_path: Path, pg_dsn: st
         store.close()
 
 
-def test_a_vendor_hook_gets_its_json_shape_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
-    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
-    store = PostgresMailStore(pg_dsn)
+def test_a_vendor_hook_gets_its_json_shape(store_target: StoreTarget) -> None:
+    env, dsn = store_target.env, store_target.target
+    store = store_target.open()
     try:
         store.add_agent(Agent(name="bob", capability="builder"))
-        mid = send(env, pg_dsn, "for gemini")
+        mid = send(env, dsn, "for gemini")
         done = subprocess.run(
-            [sys.executable, "-m", "agentmaild", "hook", "user-prompt-submit", "--db", pg_dsn,
+            [sys.executable, "-m", "agentmaild", "hook", "user-prompt-submit", "--db", dsn,
              "--agent", "bob", "--vendor", "gemini"],
             input=b'{"prompt": "go on"}', capture_output=True, env=env, timeout=60, check=False,
         )  # fmt: skip
@@ -90,7 +92,7 @@ def test_a_vendor_hook_gets_its_json_shape_on_postgres(tmp_path: Path, pg_dsn: s
         assert mid in out["additionalContext"] and "body of for gemini" in out["additionalContext"]
         assert unread(store) == {mid}  # Gemini's ack waits for AfterAgent (hooks.deferred)
         stop = subprocess.run(
-            [sys.executable, "-m", "agentmaild", "hook", "stop", "--db", pg_dsn, "--agent", "bob",
+            [sys.executable, "-m", "agentmaild", "hook", "stop", "--db", dsn, "--agent", "bob",
              "--vendor", "gemini"],
             input=b'{"prompt": "go on"}', capture_output=True, env=env, timeout=60, check=False,
         )  # fmt: skip
@@ -100,94 +102,123 @@ def test_a_vendor_hook_gets_its_json_shape_on_postgres(tmp_path: Path, pg_dsn: s
         store.close()
 
 
-def turn(store: PostgresMailStore) -> tuple[str | None, str | None]:
-    row = store.connection.execute(
-        "SELECT turn_state, session_id FROM am_agents WHERE name = 'bob'"
-    ).fetchone()
-    assert row is not None
-    return row["turn_state"], row["session_id"]
+def turn(store: MailStore) -> tuple[str | None, str | None]:
+    bob = store.get_agent("bob")
+    assert bob is not None
+    return bob.turn_state, bob.session_id
 
 
-def unread(store: PostgresMailStore) -> set[str]:
+def unread(store: MailStore) -> set[str]:
     return {m.id for m in store.list_messages(to_agent="bob") if not m.read}
 
 
-def test_every_event_keeps_the_turn_state_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
-    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
-    store = PostgresMailStore(pg_dsn)
+def test_every_event_keeps_the_turn_state(store_target: StoreTarget) -> None:
+    env, dsn = store_target.env, store_target.target
+    store = store_target.open()
     try:
         store.add_agent(Agent(name="bob", capability="builder", channel="tmux",
                               tmux_target="w:0.0"))
         sid = {"session_id": "sess-1"}
-        assert hook(env, pg_dsn, "UserPromptSubmit", {"prompt": "go", **sid}) == ""
+        assert hook(env, dsn, "UserPromptSubmit", {"prompt": "go", **sid}) == ""
         assert turn(store) == ("busy", "sess-1")
-        hook(env, pg_dsn, "PermissionRequest", sid)
+        hook(env, dsn, "PermissionRequest", sid)
         assert turn(store) == ("waiting", "sess-1")
-        hook(env, pg_dsn, "PostToolUse", {"tool_name": "Bash"})  # the dialog was answered
+        hook(env, dsn, "PostToolUse", {"tool_name": "Bash"})  # the dialog was answered
         assert turn(store)[0] == "busy"
-        hook(env, pg_dsn, "Notification", {"notification_type": "idle_prompt"})  # not a wait
+        hook(env, dsn, "Notification", {"notification_type": "idle_prompt"})  # not a wait
         assert turn(store)[0] == "busy"
-        hook(env, pg_dsn, "Notification", {"notification_type": "permission_prompt"})
+        hook(env, dsn, "Notification", {"notification_type": "permission_prompt"})
         assert turn(store)[0] == "waiting"
-        hook(env, pg_dsn, "SessionStart", {"source": "compact"})  # mid-turn: state unchanged
+        hook(env, dsn, "SessionStart", {"source": "compact"})  # mid-turn: state unchanged
         assert turn(store)[0] == "waiting"
-        hook(env, pg_dsn, "Stop", {"session_id": "sess-2"})  # tmux: the latest id wins (/clear)
+        hook(env, dsn, "Stop", {"session_id": "sess-2"})  # tmux: the latest id wins (/clear)
         assert turn(store) == ("idle", "sess-2")
-        hook(env, pg_dsn, "SessionEnd", {"reason": "exit"})
+        hook(env, dsn, "SessionEnd", {"reason": "exit"})
         assert turn(store)[0] == "gone"
     finally:
         store.close()
 
 
 def test_a_pasted_batch_header_is_recorded_not_answered_with_mail(
-    tmp_path: Path, pg_dsn: str
+    store_target: StoreTarget
 ) -> None:
-    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
-    store = PostgresMailStore(pg_dsn)
+    env, dsn = store_target.env, store_target.target
+    store = store_target.open()
     try:
         store.add_agent(Agent(name="bob", capability="builder"))
-        mid = send(env, pg_dsn, "waits for the daemon")
+        mid = send(env, dsn, "waits for the daemon")
         prompt = "[agentmail] 1 message for bob (delivery dlv-abc123def)\nhello"
-        out = hook(env, pg_dsn, "UserPromptSubmit", {"prompt": prompt, "session_id": "s-9"})
+        out = hook(env, dsn, "UserPromptSubmit", {"prompt": prompt, "session_id": "s-9"})
         assert out == "" and unread(store) == {mid}  # the daemon acks its own batch
-        seen = store.connection.execute("SELECT * FROM am_prompt_seen").fetchall()
+        seen = store_target.query("SELECT * FROM am_prompt_seen")
         assert [(r["delivery_id"], r["agent"], r["session_id"]) for r in seen] == [
             ("dlv-abc123def", "bob", "s-9")
         ]
-        hook(env, pg_dsn, "UserPromptSubmit", {"prompt": prompt})  # seen twice: one row
-        assert len(store.connection.execute("SELECT * FROM am_prompt_seen").fetchall()) == 1
+        hook(env, dsn, "UserPromptSubmit", {"prompt": prompt})  # seen twice: one row
+        assert len(store_target.query("SELECT * FROM am_prompt_seen")) == 1
     finally:
         store.close()
 
 
 def test_post_tool_use_delivers_mid_turn_once_per_debounce(
-    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+    store_target: StoreTarget
 ) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # where a DSN's local state lives
-    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
-    store = PostgresMailStore(pg_dsn)
+    env, dsn = store_target.env, store_target.target
+    store = store_target.open()
     try:
         store.add_agent(Agent(name="bob", capability="builder"))
-        assert hook(env, pg_dsn, "PostToolUse", {"tool_name": "Read"}) == ""  # no mail
-        first = send(env, pg_dsn, "mid-turn news")
-        out = json.loads(hook(env, pg_dsn, "PostToolUse", {"tool_name": "Read"}))
+        assert hook(env, dsn, "PostToolUse", {"tool_name": "Read"}) == ""  # no mail
+        first = send(env, dsn, "mid-turn news")
+        out = json.loads(hook(env, dsn, "PostToolUse", {"tool_name": "Read"}))
         context = out["hookSpecificOutput"]["additionalContext"]
         assert out["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
         assert first in context and "body of mid-turn news" in context
         assert unread(store) == set()
-        marker = StoreLocation.of(pg_dsn).local_path.parent / "hooks" / "bob.mid-turn"
+        marker = store_target.location.local_path.parent / "hooks" / "bob.mid-turn"
         assert marker.is_file()  # the debounce stamp lives beside the DSN's local path
-        second = send(env, pg_dsn, "too soon")
-        assert hook(env, pg_dsn, "PostToolUse", {"tool_name": "Read"}) == ""  # debounced
+        second = send(env, dsn, "too soon")
+        assert hook(env, dsn, "PostToolUse", {"tool_name": "Read"}) == ""  # debounced
         subagent = {"tool_name": "Read", "agent_id": "sub-1"}
-        assert hook(env, pg_dsn, "PostToolUse", subagent,
+        assert hook(env, dsn, "PostToolUse", subagent,
                     AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S="0") == ""  # fmt: skip
         assert unread(store) == {second}  # a subagent's context would never reach bob
-        out = hook(env, pg_dsn, "PostToolUse", {"tool_name": "Read"},
+        out = hook(env, dsn, "PostToolUse", {"tool_name": "Read"},
                    AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S="0")  # fmt: skip
         assert "too soon" in out and unread(store) == set()
     finally:
         store.close()
+
+
+def test_the_tmux_channel_reads_the_hooks_records(
+    store_target: StoreTarget
+) -> None:
+    env, dsn = store_target.env, store_target.target
+    store = store_target.open()
+    reader = port_at(store_target.location)
+    try:
+        store.add_agent(Agent(name="bob", capability="builder", channel="tmux",
+                              tmux_target="w:0.0"))
+        assert turn_state(reader, "bob") == (None, None)
+        prompt = "[agentmail] 1 message for bob (delivery dlv-fromtmux1)\nhello"
+        before = time.time()
+        hook(env, dsn, "UserPromptSubmit", {"prompt": prompt})
+        state, at = turn_state(reader, "bob")
+        assert state == "busy" and at is not None and at >= before - 1
+        assert reader.delivery_seen("dlv-fromtmux1") is True  # the paste was submitted
+        assert reader.delivery_seen("dlv-other0001") is False
+    finally:
+        reader.close()
+        store.close()
+
+
+def test_the_tmux_channel_port_on_a_store_it_cannot_open_is_a_store_error(
+    tmp_path: Path,
+) -> None:
+    unreachable = StoreLocation.of("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+    with pytest.raises(StoreError, match="cannot reach store"):  # the channel's "unknown"
+        port_at(unreachable)
+    with pytest.raises(StoreError, match="no store at"):  # a SQLite file nobody made yet
+        port_at(StoreLocation.of(tmp_path / "mail.db"))
 
 
 def test_stop_blocks_with_mail_a_bounded_number_of_times_and_wakes_the_daemon(
@@ -218,31 +249,3 @@ def test_stop_blocks_with_mail_a_bounded_number_of_times_and_wakes_the_daemon(
     finally:
         listener.close()
         store.close()
-
-
-def test_the_tmux_channel_reads_the_hooks_records_from_postgres(
-    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    env = base_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")}, FAST)
-    store = PostgresMailStore(pg_dsn)
-    reader = port_at(StoreLocation.of(pg_dsn))
-    try:
-        store.add_agent(Agent(name="bob", capability="builder", channel="tmux",
-                              tmux_target="w:0.0"))
-        assert turn_state(reader, "bob") == (None, None)
-        prompt = "[agentmail] 1 message for bob (delivery dlv-fromtmux1)\nhello"
-        before = time.time()
-        hook(env, pg_dsn, "UserPromptSubmit", {"prompt": prompt})
-        state, at = turn_state(reader, "bob")
-        assert state == "busy" and at is not None and at >= before - 1
-        assert reader.delivery_seen("dlv-fromtmux1") is True  # the paste was submitted
-        assert reader.delivery_seen("dlv-other0001") is False
-    finally:
-        reader.close()
-        store.close()
-    unreachable = StoreLocation.of("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
-    with pytest.raises(StoreError, match="cannot reach store"):  # the channel's "unknown"
-        port_at(unreachable)
-    with pytest.raises(StoreError, match="no store at"):  # a SQLite file nobody made yet
-        port_at(StoreLocation.of(tmp_path / "mail.db"))

@@ -1,5 +1,7 @@
-"""The CLI on a PostgreSQL store: a ``postgresql://`` DSN wherever a store is named (``--db``,
-``AGENTMAIL_DB``, ``[store] db``). The real CLI as child processes, a real server."""
+"""The CLI on either store, named the same way: a SQLite path or a ``postgresql://`` DSN wherever
+a store is named (``--db``, ``AGENTMAIL_DB``, ``[store] db``); then what only a server has (an
+unreachable server, ``store check`` of the schema and amcheck). The real CLI as child processes,
+a real server."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION
 from tests.support.pg import PgDatabases
+from tests.support.store_targets import StoreTarget
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,24 +39,25 @@ def ok(env: dict[str, str], *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-def test_send_and_read_with_db_flag(tmp_path: Path, pg_databases: PgDatabases) -> None:
-    dsn = pg_databases.create(migrated=False)  # the first write command creates the schema
+def test_send_and_read_with_db_flag(tmp_path: Path, empty_store_target: StoreTarget) -> None:
+    target = empty_store_target.target  # no store yet: the first write command creates it
     env = env_for(tmp_path)
-    ok(env, "--db", dsn, "agents", "add", "bob", "--capability", "builder")
-    sent = ok(env, "--db", dsn, "send", "--to", "bob", "--subject", "hi", "--body", "über")
-    inbox = ok(env, "--db", dsn, "inbox", "--agent", "bob")
+    ok(env, "--db", target, "agents", "add", "bob", "--capability", "builder")
+    sent = ok(env, "--db", target, "send", "--to", "bob", "--subject", "hi", "--body", "über")
+    inbox = ok(env, "--db", target, "inbox", "--agent", "bob")
     assert [m["id"] for m in inbox["messages"]] == [sent["ids"][0]]
-    status = ok(env, "--db", dsn, "status")
-    assert status["store"].startswith("postgresql://") and status["running"] is False
+    status = ok(env, "--db", target, "status")
+    assert status["store"] == empty_store_target.location.shown and status["running"] is False
     assert [(a["agent"], a["unread"]) for a in status["agents"]] == [("bob", 1)]
-    store = PostgresMailStore(dsn)
+    store = empty_store_target.open()
     assert store.list_messages()[0].body == "über"
     store.close()
-    pg_databases.drop(dsn)
 
 
-def test_check_inject_on_a_dsn_takes_renders_and_acks(tmp_path: Path, pg_dsn: str) -> None:
-    env = env_for(tmp_path, AGENTMAIL_DB=pg_dsn)
+def test_check_inject_on_a_target_takes_renders_and_acks(
+    tmp_path: Path, store_target: StoreTarget
+) -> None:
+    env = env_for(tmp_path, AGENTMAIL_DB=store_target.target)
     ok(env, "agents", "add", "bob", "--capability", "builder")
     ok(env, "send", "--to", "bob", "--subject", "first", "--body", "one")
     taken = ok(env, "check", "--inject", "--agent", "bob")
@@ -61,20 +65,34 @@ def test_check_inject_on_a_dsn_takes_renders_and_acks(tmp_path: Path, pg_dsn: st
     assert ok(env, "check", "--inject", "--agent", "bob") == {"ok": True, "acked": [], "text": ""}
     unknown = cli(env, "check", "--inject", "--agent", "nobody")
     assert unknown.returncode == 1 and unknown.stderr.startswith("error: unknown agent")
-    # as on SQLite and in send, the config may let any name read (store.checks.is_known)
+    # as in send, the config may let any name read (store.checks.is_known)
     env["AGENTMAILD_LIMITS_REFUSE_UNKNOWN_RECIPIENTS"] = "false"
     lenient = ok(env, "check", "--inject", "--agent", "nobody")
     assert lenient == {"ok": True, "acked": [], "text": ""}
 
 
-def test_store_db_in_the_config_file_names_a_dsn(tmp_path: Path, pg_dsn: str) -> None:
+def test_store_db_in_the_config_file_names_the_store(
+    tmp_path: Path, store_target: StoreTarget
+) -> None:
     config = tmp_path / "config.toml"
-    config.write_text(f'[store]\ndb = "{pg_dsn}"\n')
+    config.write_text(f'[store]\ndb = "{store_target.target}"\n')
     env = env_for(tmp_path, AGENTMAILD_CONFIG=str(config))
     ok(env, "agents", "add", "carol", "--capability", "reviewer")
-    store = PostgresMailStore(pg_dsn)
+    store = store_target.open()
     assert [a.name for a in store.list_agents()] == ["carol"]
     store.close()
+
+
+def test_a_read_only_command_never_creates_the_store(
+    tmp_path: Path, empty_store_target: StoreTarget
+) -> None:
+    done = cli(env_for(tmp_path), "--db", empty_store_target.target, "inbox", "--agent", "bob")
+    # The wording differs by what is missing: a file that is not there; a database (which
+    # exists) without agentmaild's schema in it.
+    missing = {"sqlite": "no store at", "postgres": "no agentmaild store"}[empty_store_target.kind]
+    assert done.returncode == 1 and missing in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert not Path(empty_store_target.location.local_path).exists()  # nothing made here either
 
 
 def test_an_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
@@ -87,15 +105,6 @@ def test_an_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
         assert len(done.stderr.splitlines()) == 1 and "secret" not in done.stderr
     as_json = cli(env, "--db", dsn, "agents", "list", "--json")
     assert json.loads(as_json.stdout)["error"]["code"] == "store"
-
-
-def test_a_read_only_command_never_creates_the_schema(
-    tmp_path: Path, pg_databases: PgDatabases
-) -> None:
-    dsn = pg_databases.create(migrated=False)
-    done = cli(env_for(tmp_path), "--db", dsn, "inbox", "--agent", "bob")
-    assert done.returncode == 1 and "no agentmaild store" in done.stderr
-    pg_databases.drop(dsn)
 
 
 def check(env: dict[str, str], dsn: str, *args: str) -> tuple[int, dict[str, Any]]:
