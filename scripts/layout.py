@@ -26,8 +26,9 @@ MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 60
 # The kernel: what every package imports and no package owns (the error tree, the models, ids
 # and stamps, logging set-up), and the package's own entry files.
-KERNEL = {"__init__", "__main__", "errors", "models", "ids", "log"}
-ENFORCED: set[str] = set()
+KERNEL = {"__init__", "__main__", "errors", "models", "models_status", "ids", "log"}
+# long_modules is not yet: store/base.py (the MailStore ABC) is 421 lines.
+ENFORCED: set[str] = {"circles", "backend", "root", "long_functions"}
 
 
 def module_name(path: Path) -> str:
