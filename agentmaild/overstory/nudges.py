@@ -13,8 +13,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import sqlite3
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
 NUDGE_DIR = "pending-nudges"
@@ -130,20 +129,23 @@ def _unlink(path: str) -> None:
         pass
 
 
-def take_banner(conn: sqlite3.Connection, db: str, agent: str, taken: Sequence[str]) -> str:
+def take_banner(
+    db: str,
+    agent: str,
+    taken: Sequence[str],
+    is_read: Callable[[str], bool],
+    is_ours: Callable[[str], bool],
+) -> str:
     """Take ``agent``'s marker for mail being shown now (``taken``); its banner line, or "".
 
-    No banner when the mail it names was read meanwhile (stale), or when our own PRIORITY banner
-    already names it (agentmaild writes both for its priority mail in Overstory mode).
+    No banner when the mail it names was read meanwhile (stale: ``is_read``), or when our own
+    PRIORITY banner already names it (``is_ours``: agentmaild writes both for its priority mail
+    in Overstory mode). The store answers both questions (``store.port_sqlite``).
     """
     marker = take(nudge_dir(db), agent) if db else None
     if marker is None:
         return ""
     mid = marker["messageId"]
-    row = conn.execute("SELECT read FROM messages WHERE id = ?", (mid,)).fetchone()
-    if row is not None and row[0]:
-        return ""
-    ours = "SELECT 1 FROM am_nudges WHERE agent = ? AND message_id = ?"
-    if mid in taken and conn.execute(ours, (agent, mid)).fetchone() is not None:
+    if is_read(mid) or (mid in taken and is_ours(mid)):
         return ""
     return banner(marker)

@@ -145,7 +145,11 @@ class SqlitePort(Port):
         from agentmaild.overstory.nudges import take_banner  # Overstory's marker, if any
 
         ids = [r["id"] for r in rows]
-        lead = take_banner(self.conn, self.local, agent, ids)
+        lead = take_banner(
+            self.local, agent, ids,
+            is_read=lambda mid: bool((row := self._one("message_read", {"id": mid})) and row[0]),
+            is_ours=lambda mid: self._one("nudge_ours", {"agent": agent, "id": mid}) is not None,
+        )
         unread = self.conn.execute(P["unread_count"], {"agent": agent}).fetchone()[0]
         nudges = [dict(n) for n in nudge_rows_for(self.conn, agent, ids)]
         return rows, int(unread), nudges, lead

@@ -33,3 +33,9 @@ SELECT count(*) AS n FROM messages WHERE to_agent = :agent AND read = 0;
 -- Registered, or ever mailed: a name check --inject answers for rather than refusing.
 SELECT (EXISTS (SELECT 1 FROM am_agents WHERE name = :agent)
         OR EXISTS (SELECT 1 FROM messages WHERE to_agent = :agent)) AS known;
+
+-- name: message_read
+SELECT read FROM messages WHERE id = :id;
+
+-- name: nudge_ours
+SELECT 1 FROM am_nudges WHERE agent = :agent AND message_id = :id;
