@@ -113,12 +113,15 @@ def _cut_hard(
     limit: int,
     lead: str,
 ) -> str:
-    """One message too long even with its body cut (a large payload): cut the text itself."""
-    note = f"\n[agentmail] output cut at the hook's size limit; run `agentmaild read {m.id}`.\n"
-    text = _render([m], agent, nudges, 500, 0, lead)
-    keep = limit - len(note)
-    while True:
-        out = wrap(text[: max(keep, 0)] + note)
-        if js_len(out) < limit or keep <= 0:
-            return out
-        keep -= max(js_len(out) - limit + 1, 100)
+    """One message too long even with its body cut (a large payload): shown without its payload,
+    else only named. Never a cut inside the frame, which would leave a body unclosed."""
+    import types
+
+    read = f"run `agentmaild read {m.id}`"
+    slim = types.SimpleNamespace(**{**vars(m), "payload": None})
+    left_out = f" its payload ({len(m.payload)} characters) was left out;" if m.payload else ""
+    note = f"[agentmail] cut at the hook's size limit:{left_out} {read} for all of it.\n"
+    out = wrap(_render([slim], agent, nudges, 500, 0, lead) + note)
+    if js_len(out) < limit:
+        return out
+    return wrap(f"[agentmail] 1 new message for {agent}, too large to show here: {read}.\n")
