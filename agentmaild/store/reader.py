@@ -12,8 +12,10 @@ that are due and changed, all on the reader's thread — one thread hop, not one
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
@@ -30,6 +32,41 @@ DEAD_ROWS = 200
 SPARK_MINUTES = 60
 SPARK_CACHE_S = 10.0  # per-minute buckets: recomputed at most this often per agent
 Spark = list[tuple[int, float | None, int]]
+
+
+SEARCH_TERMS = 12
+_TERM = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
+_WORDY = re.compile(r"\w")
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One term of a search: a word or "phrase", ``-`` to exclude it, ``or`` joining it to the
+    one before (the web-search grammar both readers take: every positive term must match)."""
+
+    text: str
+    exclude: bool = False
+    either: bool = False  # "a or b": this term is an alternative to the previous one
+
+
+def search_terms(text: str) -> list[Term]:
+    """The terms of a search box's text; [] when nothing could match (no positive term)."""
+    terms: list[Term] = []
+    either = False
+    for m in _TERM.finditer(text):
+        quoted = m.group(4) is None
+        neg, word = (m.group(1), m.group(2)) if quoted else (m.group(3), m.group(4))
+        word = word.strip()
+        if not _WORDY.search(word):
+            continue  # nothing a full-text index keeps (punctuation alone)
+        if not quoted and not neg and word.lower() == "or" and terms and not terms[-1].exclude:
+            either = True
+            continue
+        if word:
+            terms.append(Term(word, exclude=bool(neg), either=either and not neg))
+        either = False
+    terms = terms[:SEARCH_TERMS]
+    return terms if any(not t.exclude for t in terms) else []
 
 
 class Reader:

@@ -17,10 +17,9 @@ from psycopg.rows import dict_row
 from agentmaild.errors import StoreError
 from agentmaild.store.marks import POSTGRES_MARK, postgres_mark
 from agentmaild.store.queries import POSTGRES, named
-from agentmaild.store.reader import Reader, snippet_parts
+from agentmaild.store.reader import Reader, search_terms, snippet_parts
 
 PQ = named("reader.sql", POSTGRES)
-MAX_WORDS = 12
 RESULTS = 50
 
 
@@ -49,9 +48,17 @@ class PostgresReader(Reader):
         return self.conn().execute(PQ[name], params).fetchall()
 
     def search(self, text: str) -> list[dict[str, Any]]:
-        words = " ".join(text.split()[:MAX_WORDS])
-        if not words.strip('"- '):
+        terms = search_terms(text)
+        if not terms:
             return []
+        words = " ".join(
+            ("or " if t.either else "")
+            + ("-" if t.exclude else "")
+            + '"'
+            + t.text.replace('"', " ")
+            + '"'
+            for t in terms
+        )
         found = self.rows("search", query=words, limit=RESULTS)
         return [{**r, "snippet": snippet_parts(r["snippet"] or "")} for r in found]
 

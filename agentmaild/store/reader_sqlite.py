@@ -17,7 +17,7 @@ from typing import Any
 from agentmaild.errors import StoreError
 from agentmaild.store.marks import sqlite_mark
 from agentmaild.store.queries import SQLITE, named
-from agentmaild.store.reader import Reader, snippet_parts
+from agentmaild.store.reader import Reader, search_terms, snippet_parts
 from agentmaild.store.sqlite_open import connect_readonly
 
 Q = named("reader.sql", SQLITE)
@@ -59,11 +59,23 @@ class SqliteReader(Reader):
 
 
 def fts_query(text: str) -> str | None:
-    """The user's words as quoted FTS5 phrases (all must match); None when there is no word."""
-    words = [w for w in text.split() if w.strip('"')][:12]
-    if not words:
+    """The search's terms (``reader.search_terms``) as an FTS5 query: each term a quoted phrase,
+    ``or`` as OR, ``-`` as NOT; None when nothing could match."""
+    terms = search_terms(text)
+    if not terms:
         return None
-    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+    groups: list[list[str]] = []
+    for t in terms:
+        if t.exclude:
+            continue
+        phrase = '"' + t.text.replace('"', '""') + '"'
+        if t.either and groups:
+            groups[-1].append(phrase)
+        else:
+            groups.append([phrase])
+    query = " AND ".join(g[0] if len(g) == 1 else "(" + " OR ".join(g) + ")" for g in groups)
+    nots = ["NOT \"" + t.text.replace('"', '""') + '"' for t in terms if t.exclude]
+    return " ".join([f"({query})", *nots]) if nots else query
 
 
 class SearchIndex:

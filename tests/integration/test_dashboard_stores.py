@@ -103,10 +103,12 @@ def test_thread_page_and_full_text_search(board: dict[str, Any]) -> None:
     assert "1 match for" in found and scope in found
     assert "<mark>canary</mark>" in found and "deploy plan" in found
     assert "1 match for" in client.get("/mail/search", params={"q": '"rollout starts"'}).text
-    if board["target"].kind == "postgres":
-        # A server's web-search syntax lets ``-word`` exclude; a file's search takes every word
-        # as one that must appear (reader_sqlite.fts_query), so there is no exclusion to check.
-        assert "0 matches" in client.get("/mail/search", params={"q": "canary -noon"}).text
+    # One grammar on every store (reader.search_terms): ``-word`` excludes, ``or`` joins.
+    assert "0 matches" in client.get("/mail/search", params={"q": "canary -noon"}).text
+    assert "1 match for" in client.get("/mail/search", params={"q": "canary -zebra"}).text
+    assert "0 matches" in client.get("/mail/search", params={"q": "-noon"}).text
+    either = client.get("/mail/search", params={"q": "zebra or canary"}).text
+    assert "1 match for" in either
     assert "2 matches" in client.get("/mail/search", params={"q": "deploy"}).text
     assert "0 matches" in client.get("/mail/search", params={"q": "' OR 1=1 --"}).text
 

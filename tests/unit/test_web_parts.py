@@ -55,13 +55,17 @@ async def test_the_hub_refuses_past_its_cap_and_wakes_the_producer() -> None:
     ("text", "query"),
     [
         ("zeppelin", '"zeppelin"'),
-        ('say "hi', '"say" """hi"'),
-        ("a OR b NOT c*", '"a" "OR" "b" "NOT" "c*"'),
+        ('say "hi', '"say" AND "hi"'),
+        ("a OR b NOT c*", '("a" OR "b") AND "NOT" AND "c*"'),
+        ("canary -noon", '("canary") NOT "noon"'),
+        ('"rollout starts" or deploy -x', '(("rollout starts" OR "deploy")) NOT "x"'),
+        ("-noon", None),  # exclusions alone find nothing, on every store
+        ("' OR 1=1 --", '"OR" AND "1=1"'),
         ('  ""  ', None),
         ("", None),
     ],
 )
-def test_search_words_become_quoted_phrases(text: str, query: str | None) -> None:
+def test_search_terms_become_an_fts5_query(text: str, query: str | None) -> None:
     assert fts_query(text) == query
 
 
