@@ -2,8 +2,8 @@
 
 Run as ``python scripts/layout.py`` (``make check`` does): prints each rule's count and the
 offenders, and exits 1 when an enforced rule is broken. ``tests/unit/test_layout.py`` asserts the
-same. A rule is enforced once the tree meets it (``ENFORCED``); the others are reported, so the
-report shows how far the tree is from them.
+same. A rule is enforced once the tree meets it (``ENFORCED``: every rule below is); a rule added
+later is reported until the tree meets it, so the report shows how far the tree is from it.
 
 - circles: strongly connected components of the import graph of ``agentmaild`` (every
   ``import`` and ``from … import``, at any depth of the module, except under ``TYPE_CHECKING``);
@@ -27,8 +27,7 @@ MAX_FUNCTION_LINES = 60
 # The kernel: what every package imports and no package owns (the error tree, the models, ids
 # and stamps, logging set-up), and the package's own entry files.
 KERNEL = {"__init__", "__main__", "errors", "models", "models_status", "ids", "log"}
-# long_modules is not yet: store/base.py (the MailStore ABC) is 421 lines.
-ENFORCED: set[str] = {"circles", "backend", "root", "long_functions"}
+ENFORCED: set[str] = {"circles", "backend", "root", "long_modules", "long_functions"}
 
 
 def module_name(path: Path) -> str:
