@@ -16,6 +16,7 @@ later is reported until the tree meets it, so the report shows how far the tree 
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,13 @@ def module_name(path: Path) -> str:
 
 def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+@functools.cache
+def _parsed(path: Path) -> tuple[str, ast.Module]:
+    """A module's text and tree, read once per run for every rule."""
+    text = path.read_text(encoding="utf-8")
+    return text, ast.parse(text)
 
 
 def _type_checking_block(node: ast.AST) -> bool:
@@ -83,7 +91,7 @@ def graph(mods: dict[str, Path]) -> dict[str, set[str]]:
     known = set(mods)
     edges: dict[str, set[str]] = {}
     for name, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _parsed(path)[1]
         deps: set[str] = set()
         for node in _imports(tree):
             deps |= _targets(name, node, known)
@@ -140,7 +148,7 @@ def backend_leaks(mods: dict[str, Path]) -> list[str]:
         stem = path.stem
         if stem.endswith("_pg") or stem.startswith("pg_"):
             leaks.append(f"{name}: a PostgreSQL module outside store/")
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _parsed(path)[1]
         for node in _imports(tree):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
                 node.module or ""
@@ -167,11 +175,11 @@ def sizes(mods: dict[str, Path]) -> tuple[list[str], list[str]]:
     long_modules: list[str] = []
     long_functions: list[str] = []
     for name, path in mods.items():
-        text = path.read_text(encoding="utf-8")
+        text, tree = _parsed(path)
         lines = text.count("\n")
         if lines > MAX_MODULE_LINES:
             long_modules.append(f"{name}: {lines} lines")
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = (node.end_lineno or node.lineno) - node.lineno + 1
                 if n > MAX_FUNCTION_LINES:
