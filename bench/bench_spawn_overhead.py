@@ -32,7 +32,7 @@ from agentmaild.config import Config  # noqa: E402
 from agentmaild.ids import iso_now, new_id  # noqa: E402
 from agentmaild.models import Agent, Batch, Message  # noqa: E402
 from agentmaild.render.framing import render_batch  # noqa: E402
-from agentmaild.store.base import InsertRequest  # noqa: E402
+from agentmaild.store.records import InsertRequest  # noqa: E402
 from agentmaild.store.sqlite import SqliteMailStore  # noqa: E402
 from tests.support.anthropic_stub import AnthropicStub  # noqa: E402
 from tests.support.claude_env import claude_binary, claude_env, isolated_home  # noqa: E402

@@ -50,7 +50,7 @@ SCOPE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("agentmaild/daemon/recovery.py", ("agentmaild.daemon.recovery.*",)),
     ("agentmaild/store/sqlite_deliveries.py", ("agentmaild.store.sqlite_deliveries.*",)),
-    ("agentmaild/store/memory_deliveries.py", ("agentmaild.store.memory_deliveries.*",)),
+    ("agentmaild/store/memory/deliveries.py", ("agentmaild.store.memory.deliveries.*",)),
 )
 
 KILLED = {1: "killed", 3: "killed", 36: "timeout", -24: "timeout", 24: "timeout", 152: "timeout",

@@ -18,7 +18,7 @@ from agentmaild.daemon.orphans import recorded_group_runs
 from agentmaild.errors import StoreError
 from agentmaild.procs.journal import ScopeRecord
 from agentmaild.store.aio import AsyncMailStore
-from agentmaild.store.base import AgentProc
+from agentmaild.store.records import AgentProc
 
 log = structlog.get_logger(__name__)
 

@@ -19,7 +19,7 @@ import structlog
 from agentmaild.procs.escapes import SCOPE_ENV
 from agentmaild.procs.groups import group_alive, signal_group
 from agentmaild.procs.pids import all_stats, environ, is_same, signal_same, start_time
-from agentmaild.store.base import AgentProc
+from agentmaild.store.records import AgentProc
 
 log = structlog.get_logger(__name__)
 

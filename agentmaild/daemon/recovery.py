@@ -13,7 +13,7 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.mail.mailer import DAEMON_SENDER, OPERATOR
 from agentmaild.models import Agent, ChannelKind, Message
 from agentmaild.store.aio import AsyncMailStore
-from agentmaild.store.base import InsertRequest
+from agentmaild.store.records import InsertRequest
 
 log = structlog.get_logger(__name__)
 

@@ -20,7 +20,8 @@ from agentmaild.rules import recipients
 from agentmaild.rules.content import Draft, check_content
 from agentmaild.rules.queues import is_queue
 from agentmaild.store import checks
-from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.store.base import MailStore
+from agentmaild.store.records import InsertRequest
 from agentmaild.trust.peers import is_peer_address, split_peer_address
 
 # The rules take the ``[limits]`` section as it is (defaults are the SPEC's).

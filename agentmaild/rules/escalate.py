@@ -23,7 +23,8 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.mail.vocab import DAEMON_SENDER, IMPLICIT_RECIPIENTS
 from agentmaild.models import Message
 from agentmaild.store.aio import AsyncMailStore
-from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.store.base import MailStore
+from agentmaild.store.records import InsertRequest
 
 log = structlog.get_logger(__name__)
 

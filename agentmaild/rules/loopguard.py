@@ -20,7 +20,8 @@ from agentmaild.config import LimitsConfig
 from agentmaild.ids import iso_now, new_id
 from agentmaild.mail.vocab import DAEMON_SENDER, IMPLICIT_RECIPIENTS, OPERATOR
 from agentmaild.models import Message
-from agentmaild.store.base import MailStore, ThreadGuard
+from agentmaild.store.base import MailStore
+from agentmaild.store.guard import ThreadGuard
 
 
 def content_digest(*content: str | None) -> str:

@@ -5,22 +5,62 @@ The seam. ``location`` (``StoreLocation``: which store a target names — kind, 
 path where its socket, logs and markers live — and ``resolve_location``) and ``kinds`` (the one
 place a kind becomes code: ``open_store``, and the store's offers chosen by kind — the cold paths'
 port ``open_port`` / ``port_of``, the dashboard's ``open_reader``, a daemon's ``open_services``, a
-sender's ``wakes_for``, ``host_daemons``). A third backend is a new ``StoreLocation`` kind, a
-branch in each ``kinds`` factory, a connector, a dialect file and its ``*_<backend>`` modules: no
-file outside ``store/``.
+sender's ``wakes_for``, ``host_daemons``, ``store check``'s ``check_integrity`` /
+``recovery_hint``).
 
-Owns: ``base`` (the ``MailStore`` ABC and request types), ``checks`` (each send rule, below),
-``connector`` (the thin ABC the logic runs over) and the seams written once over it, ``sqlite*``
-(the SQLite store), ``postgres*`` (the PostgreSQL store, psycopg loaded only for a DSN),
-``memory*`` (the shipped in-memory fake, held to the same contract tests), ``migrate`` (SQLite's
-schema versions), ``aio`` / ``aio_pg`` (the daemon's async facade and poll gates), ``services*``
-(what a daemon needs from its backend: lock, heartbeat, listener, checkpoints, outages), ``wake``
-(the one wake-up seam: ``notify`` / ``run``; ``postgres_listen.NotifyWakes`` is its LISTEN/NOTIFY
-side), ``marks`` (each store's one change mark: the poll gate, the dashboard and ``ask`` read it),
-``ports`` / ``port_sqlite`` / ``port_postgres`` (the cold paths' port: hook work, mail taken for
-injection within a budget, the tmux channel's reads), ``pull`` (SQLite's stdlib-only take and
-ack), ``reader*`` (the dashboard's read-only reader), ``queries`` (the one loader of named
-queries), ``copy*`` (``store copy``), ``check*`` (``store check``), ``files`` (modes and links).
+Owns, by part:
+
+- the contract: ``base`` (the ``MailStore`` ABC, and the daemon's offers with the defaults of a
+  store that lacks them: ``run_inline``, ``run_grouped``, ``open_looks``, ``more_after``),
+  ``ledgers`` (its part kept beside the mail: processes, tokens, peers, history), ``records``
+  (what its calls take and return: ``InsertRequest``, ``InsertResult``, ``Released``,
+  ``AgentProc``), ``checks`` (each send rule, below), ``guard`` (the thread guard's request);
+- the logic written once: ``connector`` (the thin ABC it runs over) and the seams over it
+  (``agents``, ``queues``, ``deliveries``, ``history``, ``procs``, ``tokens``, ``trust``,
+  ``rule_state``), ``queries`` (the one loader of named queries), ``rows`` (rows to models);
+- SQLite: ``sqlite`` (the store), ``sqlite_tx`` (its transactions and connector),
+  ``sqlite_group`` (grouped writes), ``sqlite_open`` (opening a file), ``sqlite_messages`` /
+  ``sqlite_deliveries`` / ``sqlite_rules`` (sends, claims and acks, the loop guard: not yet
+  written once), ``migrate`` (its schema versions), ``pull`` (its stdlib-only take and ack),
+  ``looks`` (a daemon's look off its thread);
+- PostgreSQL (psycopg loaded only for a DSN): ``postgres`` (the store), ``postgres_tx`` (its
+  connection, pool and connector), ``postgres_migrate`` (schema steps, then the functions),
+  ``postgres_messages`` / ``postgres_send_one`` / ``postgres_rules`` / ``postgres_deliveries`` /
+  ``postgres_history`` (sends, claims and acks: not yet written once), ``postgres_lock`` /
+  ``postgres_hosts`` / ``postgres_listen`` / ``postgres_outages`` (a host's lock, heartbeat,
+  listener and outage record), ``aio_postgres`` (the daemon's async calls and poll gate);
+- ``memory/`` (the shipped in-memory fake, held to the same contract tests): ``memory.state``
+  (its dicts and lock), ``memory.messages`` with ``memory.rules``, ``memory.deliveries``,
+  ``memory.agents`` (and queues), ``memory.ledgers``;
+- what callers ask for, one module for the offer and one per backend: ``aio`` (the daemon's async
+  facade and SQLite's poll gate), ``services`` / ``services_sqlite`` / ``services_postgres`` (a
+  daemon's lock, heartbeat, listener, checkpoints, outages; ``checkpoints``, ``file_lock``),
+  ``ports`` / ``port_sqlite`` / ``port_postgres`` (the cold paths' port: hook work, mail taken for
+  injection within a budget, the tmux channel's reads), ``reader`` / ``reader_sqlite`` /
+  ``reader_postgres`` (the dashboard's read-only reader), ``check`` / ``check_postgres``
+  (``store check``), ``copy`` / ``copy_postgres`` / ``copy_tables`` (``store copy``);
+- the wake-up and the change mark: ``wake`` (``notify`` / ``run``; ``postgres_listen.NotifyWakes``
+  is its LISTEN/NOTIFY side), ``marks`` (each store's one change mark: the poll gate, the
+  dashboard and ``ask`` read it), ``hops`` / ``notnow`` (the daemon's thread hops);
+- small parts: ``files`` (modes and links), ``redaction`` (DSNs without passwords).
+
+A third backend, measured (``grep -rl psycopg agentmaild | grep -v '^agentmaild/store/'`` is empty
+and ``scripts/layout.py`` holds it so: no file outside ``store/`` names a backend). It adds its own
+files under ``store/``: the store class and the parts not yet written once (``<kind>.py``,
+``<kind>_messages``, ``<kind>_deliveries``, ``<kind>_rules``), a connector (``<kind>_tx``), its SQL
+(``sql/dialect/<kind>.sql``, its schema or migrations), and the offers it makes (``services_``,
+``port_``, ``reader_``, ``check_``, ``copy_<kind>``; ``aio_<kind>`` only to beat ``AsyncMailStore``,
+whose defaults need nothing). It edits these existing files, all under ``store/``:
+
+- ``location.py``: the kind's name and the line of ``StoreLocation.of`` that recognises its
+  target (plus ``shown`` / ``checked`` / ``is_file`` / ``shared_by_hosts`` if it is a server);
+- ``kinds.py``: one branch in each factory (``open_store``, ``check_integrity``,
+  ``recovery_hint``, ``open_port``, ``port_of``, ``open_services``, ``wakes_for``,
+  ``host_daemons``, ``open_reader``);
+- ``queries.py``: its dialect in ``DIALECTS`` and its placeholder style;
+- ``copy.py``: its reader and writer in ``read_all`` / ``write_all``;
+- ``check.py``: the name of its check in ``CheckReport.kind``;
+- ``marks.py``: its change mark.
 
 The connector and the SQL. The SQL stores' logic is written once per seam — ``agents``, ``queues``,
 ``history``, ``procs``, ``tokens``, ``trust``, ``rule_state`` (messages, deliveries and the loop

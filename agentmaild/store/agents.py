@@ -11,8 +11,8 @@ from typing import Any
 from agentmaild.errors import Conflict, NotFound, StateError, StoreError
 from agentmaild.ids import iso_now
 from agentmaild.models import STATE_TRANSITIONS, Agent
-from agentmaild.store.base import AGENT_MUTABLE_FIELDS
 from agentmaild.store.connector import Duplicate, OverConnector, Row, Tx
+from agentmaild.store.records import AGENT_MUTABLE_FIELDS
 
 
 def agent_from_row(tx: Tx, row: Row) -> Agent:

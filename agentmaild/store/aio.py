@@ -4,10 +4,10 @@
 time (``hops.Hops``): the store's single connection is never used by two threads at once; calls
 queued while a hop runs share the next hop, and the delivery calls among them (claims, acks,
 releases, lease extensions, marked ``groupable``) share one transaction where the store can
-(SQLite's ``run_grouped``: group commit); every other call is one transaction. A read marked
-``quick_read`` runs in the event loop's thread instead when no hop runs or waits. A caller cancelled
-meanwhile still gets its result, so a claim that committed always returns to its caller, who can
-then release it.
+(``MailStore.run_grouped``; SQLite's is a group commit); every other call is one transaction. A
+read marked ``quick_read`` runs in the event loop's thread instead when no hop runs or waits. A
+caller cancelled meanwhile still gets its result, so a claim that committed always returns to its
+caller, who can then release it.
 
 ``PollGate`` answers "which agents have deliverable mail?" for the supervisor's poll tick on a
 separate read-only aiosqlite connection. An idle tick costs one read of the store's change mark
@@ -30,11 +30,12 @@ import anyio.to_thread
 
 from agentmaild.errors import StoreError
 from agentmaild.models import Agent, AgentCounts, Attempt, Batch, DeadLetter
-from agentmaild.store.base import MailStore, Released
+from agentmaild.store.base import MailStore
 from agentmaild.store.hops import Hops, groupable, is_groupable, is_quick_read, quick_read
 from agentmaild.store.looks import Looks
 from agentmaild.store.marks import SQLITE_MARK
 from agentmaild.store.queries import Q
+from agentmaild.store.records import Released
 
 T = TypeVar("T")
 
@@ -53,12 +54,10 @@ class AsyncMailStore:
         self.sync = store
         # One call at a time, as a CapacityLimiter(1) would; groupable calls queued together
         # share a transaction where the store can (SQLite).
-        inline = getattr(store, "run_inline", None) if inline_writes else None
-        self.hops = Hops(getattr(store, "run_grouped", None), inline=inline)
+        self.hops = Hops(store.run_grouped, inline=store.run_inline if inline_writes else None)
         # With inline writes, the loops' looks for mail read elsewhere go to a read-only
-        # connection of their own, in the event loop's thread (``store.looks``).
-        open_looks = getattr(store, "open_looks", None) if inline_writes else None
-        self._looks: Looks | None = open_looks() if open_looks is not None else None
+        # connection of their own, in the event loop's thread (``store.looks``), if it has one.
+        self._looks: Looks | None = store.open_looks() if inline_writes else None
         # A pooled store (PostgreSQL) takes overlapping calls: a thread each, up to the pool size.
         self._limiter = anyio.CapacityLimiter(concurrency) if concurrency > 1 else None
 
@@ -93,14 +92,9 @@ class AsyncMailStore:
         )
 
     def more_after(self, batch: Batch) -> bool:
-        """Whether more may be claimable once ``batch`` settles: False only when its claim saw
-        nothing else (the store's ``drained``: SQLite, PostgreSQL); any other store always says
-        True."""
-        drained: set[str] | None = getattr(self.sync, "drained", None)
-        if drained is None or batch.delivery_id not in drained:
-            return True
-        drained.discard(batch.delivery_id)
-        return False
+        """Whether more may be claimable once ``batch`` settles (``MailStore.more_after``): False
+        only when its claim saw nothing else (SQLite, PostgreSQL can tell); else True."""
+        return self.sync.more_after(batch.delivery_id)
 
     async def ack_delivery(
         self, delivery_id: str, *, now: float, record: Attempt | None = None

@@ -1,4 +1,5 @@
-"""The daemon's PostgreSQL store: the delivery loop's hot calls on async connections, no thread hop.
+"""The daemon's PostgreSQL store: the delivery loop's hot calls on async connections, no thread hop;
+and its poll gate (``PgPollGate``).
 
 ``AsyncMailStore`` runs each store call in a worker thread: on the path of a woken delivery that is
 a hop there and back (two thread wake-ups) for the claim, the look for mail read elsewhere and the
@@ -20,6 +21,11 @@ Same guarantees as the thread: each call is one statement in its own transaction
 deadlock or serialization failure; it is shielded, so a caller cancelled meanwhile still gets the
 result of a claim that committed; a connection the server dropped fails the call it was lent to and
 is replaced on the next one (never a blind replay of a write whose commit may have happened).
+
+``PgPollGate`` is the supervisor's cheap "did anything change?" per tick: it compares the store's
+change mark (``store.marks``: the server's snapshot ``xmax``, which moves only when some transaction
+wrote), so an idle tick is one tiny query; only then does the tick ask which agents have
+deliverable mail. It runs on a connection of its own, in a worker thread.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
+import anyio.to_thread
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
@@ -191,3 +198,38 @@ async def _retried(
             delay = min(delay * 2, 0.1)
         except psycopg.Error as exc:
             raise StoreError(f"store {what} failed: {first_line(exc)}") from exc
+
+
+class PgPollGate:
+    """The ``PollGate`` interface over PostgreSQL (see ``store.aio.PollGate``)."""
+
+    def __init__(self, store: PostgresMailStore) -> None:
+        self._store = store
+        self._limiter = anyio.CapacityLimiter(1)
+        self._xmax: object = None
+
+    @classmethod
+    async def open(cls, dsn: str) -> PgPollGate:
+        store = await anyio.to_thread.run_sync(
+            lambda: PostgresMailStore(dsn, readonly=True)
+        )
+        return cls(store)
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        return await anyio.to_thread.run_sync(fn, limiter=self._limiter)
+
+    async def changed(self) -> bool:
+        xmax = await self._run(self._store.change_mark)
+        seen, self._xmax = self._xmax, xmax
+        return seen != xmax
+
+    async def registry_version(self) -> int:
+        rows = await self._run(lambda: self._store._read(PQ["registry_version"]))
+        return int(rows[0]["version"]) if rows else 0
+
+    async def pending_agents(self) -> set[str]:
+        return await self._run(self._store.pending_agents)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._run(self._store.close)

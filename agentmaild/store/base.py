@@ -1,117 +1,32 @@
-"""The MailStore ABC: every operation on mail, agents and deliveries, each one transaction."""
+"""The MailStore ABC: every operation on mail, agents and deliveries, each one transaction.
+
+The contract is this class and the ledgers it inherits (``ledgers.Ledgers``: processes, tokens,
+peers, history); the records its calls take and return are in ``records``. Besides the abstract
+operations it declares the daemon's offers, with the behaviour of a store that lacks them:
+``run_inline`` and ``run_grouped`` (how ``AsyncMailStore`` runs calls: ``store.hops``),
+``open_looks`` (a look for mail read elsewhere off the store's thread: ``store.looks``) and
+``more_after`` (whether a claim left mail behind).
+"""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentmaild.models import (
-    Agent,
-    AgentCounts,
-    Attempt,
-    Batch,
-    DeadLetter,
-    Message,
-    QueueInfo,
-)
-from agentmaild.store.checks import merged_state, recipient_refusal
-from agentmaild.store.guard import RULE_COUNTERS as RULE_COUNTERS
-from agentmaild.store.guard import ThreadGuard as ThreadGuard
+from agentmaild.models import Agent, AgentCounts, Attempt, Batch, DeadLetter, Message, QueueInfo
+from agentmaild.store.ledgers import Ledgers
 from agentmaild.store.location import StoreLocation
-from agentmaild.trust.peers import Peer, PeerOrigin
-from agentmaild.trust.tokens import ApiToken
+from agentmaild.store.records import InsertRequest, InsertResult, Released
 
-# Agent fields `update_agent` may change (name and created_at are fixed).
-AGENT_MUTABLE_FIELDS = frozenset(
-    {
-        "capability",
-        "parent",
-        "channel",
-        "command",
-        "cwd",
-        "tmux_target",
-        "tmux_socket",
-        "preset",
-        "session_id",
-        "poll_interval_s",
-        "settings",
-        "turn_state",
-        "shutdown_requested_at",
-    }
-)
+if TYPE_CHECKING:  # the daemon's machinery: never loaded on the CLI's paths
+    from agentmaild.store.hops import Runnable
+    from agentmaild.store.looks import Looks
+
+T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InsertRequest:
-    """Rows to write atomically, with the checks that must hold in the same transaction."""
-
-    messages: tuple[Message, ...]
-    now: float
-    nudges: tuple[tuple[str, str, str], ...] = ()  # (agent, message_id, reason)
-    unread_max: int = 0  # 0: no cap
-    rate_limit_max: int = 0  # 0: off
-    rate_limit_window_s: float = 60.0
-    idempotency: tuple[str, str, str] | None = None  # (sender, key, content hash)
-    # Recipients whose registration is checked in the same transaction as the insert.
-    check_recipients: tuple[str, ...] = ()
-    refuse_unknown: bool = True
-    # The loop guard: (content digest, window_s) collapses a repeat into the earlier send.
-    collapse: tuple[str, float] | None = None
-    thread_guard: ThreadGuard | None = None
-    # (name, state) of recipients another registry knows (Overstory's sessions.db): its state
-    # counts as much as ours (see ``checks.merged_state``).
-    known_elsewhere: tuple[tuple[str, str], ...] = ()
-
-    def state_elsewhere(self, name: str) -> str | None:
-        return next((s for n, s in self.known_elsewhere if n == name), None)
-
-    def check_recipient(self, name: str, ours: str | None) -> None:
-        """Raise ``RecipientRefused`` when ``name`` (``ours``: its state in the store, None when
-        unregistered) may not receive this send (``checks.recipient_refusal``)."""
-        state = merged_state(ours, self.state_elsewhere(name))
-        refusal = recipient_refusal(name, state, self.refuse_unknown)
-        if refusal is not None:
-            raise refusal
-
-
-def with_outcome(record: Attempt | None, state: str) -> Attempt | None:
-    """The history record of a release: ``dead`` when the release made the batch a dead letter."""
-    if record is None or state != "dead":
-        return record
-    return replace(record, outcome="dead")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InsertResult:
-    messages: tuple[Message, ...]
-    duplicate: bool = False  # an idempotent repeat: nothing was written
-    collapsed: bool = False  # a repeat inside the loop guard's window (also ``duplicate``)
-    held: bool = False  # this send tripped the ping-pong cap: the hold and escalation were written
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Released:
-    state: str  # "pending" or "dead"
-    failures: int
-    messages: tuple[Message, ...] = ()  # filled when the batch went dead
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentProc:
-    """One ``am_agent_procs`` row: an agent process (group leader) a daemon started."""
-
-    pid: int
-    start_time: str  # with pid, names the process (pids are reused)
-    pgid: int
-    agent: str
-    delivery_id: str | None  # None for a long-lived (stdin) process
-    daemon_pid: int
-    started_at: float
-
-
-class MailStore(abc.ABC):
+class MailStore(Ledgers):
     """Storage for mail, agents and delivery leases.
 
     Implementations: ``SqliteMailStore`` (the product), ``PostgresMailStore`` (teams across
@@ -131,6 +46,39 @@ class MailStore(abc.ABC):
     def change_mark(self) -> object | None:
         """A value that moves whenever another connection committed (``store.marks``); None
         (this default) when the store has none: a watcher must look every time."""
+        return None
+
+    # -- the daemon's offers (``AsyncMailStore``); these defaults are a store without them ------
+    # Ids of batches whose claim saw nothing else claimable for the agent, noted after commit by a
+    # store that can tell (SQLite, PostgreSQL); ``more_after`` takes each out. Every store sets
+    # its own (empty) set in ``__init__``; one that cannot tell leaves it empty.
+    drained: set[str]
+
+    def more_after(self, delivery_id: str) -> bool:
+        """Whether more may be claimable once the batch ``delivery_id`` settles: False only when
+        its claim saw nothing else, and only the first time it is asked; True when unknown."""
+        if delivery_id not in self.drained:
+            return True
+        self.drained.discard(delivery_id)
+        return False
+
+    def run_inline(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (one short write) now, in the caller's thread, when it needs no wait; else
+        answer ``NOT_NOW`` having written nothing. This default always answers ``NOT_NOW``: every
+        call takes its hop to the store's thread."""
+        from agentmaild.store.notnow import NOT_NOW
+
+        return NOT_NOW  # type: ignore[no-any-return]
+
+    def run_grouped(self, calls: Sequence[Runnable]) -> None:
+        """Run ``calls`` (store calls that never raise) in one transaction where the store can
+        (SQLite: group commit). This default runs each on its own, in order."""
+        for call in calls:
+            call.run()
+
+    def open_looks(self) -> Looks | None:
+        """A read-only look for mail read elsewhere, answered off the store's thread (SQLite's
+        own connection); None, this default, when the store's ``unread_among`` is the look."""
         return None
 
     # -- messages ---------------------------------------------------------------------------
@@ -329,93 +277,3 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def queues(self) -> list[QueueInfo]:
         """Every queue with a member or with mail waiting, by name."""
-
-    # -- agent processes --------------------------------------------------------------------
-    @abc.abstractmethod
-    def record_proc(self, proc: AgentProc) -> None:
-        """Journal a started agent process (a row with the same pid and start time is replaced)."""
-
-    @abc.abstractmethod
-    def forget_proc(self, pid: int, start_time: str) -> bool:
-        """Drop the row of a process that was stopped; False when there was none."""
-
-    @abc.abstractmethod
-    def list_procs(self, agent: str | None = None) -> list[AgentProc]:
-        """Journalled processes (of ``agent``), oldest first."""
-    # -- HTTP API tokens (schema 4) -----------------------------------------------------------
-    @abc.abstractmethod
-    def add_token(self, token: ApiToken) -> None:
-        """Store a new token record (its hash, never the secret)."""
-
-    @abc.abstractmethod
-    def find_token(self, digest: str) -> ApiToken | None:
-        """The token whose secret hashes to ``digest``, revoked or expired ones included."""
-
-    @abc.abstractmethod
-    def list_tokens(self) -> list[ApiToken]:
-        """Every token, oldest first."""
-
-    @abc.abstractmethod
-    def revoke_token(self, token_id: str, *, now: float) -> bool:
-        """Mark a token revoked at ``now``; False when there is none in force with that id."""
-
-    # -- trust domains (schema 5; agentmaild.trust) -------------------------------------------
-    @abc.abstractmethod
-    def add_peer(self, peer: Peer) -> None:
-        """Pin a peer domain's key; ``StoreError`` when the name is taken."""
-
-    @abc.abstractmethod
-    def find_peer(self, name: str) -> Peer | None: ...
-
-    @abc.abstractmethod
-    def list_peers(self) -> list[Peer]:
-        """Every peer, by name."""
-
-    @abc.abstractmethod
-    def remove_peer(self, name: str) -> bool:
-        """Forget a peer; False when there was none."""
-
-    @abc.abstractmethod
-    def claim_nonce(self, nonce: str, *, peer: str, expires_at: float, now: float) -> bool:
-        """Remember ``nonce`` until ``expires_at`` (dropping those expired by ``now``); False
-        when it is already remembered: a replay."""
-
-    @abc.abstractmethod
-    def record_peer_origin(self, origin: PeerOrigin) -> None:
-        """Note where a message delivered from a peer came from (a repeat is ignored)."""
-
-    @abc.abstractmethod
-    def peer_origin(self, message_id: str) -> PeerOrigin | None: ...
-
-    @abc.abstractmethod
-    def mark_relayed(self, message_id: str, *, peer: str, at: float) -> None:
-        """Note that mail to ``peer:NAME/agent`` was accepted by the peer (idempotent)."""
-
-    @abc.abstractmethod
-    def relay_pending(self, limit: int = 100) -> list[Message]:
-        """Mail addressed to ``peer:…`` not yet relayed, oldest first."""
-
-    # -- delivery history -------------------------------------------------------------------
-    @abc.abstractmethod
-    def record_attempt(self, attempt: Attempt) -> None:
-        """Append one finished attempt to the history (the store assigns its ``id``)."""
-
-    @abc.abstractmethod
-    def list_attempts(
-        self,
-        *,
-        agent: str | None = None,
-        message_id: str | None = None,
-        since: float | None = None,
-        limit: int | None = 100,
-    ) -> list[Attempt]:
-        """Newest first; ``since`` (unix seconds) keeps attempts that ended then or later."""
-
-    @abc.abstractmethod
-    def purge_attempts(
-        self, *, older_than: float | None = None, agent: str | None = None, everything: bool = False
-    ) -> int:
-        """Delete history rows that ended before ``older_than`` and/or are ``agent``'s; or all.
-
-        Without a filter and without ``everything`` nothing is deleted. Returns the rows deleted.
-        """

@@ -1,5 +1,5 @@
 """Integrity checks of a store file: SQLite's own (quick or full) and agentmaild's cross-table ones
-(a PostgreSQL store's checks are ``check_pg``'s, sharing the report and the cross-table SQL).
+(a PostgreSQL store's checks are ``check_postgres``'s, sharing the report and the cross-table SQL).
 
 Read-only: the file is opened ``mode=ro``, never migrated, so a damaged store is examined as it
 is. ``serve`` runs the quick form before it opens the store; ``agentmaild store check`` runs either.
@@ -40,7 +40,7 @@ class CheckReport(NamedTuple):
     full: bool
     problems: list[str]
     warnings: list[str]
-    engine: str = "sqlite"  # or "postgresql" (``check_pg``)
+    engine: str = "sqlite"  # or "postgresql" (``check_postgres``)
 
     @property
     def ok(self) -> bool:

@@ -113,7 +113,7 @@ def read_all(store: MailStore) -> dict[str, Rows]:
 
     if isinstance(store, SqliteMailStore):
         return _sqlite_read(store.connection)
-    from agentmaild.store.copy_pg import pg_read
+    from agentmaild.store.copy_postgres import pg_read
 
     return pg_read(store)
 
@@ -124,7 +124,7 @@ def write_all(store: MailStore, data: dict[str, Rows]) -> None:
     if isinstance(store, SqliteMailStore):
         _sqlite_write(store.connection, data)
         return
-    from agentmaild.store.copy_pg import pg_write
+    from agentmaild.store.copy_postgres import pg_write
 
     pg_write(store, data, _refuse_filled)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now
 from agentmaild.models import AgentCounts, Attempt, DeadLetter, Message
-from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.connector import OverConnector, Tx
 from agentmaild.store.history import insert_attempt
+from agentmaild.store.records import Released, with_outcome
 from agentmaild.store.rows import dead_letter_from_row, message_from_row
 
 _ERROR_MAX_CHARS = 2000

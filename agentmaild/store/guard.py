@@ -1,6 +1,7 @@
 """The loop guard's part of an insert: the ping-pong cap a send carries, the counters.
 
-Kept apart from ``base`` (which re-exports them) so the ABC module stays about the contract.
+A record an ``InsertRequest`` (``records``) carries, kept in a module of its own because the SQL
+stores' loop-guard parts read ``PRUNE_EVERY`` from it too.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def check_integrity(location: StoreLocation, *, full: bool = False) -> CheckRepo
     """``store check``: a file's SQLite checks or a server's schema checks, then the
     cross-table checks (read-only)."""
     if location.kind == POSTGRES:
-        from agentmaild.store.check_pg import check_pg_store
+        from agentmaild.store.check_postgres import check_pg_store
 
         return check_pg_store(location.target, full=full)
     from agentmaild.store.check import check_store
@@ -64,7 +64,7 @@ def check_integrity(location: StoreLocation, *, full: bool = False) -> CheckRepo
 def recovery_hint(report: CheckReport) -> str:
     """What to do about a store ``check_integrity`` found damaged."""
     if report.engine == "postgresql":
-        from agentmaild.store.check_pg import PG_RECOVERY_HINT
+        from agentmaild.store.check_postgres import PG_RECOVERY_HINT
 
         return PG_RECOVERY_HINT
     from agentmaild.store.check import RECOVERY_HINT

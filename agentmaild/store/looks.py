@@ -1,5 +1,7 @@
 """The daemon's look for mail read elsewhere, on a read-only connection of its own (SQLite).
 
+``Looks`` is the offer (``MailStore.open_looks``); ``SqliteLooks`` is SQLite's.
+
 Just before it injects a batch, a delivery loop asks which of its messages are still unread
 (``delivery.elsewhere``). Asked of the store's own connection, the question waits its turn behind
 the claims and acks queued for the store's thread, and under load it rides in their group
@@ -16,12 +18,21 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import quote
 
 _UNREAD_AMONG = "SELECT id FROM messages WHERE read = 0 AND id IN (SELECT value FROM json_each(?))"
 
 
-class Looks:
+class Looks(Protocol):
+    """What ``MailStore.open_looks`` offers: ``unread_among`` answered at once, or None."""
+
+    def unread_among(self, ids: Sequence[str]) -> set[str] | None: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteLooks:
     """``unread_among`` on a read-only connection; ``None`` when it cannot answer at once."""
 
     def __init__(self, path: Path) -> None:

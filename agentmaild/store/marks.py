@@ -7,7 +7,7 @@ so "did anything change since mark M?" is one comparison.
   any transaction wrote — at worst more often than our tables change, never less.
 
 One definition each, read by the daemon's poll gates (``store.aio.PollGate``,
-``store.aio_pg.PgPollGate``), the dashboard's readers and ``ask``'s wait on a store with no
+``store.aio_postgres.PgPollGate``), the dashboard's readers and ``ask``'s wait on a store with no
 daemon (``MailStore.change_mark``). Stdlib only.
 """
 

@@ -12,7 +12,6 @@ from psycopg.types.json import Jsonb
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import checks
-from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.postgres_rules import collapsed, remember, trips_thread_guard
 from agentmaild.store.postgres_send_one import insert_lock_keys, send_one, send_one_params
 from agentmaild.store.postgres_tx import (
@@ -24,6 +23,7 @@ from agentmaild.store.postgres_tx import (
     notify_payload,
     one,
 )
+from agentmaild.store.records import InsertRequest, InsertResult
 from agentmaild.store.rows import message_from_row, message_params
 
 

@@ -14,9 +14,9 @@ from psycopg.types.json import Jsonb
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import checks
-from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.postgres_tx import PQ, Conn, one
+from agentmaild.store.records import InsertRequest, InsertResult
 from agentmaild.store.rows import message_params
 
 Getter = Callable[[Conn, str], Message | None]

@@ -16,10 +16,10 @@ from typing import Any
 from agentmaild.ids import iso_now
 from agentmaild.models import REFUSED_STATES
 from agentmaild.store import checks
-from agentmaild.store.base import InsertRequest
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.postgres_rules import guard_keys
 from agentmaild.store.postgres_tx import PQ, Conn, lock_names, notify_payload
+from agentmaild.store.records import InsertRequest
 from agentmaild.store.rows import message_params
 
 # psycopg dumps a list parameter in Python (tens of µs a send); the refused states are constants,

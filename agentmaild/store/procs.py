@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from agentmaild.store.base import AgentProc
 from agentmaild.store.connector import OverConnector, Row
+from agentmaild.store.records import AgentProc
 
 
 def _proc(row: Row) -> AgentProc:

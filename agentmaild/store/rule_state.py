@@ -7,8 +7,8 @@ from __future__ import annotations
 from agentmaild.ids import iso_now
 from agentmaild.mail.vocab import DAEMON_SENDER, PRIORITIES
 from agentmaild.models import Message
-from agentmaild.store.base import RULE_COUNTERS
 from agentmaild.store.connector import OverConnector, Tx
+from agentmaild.store.guard import RULE_COUNTERS
 from agentmaild.store.rows import message_from_row
 
 

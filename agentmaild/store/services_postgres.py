@@ -21,8 +21,7 @@ import anyio.to_thread
 from agentmaild.config import Config
 from agentmaild.config.sections import daemon_host
 from agentmaild.store.aio import AsyncMailStore, Gate
-from agentmaild.store.aio_pg import PgPollGate
-from agentmaild.store.aio_postgres import PgAsyncMailStore
+from agentmaild.store.aio_postgres import PgAsyncMailStore, PgPollGate
 from agentmaild.store.files import check_private_dir, make_store_dir
 from agentmaild.store.location import StoreLocation
 from agentmaild.store.postgres import PostgresMailStore

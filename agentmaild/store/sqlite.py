@@ -160,9 +160,9 @@ class SqliteMailStore(
 
     def open_looks(self) -> Looks:
         """A read-only connection for the daemon's looks for mail read elsewhere."""
-        from agentmaild.store.looks import Looks
+        from agentmaild.store.looks import SqliteLooks
 
-        return Looks(self.path)
+        return SqliteLooks(self.path)
 
     @property
     def connection(self) -> sqlite3.Connection:

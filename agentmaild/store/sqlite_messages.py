@@ -11,8 +11,8 @@ from typing import Any
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import checks, pull
-from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.queries import Q
+from agentmaild.store.records import InsertRequest, InsertResult
 from agentmaild.store.rows import message_from_row, message_params
 from agentmaild.store.sqlite_rules import collapse_into, collapsed, remember, trips_thread_guard
 from agentmaild.store.sqlite_tx import SqliteTransactions

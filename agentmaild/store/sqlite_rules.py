@@ -9,9 +9,9 @@ from collections.abc import Callable
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import checks
-from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.queries import Q
+from agentmaild.store.records import InsertRequest, InsertResult
 from agentmaild.store.rows import message_params
 
 Getter = Callable[[sqlite3.Connection, str], Message | None]

@@ -13,8 +13,9 @@ import pytest
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
-from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.store.base import MailStore
 from agentmaild.store.memory import MemoryMailStore
+from agentmaild.store.records import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 
 T0 = 1_700_000_000.0

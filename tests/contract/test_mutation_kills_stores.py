@@ -6,7 +6,8 @@ import pytest
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Message
-from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.store.base import MailStore
+from agentmaild.store.records import InsertRequest
 
 T0 = 1_700_000_000.0
 

@@ -13,9 +13,9 @@ from structlog.testing import capture_logs
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Attempt, Message
-from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_migrate import apply_functions
+from agentmaild.store.records import InsertRequest
 
 T0 = 1_700_000_000.0
 
@@ -102,7 +102,7 @@ def test_a_history_row_that_cannot_be_written_never_fails_the_ack(pg_dsn: str) -
 
 
 def test_store_check_names_a_missing_claim_or_ack_function(pg_dsn: str) -> None:
-    from agentmaild.store.check_pg import check_pg_store
+    from agentmaild.store.check_postgres import check_pg_store
 
     assert check_pg_store(pg_dsn).problems == []
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -117,7 +117,7 @@ def test_store_check_names_a_missing_claim_or_ack_function(pg_dsn: str) -> None:
 
 
 def test_store_check_names_a_missing_ending_trigger(pg_dsn: str) -> None:
-    from agentmaild.store.check_pg import check_pg_store
+    from agentmaild.store.check_postgres import check_pg_store
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("DROP TRIGGER am_agent_ending_on_delete ON am_agents")

@@ -15,11 +15,11 @@ import pytest
 from agentmaild.errors import InboxFull, StoreError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Message
-from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_deliveries import claim_in
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version
 from agentmaild.store.postgres_tx import connect
+from agentmaild.store.records import InsertRequest
 from tests.support.pg import PgDatabases
 from tests.support.waiting import wait_for
 

@@ -13,8 +13,8 @@ import pytest
 from agentmaild.errors import RecipientRefused, StoreError
 from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
-from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.records import InsertRequest
 
 IDLE = psycopg.pq.TransactionStatus.IDLE
 

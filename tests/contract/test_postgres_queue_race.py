@@ -12,9 +12,9 @@ import pytest
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
-from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_deliveries import claim_in
+from agentmaild.store.records import InsertRequest
 
 T0 = 1_700_000_000.0
 

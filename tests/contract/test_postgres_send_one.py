@@ -14,9 +14,10 @@ import pytest
 from agentmaild.errors import InboxFull, RecipientRefused
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Message
-from agentmaild.store.base import InsertRequest, ThreadGuard
+from agentmaild.store.guard import ThreadGuard
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_send_one import send_one, send_one_params
+from agentmaild.store.records import InsertRequest
 from tests.support.waiting import wait_for
 
 NOW = 1_700_000_000.0

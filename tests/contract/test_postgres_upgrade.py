@@ -9,9 +9,9 @@ import psycopg
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Message
-from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, defined_in_functions, statements
+from agentmaild.store.records import InsertRequest
 from agentmaild.trust.tokens import ApiToken
 from tests.support.pg import PgDatabases
 

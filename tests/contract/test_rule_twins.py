@@ -22,11 +22,12 @@ from agentmaild.errors import InboxFull, RecipientRefused
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Message
 from agentmaild.store import checks
-from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.store.base import MailStore
 from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.postgres_send_one import send_one, send_one_params
 from agentmaild.store.postgres_tx import PQ, one
 from agentmaild.store.queries import Q
+from agentmaild.store.records import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 
 NOW = 1_700_000_000.0

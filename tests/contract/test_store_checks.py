@@ -24,7 +24,9 @@ from agentmaild.errors import (
 from agentmaild.ids import iso_now, new_id
 from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Message
-from agentmaild.store.base import InsertRequest, InsertResult, MailStore, ThreadGuard
+from agentmaild.store.base import MailStore
+from agentmaild.store.guard import ThreadGuard
+from agentmaild.store.records import InsertRequest, InsertResult
 
 T0 = 1_700_000_000.0
 Via = Callable[..., dict[str, Any]]

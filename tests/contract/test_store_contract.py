@@ -11,7 +11,8 @@ import pytest
 from agentmaild.errors import Conflict, InboxFull, NotFound, RateLimited, StateError, StoreError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import STATE_TRANSITIONS, Agent, Attempt, Batch, Message
-from agentmaild.store.base import AgentProc, InsertRequest, InsertResult, MailStore
+from agentmaild.store.base import MailStore
+from agentmaild.store.records import AgentProc, InsertRequest, InsertResult
 
 T0 = 1_700_000_000.0  # a fixed wall clock: leases and stamps never depend on the real one
 LEASE_S = 30.0

@@ -96,7 +96,7 @@ def test_every_postgres_query_prepares(pg_dsn: str) -> None:
 def test_the_agent_update_sets_exactly_the_mutable_fields() -> None:
     """``agent_update`` is written out in queries.sql; the rule of what may change is
     ``AGENT_MUTABLE_FIELDS``: the two cannot drift apart."""
-    from agentmaild.store.base import AGENT_MUTABLE_FIELDS
+    from agentmaild.store.records import AGENT_MUTABLE_FIELDS
 
     sets = Q["agent_update"].split(" SET ", 1)[1].split("WHERE")[0]
     columns = {part.split("=")[0].strip() for part in sets.split(",")}

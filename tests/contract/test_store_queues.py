@@ -7,7 +7,8 @@ import pytest
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
-from agentmaild.store.base import InsertRequest, MailStore
+from agentmaild.store.base import MailStore
+from agentmaild.store.records import InsertRequest
 
 T0 = 1_700_000_000.0
 

@@ -9,7 +9,9 @@ import pytest
 from agentmaild.errors import LoopHeld
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Message
-from agentmaild.store.base import InsertRequest, InsertResult, MailStore, ThreadGuard
+from agentmaild.store.base import MailStore
+from agentmaild.store.guard import ThreadGuard
+from agentmaild.store.records import InsertRequest, InsertResult
 
 T0 = 1_700_000_000.0
 

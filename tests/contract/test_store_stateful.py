@@ -31,9 +31,11 @@ from hypothesis.stateful import (
 from agentmaild.errors import AgentmaildError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import PRIORITY_RANK, Agent, Attempt, Batch, Message
-from agentmaild.store.base import InsertRequest, MailStore, ThreadGuard
+from agentmaild.store.base import MailStore
+from agentmaild.store.guard import ThreadGuard
 from agentmaild.store.memory import MemoryMailStore
 from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.records import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.pg import PgDatabases, session_databases
 

@@ -24,7 +24,7 @@ from agentmaild.errors import DeliveryFailed
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.render.framing import render_batch
-from agentmaild.store.base import InsertRequest
+from agentmaild.store.records import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.anthropic_stub import AnthropicStub
 from tests.support.claude_env import claude_binary, claude_env, isolated_home

@@ -13,8 +13,10 @@ from typing import Any
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Attempt, Message
-from agentmaild.store.base import AgentProc, InsertRequest, MailStore, ThreadGuard
+from agentmaild.store.base import MailStore
+from agentmaild.store.guard import ThreadGuard
 from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.records import AgentProc, InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.trust.tokens import ApiToken
 

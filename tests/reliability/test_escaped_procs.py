@@ -29,7 +29,7 @@ from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.pids import start_time
 from agentmaild.store.aio import AsyncMailStore
-from agentmaild.store.base import AgentProc
+from agentmaild.store.records import AgentProc
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.reliability.conftest import (
     DaemonProc,

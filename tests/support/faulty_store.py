@@ -15,7 +15,7 @@ from typing import Any
 
 from agentmaild.errors import StoreError
 from agentmaild.models import Attempt, Batch, Message
-from agentmaild.store.base import InsertRequest, InsertResult, Released
+from agentmaild.store.records import InsertRequest, InsertResult, Released
 from agentmaild.store.sqlite import SqliteMailStore
 
 

@@ -29,7 +29,7 @@ from agentmaild.errors import DeliveryFailed
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.render.framing import render_batch
-from agentmaild.store.base import InsertRequest
+from agentmaild.store.records import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import FAST, daemon_factory
 from tests.support.loopback_api import LoopbackApi, RecordedRequest

@@ -11,9 +11,9 @@ import pytest
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Message
-from agentmaild.store.base import InsertRequest, InsertResult
 from agentmaild.store.guard import PRUNE_EVERY
 from agentmaild.store.migrate import SCHEMA_VERSION
+from agentmaild.store.records import InsertRequest, InsertResult
 from agentmaild.store.sqlite import SqliteMailStore
 
 WINDOW_S = 10.0

@@ -23,7 +23,8 @@ from agentmaild.mail.mailer import DAEMON_SENDER, OPERATOR
 from agentmaild.models import Agent, Message
 from agentmaild.procs.escapes import SCOPE_ENV
 from agentmaild.store.aio import AsyncMailStore
-from agentmaild.store.base import AgentProc, InsertRequest, MailStore
+from agentmaild.store.base import MailStore
+from agentmaild.store.records import AgentProc, InsertRequest
 
 T0 = 1_700_000_000.0
 

@@ -18,7 +18,7 @@ from agentmaild.errors import InboxFull, RecipientRefused
 from agentmaild.ids import iso_now
 from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Batch, Message
-from agentmaild.store.base import InsertRequest
+from agentmaild.store.records import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.store.sqlite_messages import _insert_many, _insert_one
 from tests.support.stores import with_bob_and_ended_carol

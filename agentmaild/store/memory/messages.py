@@ -10,9 +10,9 @@ from agentmaild.errors import StoreError
 from agentmaild.ids import iso_now
 from agentmaild.models import Message
 from agentmaild.store import checks
-from agentmaild.store.base import InsertRequest, InsertResult
-from agentmaild.store.memory_rules import MemoryRules
-from agentmaild.store.memory_state import RateLog, atomic, chrono, order
+from agentmaild.store.memory.rules import MemoryRules
+from agentmaild.store.memory.state import RateLog, atomic, chrono, order
+from agentmaild.store.records import InsertRequest, InsertResult
 
 
 class MemoryMessages(MemoryRules):

@@ -8,8 +8,9 @@ from agentmaild.ids import iso_now
 from agentmaild.mail.vocab import DAEMON_SENDER
 from agentmaild.models import Message
 from agentmaild.store import checks
-from agentmaild.store.base import RULE_COUNTERS, InsertRequest, InsertResult
-from agentmaild.store.memory_state import MemoryState, atomic, chrono
+from agentmaild.store.guard import RULE_COUNTERS
+from agentmaild.store.memory.state import MemoryState, atomic, chrono
+from agentmaild.store.records import InsertRequest, InsertResult
 
 
 class MemoryRules(MemoryState):

@@ -10,7 +10,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from agentmaild.ids import iso_now
 from agentmaild.models import PRIORITY_RANK, Agent, Attempt, Batch, Message
-from agentmaild.store.base import AgentProc
+from agentmaild.store.records import AgentProc
 from agentmaild.trust.peers import Peer, PeerOrigin
 from agentmaild.trust.tokens import ApiToken
 
@@ -70,6 +70,7 @@ class MemoryState:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self.drained: set[str] = set()  # the fake cannot tell: ``MailStore.more_after`` says True
         self._messages: dict[str, Message] = {}
         self._agents: dict[str, Agent] = {}
         self._deliveries: dict[str, Delivery] = {}

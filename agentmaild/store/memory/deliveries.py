@@ -16,8 +16,8 @@ from agentmaild.models import (
     DeadLetter,
     Message,
 )
-from agentmaild.store.base import Released, with_outcome
-from agentmaild.store.memory_state import Delivery, MemoryState, atomic, chrono, order
+from agentmaild.store.memory.state import Delivery, MemoryState, atomic, chrono, order
+from agentmaild.store.records import Released, with_outcome
 
 
 class MemoryDeliveries(MemoryState):

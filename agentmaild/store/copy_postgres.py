@@ -75,4 +75,5 @@ def _insert(conn: Any, table: str, rows: Rows) -> None:
 
 
 def store_name(store: MailStore) -> str:
-    return str(getattr(store, "path", type(store).__name__))
+    """The store as a person reads it: its path, or its DSN without the password."""
+    return store.location.shown
