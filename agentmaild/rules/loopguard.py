@@ -20,6 +20,7 @@ from agentmaild.config import LimitsConfig
 from agentmaild.ids import iso_now, new_id
 from agentmaild.mail.vocab import DAEMON_SENDER, IMPLICIT_RECIPIENTS, OPERATOR
 from agentmaild.models import Message
+from agentmaild.store import checks
 from agentmaild.store.base import MailStore, ThreadGuard
 
 
@@ -54,10 +55,9 @@ def guard_fields(
         digest = content_digest(sender, to, subject, body, thread_id, *extra)
         fields["collapse"] = (digest, limits.duplicate_window_s)
     if limits.pingpong_max > 0 and direct and thread_id is not None and sender != to:
-        pair = "|".join(sorted((sender, to)))
         fields["thread_guard"] = ThreadGuard(
             thread_id=thread_id,
-            pair=pair,
+            pair=checks.thread_pair(sender, to),
             max_messages=limits.pingpong_max,
             window_s=limits.pingpong_window_s,
             escalation=_escalation(store, limits, sender, to, thread_id),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -216,6 +216,20 @@ class MailStore(abc.ABC):
     @abc.abstractmethod
     def rule_counters(self) -> dict[str, int]:
         """The team rules' store-wide counters: ``collapsed``, ``unread_escalated`` (0 if none)."""
+
+    @abc.abstractmethod
+    def held_pairs(self, thread_id: str) -> set[str]:
+        """The pairs (``checks.thread_pair``) the loop guard holds ``thread_id`` for."""
+
+    # -- the store's settings (schema 8; PostgreSQL 10) ---------------------------------------
+    @abc.abstractmethod
+    def team_rules(self) -> dict[str, Any]:
+        """The team rules its daemon last wrote (``config.TEAM_RULES`` → value); {} when none
+        was written: then the built-in defaults apply (``config.team_limits``)."""
+
+    @abc.abstractmethod
+    def set_team_rules(self, rules: Mapping[str, Any], *, now: float) -> bool:
+        """Keep ``rules`` as the team's (replacing what was kept); True when they changed."""
 
     @abc.abstractmethod
     def take_nudges(self, agent: str) -> list[dict[str, Any]]:
