@@ -83,7 +83,7 @@ class LimitsConfig(Section):
     }
 
 
-# The [limits] keys that protect the team, not the caller (docs/team-rules.md): a send is judged
+# The [limits] keys that protect the team, not the caller (README "Team rules"): a send is judged
 # by the store's values (``MailStore.team_rules``, which its daemon writes from its own config),
 # else by the built-in defaults; never by the sender's config. ``refuse_unknown_recipients`` is
 # the caller's (it spares the caller a typo); ``unread_escalate_*`` only the daemon reads.
