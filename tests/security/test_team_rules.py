@@ -188,6 +188,9 @@ def test_the_daemons_config_reaches_the_store_at_start_and_on_reload(
         assert ok(store_target.env, "ctl", "reload")["result"]["reloaded"] is True
         shown = store_rules(store_target)
         assert shown["rules"]["pingpong_max"] == 7 and shown["rules"]["rate_limit_max"] == 1
+        text = cli(store_target.env, "limits", "show").stdout.splitlines()
+        assert text[0].startswith("team rules, as the store's daemon wrote them")
+        assert "  pingpong_max         7" in text and "  rate_limit_max       1" in text
         ok(store_target.env, "send", "--from", "a", "--to", "b", "-s", "one", "-b", "b")
         error = refused(store_target.with_env(AGENTMAILD_LIMITS_RATE_LIMIT_MAX="0"),
                         "send", "--from", "a", "--to", "b", "-s", "two", "-b", "b")  # fmt: skip
