@@ -55,10 +55,9 @@ def _seed(db: Path, n: int = UNREAD) -> list[str]:
 
     store = SqliteMailStore(db)
     try:
-        from agentmaild.config import LimitsConfig
-
-        # the same seed every round: the loop guard must not collapse it
-        mailer = Mailer(store, LimitsConfig(duplicate_window_s=0))
+        # the same seed every round: the store's loop guard must not collapse it
+        store.set_team_rules({"duplicate_window_s": 0}, now=0)
+        mailer = Mailer(store)
         return [mailer.send(sender="y", to=AGENT, subject=f"step {i} done",
                             body=f"Step {i} finished; please review the diff. " * 3).ids[0]
                 for i in range(n)]  # fmt: skip

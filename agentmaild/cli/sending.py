@@ -1,4 +1,5 @@
-"""The sending commands: ``send``, ``reply`` and ``limits reset`` (over the store or ``--url``)."""
+"""The sending commands: ``send``, ``reply``, ``limits reset`` and ``limits show`` (over the store
+or ``--url``)."""
 
 from __future__ import annotations
 
@@ -196,8 +197,32 @@ def limits_reset(
     )
 
 
+@command
+def limits_show(db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """The team rules every send on the store is judged by: its daemon's [limits], else the
+    built-in defaults (a sender's own config never counts for them)."""
+    from agentmaild.config import TEAM_RULES, team_limits, team_values
+
+    with open_store(db, readonly=True) as store:
+        stored = store.team_rules()
+    rules = team_values(team_limits(stored))
+    defaults = [k for k in TEAM_RULES if k not in stored]
+
+    def human() -> None:
+        head = ("team rules, as the store's daemon wrote them" if stored
+                else "team rules: the built-in defaults (no daemon has written any)")
+        typer.echo(head + "; a sender's own [limits] never changes them")
+        for key, value in rules.items():
+            note = "  (default)" if stored and key in defaults else ""
+            typer.echo(f"  {key:<20} {value}{note}")
+
+    out({"ok": True, "rules": rules, "written": bool(stored), "defaults": defaults},
+        as_json, human)  # fmt: skip
+
+
 def register(app: typer.Typer, limits_app: typer.Typer) -> None:
-    """``send`` and ``reply`` at the top, ``reset`` under ``agentmaild limits``."""
+    """``send`` and ``reply`` at the top, ``reset`` and ``show`` under ``agentmaild limits``."""
     app.command()(send)
     app.command()(reply)
     limits_app.command("reset")(limits_reset)
+    limits_app.command("show")(limits_show)

@@ -22,6 +22,7 @@ from agentmaild.config.load import (
     load_config,
 )
 from agentmaild.config.sections import (
+    TEAM_RULES,
     Config,
     DaemonConfig,
     HooksConfig,
@@ -32,11 +33,14 @@ from agentmaild.config.sections import (
     StdinConfig,
     StoreConfig,
     TmuxConfig,
+    team_limits,
+    team_values,
 )
 
 __all__ = [
     "CONFIG_ENV",
     "ENV_PREFIX",
+    "TEAM_RULES",
     "Config",
     "DaemonConfig",
     "HooksConfig",
@@ -51,4 +55,6 @@ __all__ = [
     "env_var",
     "find_config_path",
     "load_config",
+    "team_limits",
+    "team_values",
 ]

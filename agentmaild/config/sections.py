@@ -8,9 +8,9 @@ Only the standard library: the CLI loads this on every command.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from agentmaild.config.fields import (
     AT_LEAST_ONE,
@@ -21,6 +21,7 @@ from agentmaild.config.fields import (
     Bound,
     Section,
 )
+from agentmaild.errors import ConfigError
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 LogFormat = Literal["auto", "json", "console"]
@@ -80,6 +81,38 @@ class LimitsConfig(Section):
         "unread_escalate_after_low_s": NON_NEGATIVE,
         "unread_escalate_interval_s": POSITIVE,
     }
+
+
+# The [limits] keys that protect the team, not the caller (README "Team rules"): a send is judged
+# by the store's values (``MailStore.team_rules``, which its daemon writes from its own config),
+# else by the built-in defaults; never by the sender's config. ``refuse_unknown_recipients`` is
+# the caller's (it spares the caller a typo); ``unread_escalate_*`` only the daemon reads.
+_TEAM_DEFAULTS: dict[str, Any] = {}  # team_values(LimitsConfig()), once
+TEAM_RULES = ("subject_max_chars", "body_max_bytes", "payload_max_bytes", "unread_max",
+              "rate_limit_max", "rate_limit_window_s", "duplicate_window_s", "pingpong_max",
+              "pingpong_window_s")  # fmt: skip
+
+
+def team_values(limits: LimitsConfig) -> dict[str, int | float]:
+    """The team rules of ``limits``, as the store keeps them."""
+    return {key: getattr(limits, key) for key in TEAM_RULES}
+
+
+def team_limits(stored: Mapping[str, object], own: LimitsConfig | None = None) -> LimitsConfig:
+    """``own`` (the caller's [limits], default: built-in) with every team rule replaced by the
+    store's value (``stored``), else by the built-in default. (On every send: built once.)"""
+    if not _TEAM_DEFAULTS:
+        _TEAM_DEFAULTS.update(team_values(LimitsConfig()))
+    rules = dict(_TEAM_DEFAULTS)
+    rules.update((k, v) for k, v in stored.items()
+                 if k in rules and isinstance(v, int | float) and not isinstance(v, bool))
+    base = own or LimitsConfig()
+    if all(getattr(base, k) == v for k, v in rules.items()):
+        return base
+    try:
+        return replace(base, **rules)
+    except ConfigError as exc:
+        raise ConfigError(f"the store's team rules: {exc.message}") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

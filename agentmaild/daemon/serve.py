@@ -1,6 +1,6 @@
-"""serve(): the store's services → checks and lock → store → socket → recovery → task group
-(control server, signals, supervisor, wake-ups, the backend's own tasks, history pruning,
-long-unread escalation).
+"""serve(): the store's services → checks and lock → store → socket → recovery → the team rules
+written into the store → task group (control server, signals, supervisor, wake-ups, the
+backend's own tasks, history pruning, long-unread escalation).
 
 The daemon never asks which backend it has: ``store.services.open_services`` gives it the checks
 and one-daemon lock, the async store, the poll gate, the wake-ups and the background tasks its
@@ -11,9 +11,9 @@ one ``AgentmaildError`` (never an exception group).
 
 Shutdown is deadline-bounded: the first SIGTERM/SIGINT (or ``shutdown`` on the socket) stops new
 claims and lets deliveries in flight finish within ``shutdown_grace_s``; what is left is cancelled
-and released. A second signal cancels at once. SIGHUP reloads the config. Signals become events in
-exactly one task (``_signals``). When the store is lost under the daemon (its file replaced or
-deleted) it stops at once (``_abandon``).
+and released. A second signal cancels at once. SIGHUP reloads the config (the team rules
+included). Signals become events in exactly one task (``_signals``). When the store is lost under
+the daemon (its file replaced or deleted) it stops at once (``_abandon``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import anyio.abc
 import structlog
 
 from agentmaild import __version__
-from agentmaild.config import Config, load_config
+from agentmaild.config import Config, load_config, team_values
 from agentmaild.control.handler import ControlHandler
 from agentmaild.control.server import ControlServer
 from agentmaild.daemon.journal import StoreProcJournal
@@ -168,6 +168,7 @@ class Daemon:
                           kill_grace_s=self.config.spawn.kill_grace_s, host=self.host)
             if self.journal is not None:
                 await self.journal.load()
+            await self.publish_rules()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._signals, tg.cancel_scope)
                 # Loops first: the socket is bound (connections wait in its backlog), but a
@@ -270,11 +271,18 @@ class Daemon:
                 log.info("daemon.signal", signal=name)
                 self._shutdown.set()
 
+    async def publish_rules(self) -> None:
+        """Keep this daemon's team rules in the store: every sender's send is judged by them."""
+        rules = team_values(self.config.limits)
+        changed = await self.store.run_sync(self.store.sync.set_team_rules, rules, now=time.time())
+        log.info("daemon.team_rules", changed=changed, **rules)
+
     async def reload(self) -> dict[str, Any]:
         """Re-read the config file and environment; apply it; re-sync the registry."""
         config = load_config(self.config.source, os.environ)
         configure_logging(config.log.level, config.log.format, config.log.file)
         self.config = config
+        await self.publish_rules()
         self.supervisor.update_config(config)
         await self.supervisor.sync()
         log.info("daemon.reloaded", source=str(config.source) if config.source else None)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentmaild.config import LimitsConfig
+from agentmaild.config import LimitsConfig, team_limits
 from agentmaild.errors import NotFound, UnknownAgent, ValidationError
 from agentmaild.ids import check_message_id, check_name, iso_now, new_id
 from agentmaild.mail.vocab import DAEMON_SENDER as DAEMON_SENDER
@@ -24,7 +24,8 @@ from agentmaild.store.base import MailStore
 from agentmaild.store.records import InsertRequest
 from agentmaild.trust.peers import is_peer_address, split_peer_address
 
-# The rules take the ``[limits]`` section as it is (defaults are the SPEC's).
+# The rules take the ``[limits]`` section as it is (defaults are the SPEC's); its team rules
+# (``config.TEAM_RULES``) come from the store, never from the caller (``Mailer.rules``).
 Limits = LimitsConfig
 
 
@@ -49,11 +50,20 @@ class Sent:
 
 
 class Mailer:
-    """Applies SPEC §3 to a store. Stateless apart from the store and the limits."""
+    """Applies SPEC §3 to a store. Stateless apart from the store and the caller's limits.
+
+    ``limits``: the caller's own ``[limits]``; a send takes its team rules from the store instead
+    (``rules``), so no sender's config or environment lifts a rule that protects the team.
+    """
 
     def __init__(self, store: MailStore, limits: Limits | None = None) -> None:
         self.store = store
         self.limits = limits or Limits()
+
+    def rules(self) -> Limits:
+        """The limits a send is judged by: the store's team rules (its daemon's config; the
+        built-in defaults while none was written) over the caller's other ``[limits]``."""
+        return team_limits(self.store.team_rules(), self.limits)
 
     @property
     def _overstory(self) -> Any:
@@ -79,8 +89,16 @@ class Mailer:
         idempotency_key: str | None = None,
         peer_sender: bool = False,
     ) -> Sent:
+        return self._send(self.rules(), sender=sender, to=to, subject=subject, body=body,
+                          type=type, priority=priority, thread_id=thread_id, payload=payload,
+                          idempotency_key=idempotency_key, peer_sender=peer_sender)  # fmt: skip
+
+    def _send(self, limits: Limits, *, sender: str, to: str, subject: str, body: str, type: str,
+              priority: str, thread_id: str | None, payload: str | None,
+              idempotency_key: str | None, peer_sender: bool = False) -> Sent:  # fmt: skip
+        """``send`` under ``limits`` (``rules()``, read once per send)."""
         self._check_sender(sender, peer_sender)
-        canonical = check_content(self.limits, subject, body, type, priority, payload)
+        canonical = check_content(limits, subject, body, type, priority, payload)
         if thread_id is not None:
             check_message_id(thread_id)
         idem = self._idempotency(
@@ -96,15 +114,17 @@ class Mailer:
         broadcast_id = new_id("bc") if is_group else None
         messages = draft.messages(names, iso_now(now), broadcast_id)
         # An idempotent retry is the sender's own business: never collapsed nor counted twice.
-        guard = {} if idem is not None else self._guard(draft, direct=not is_group)
+        guard = {} if idem is not None else self._guard(limits, draft, direct=not is_group)
+        if thread_id is not None and "thread_guard" not in guard:
+            self._refuse_held(thread_id, sender, names)  # else the insert checks its pair
         result = self.store.insert(
             InsertRequest(
                 messages=messages,
                 now=now,
                 nudges=draft.nudges(messages),
-                unread_max=self.limits.unread_max,
-                rate_limit_max=self.limits.rate_limit_max,
-                rate_limit_window_s=self.limits.rate_limit_window_s,
+                unread_max=limits.unread_max,
+                rate_limit_max=limits.rate_limit_max,
+                rate_limit_window_s=limits.rate_limit_window_s,
                 idempotency=idem,
                 check_recipients=checked,
                 refuse_unknown=self.limits.refuse_unknown_recipients,
@@ -150,13 +170,20 @@ class Mailer:
         theirs = ov.state_of(to) if ov is not None and checked else None
         return checked, ((to, theirs),) if theirs is not None else ()
 
-    def _guard(self, draft: Draft, *, direct: bool) -> dict[str, Any]:
+    def _refuse_held(self, thread_id: str, sender: str, names: Sequence[str]) -> None:
+        """Refuse a send on a thread held for the sender and one of ``names`` (a group send, or
+        one whose request carries no guard), with the guard's own words."""
+        held = checks.held_pair(self.store.held_pairs(thread_id), sender, names)
+        if held is not None:
+            raise checks.held_error(thread_id, held)
+
+    def _guard(self, limits: Limits, draft: Draft, *, direct: bool) -> dict[str, Any]:
         """The loop guard's fields of the insert (duplicate collapse, the ping-pong cap)."""
         from agentmaild.rules.loopguard import guard_fields
 
         return guard_fields(
             self.store,
-            self.limits,
+            limits,
             sender=draft.sender,
             to=draft.to,
             subject=draft.subject,
@@ -193,7 +220,8 @@ class Mailer:
         subject = original.subject
         if not subject.lower().startswith("re: "):
             subject = "Re: " + subject
-        subject = subject[: self.limits.subject_max_chars]
+        limits = self.rules()
+        subject = subject[: limits.subject_max_chars]
         msg_type = type or original.type
         if (
             type is None
@@ -202,7 +230,8 @@ class Mailer:
         ):
             # A protocol type without its payload would be invalid; a plain reply is a status.
             msg_type = "status"
-        return self.send(
+        return self._send(
+            limits,
             sender=sender,
             to=to,
             subject=subject,

@@ -6,7 +6,10 @@ payload) inside ``duplicate_window_s`` is not written: the send returns the firs
 thread is counted per ``pingpong_window_s``; one past ``pingpong_max`` holds the thread for that
 pair (the send is refused with ``LoopHeld``) and writes exactly one ``escalation`` to whoever
 should look: the pair's common parent, else the sender's parent, else the recipient's, else
-``operator``.
+``operator``. A held thread refuses every later send between the pair on it (``Mailer`` asks
+``checks.held_pair`` for a send whose request carries no guard of its own: a group send, an
+idempotent one). The windows and caps are the store's team rules (``Mailer.rules``), never the
+sender's own config.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from agentmaild.config import LimitsConfig
 from agentmaild.ids import iso_now, new_id
 from agentmaild.mail.vocab import DAEMON_SENDER, IMPLICIT_RECIPIENTS, OPERATOR
 from agentmaild.models import Message
+from agentmaild.store import checks
 from agentmaild.store.base import MailStore
 from agentmaild.store.guard import ThreadGuard
 
@@ -44,7 +48,8 @@ def guard_fields(
     direct: bool,
     extra: tuple[str | None, ...] = (),
 ) -> dict[str, Any]:
-    """The ``InsertRequest`` fields of the loop guard for one send (empty when both rules are off).
+    """The ``InsertRequest`` fields of the loop guard for one send (empty when both rules are off)
+    under ``limits``, the store's team rules (``Mailer.rules``).
 
     ``direct``: one named recipient (the ping-pong cap is about two agents, not a group). A send
     with no thread starts one, so only replies and ``--thread`` sends are counted. ``extra``:
@@ -55,10 +60,9 @@ def guard_fields(
         digest = content_digest(sender, to, subject, body, thread_id, *extra)
         fields["collapse"] = (digest, limits.duplicate_window_s)
     if limits.pingpong_max > 0 and direct and thread_id is not None and sender != to:
-        pair = "|".join(sorted((sender, to)))
         fields["thread_guard"] = ThreadGuard(
             thread_id=thread_id,
-            pair=pair,
+            pair=checks.thread_pair(sender, to),
             max_messages=limits.pingpong_max,
             window_s=limits.pingpong_window_s,
             escalation=_escalation(store, limits, sender, to, thread_id),

@@ -63,8 +63,9 @@ whose defaults need nothing). It edits these existing files, all under ``store/`
 - ``marks.py``: its change mark.
 
 The connector and the SQL. The SQL stores' logic is written once per seam — ``agents``, ``queues``,
-``history``, ``procs``, ``tokens``, ``trust``, ``rule_state`` (messages, deliveries and the loop
-guard inside a send are still ``sqlite_*`` / ``postgres_*`` pairs) — over ``connector.Connector``:
+``history``, ``procs``, ``tokens``, ``trust``, ``rule_state`` (with the store's settings;
+messages, deliveries and the loop guard inside a send are still ``sqlite_*`` / ``postgres_*``
+pairs) — over ``connector.Connector``:
 one write transaction or one read, named queries with named parameters, rows read by column name,
 ``lock(*keys)`` (PostgreSQL's advisory locks; a no-op on SQLite's single writer), ``notify`` at
 commit (PostgreSQL's NOTIFY), a savepoint, the dialect's JSON columns, driver errors mapped once to
@@ -100,7 +101,12 @@ PostgreSQL stores and the front doors (``mail.mailer.Mailer``, ``hot.check``, th
   ``send_probe``'s first column, ``am_send_one`` (the same two tests).
 - rate limit: ``checks.rate_limited``, counted over ``window_start``, trimmed at
   ``rate_trim_before``.
-- thread guard: ``checks.trips_thread_cap`` / ``held_error``; its request is ``guard.ThreadGuard``.
+- thread guard: ``checks.trips_thread_cap`` / ``held_error``; its request is ``guard.ThreadGuard``;
+  a send without one (a group send, an idempotent send) on a held thread: ``checks.held_pair``
+  over ``held_pairs``, asked by ``Mailer``.
+- the team rules themselves (windows, caps, sizes; ``config.TEAM_RULES``): the store's
+  ``team_rules`` (``am_settings``, written by its daemon), read by ``Mailer.rules`` on every send;
+  never the sender's config.
 - idempotency: ``checks.idempotency_conflict`` (lookup and insert), ``replays`` (a key whose
   messages are all gone is free).
 - known agent (reading as a name): ``checks.is_known``, honouring

@@ -166,6 +166,10 @@ class MailStore(Ledgers):
         """The team rules' store-wide counters: ``collapsed``, ``unread_escalated`` (0 if none)."""
 
     @abc.abstractmethod
+    def held_pairs(self, thread_id: str) -> set[str]:
+        """The pairs (``checks.thread_pair``) the loop guard holds ``thread_id`` for."""
+
+    @abc.abstractmethod
     def take_nudges(self, agent: str) -> list[dict[str, Any]]:
         """The priority markers queued for ``agent`` whose message is still unread; clears them."""
 

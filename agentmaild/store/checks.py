@@ -137,6 +137,18 @@ def trips_thread_cap(seen: int, max_messages: int) -> bool:
     return seen >= max_messages
 
 
+def thread_pair(a: str, b: str) -> str:
+    """The pair the thread guard counts and holds: the two agents, sorted, joined by ``|``."""
+    return "|".join(sorted((a, b)))
+
+
+def held_pair(held: Collection[str], sender: str, recipients: Iterable[str]) -> str | None:
+    """The pair of ``held`` (the pairs a thread is held for) that a send on the thread from
+    ``sender`` to ``recipients`` falls under, if any: every send between a held pair on its
+    thread is refused (``held_error``), a group send and a send carrying no guard included."""
+    return next((p for p in (thread_pair(sender, r) for r in recipients) if p in held), None)
+
+
 def held_error(thread_id: str, pair: str) -> LoopHeld:
     a, _, b = pair.partition("|")
     return LoopHeld(

@@ -42,18 +42,22 @@ TABLES: dict[str, tuple[str, ...]] = {
     "am_nonces": ("nonce", "peer", "expires_at"),
     "am_peer_messages": ("message_id", "peer", "key_id", "origin_id"),
     "am_relayed": ("message_id", "peer", "relayed_at"),
+    # Schema 8 (PostgreSQL schema 10): the store's settings (the team rules its daemon wrote).
+    "am_settings": ("name", "value", "updated_at"),
 }  # fmt: skip
 # Stored as JSON text by SQLite, as jsonb by PostgreSQL.
 JSON_COLUMNS = frozenset(
     {("am_agents", "command"), ("am_agents", "settings"), ("am_idempotency", "message_ids"),
-     ("am_attempts", "message_ids"), ("am_recent_sends", "message_ids")}
+     ("am_attempts", "message_ids"), ("am_recent_sends", "message_ids"),
+     ("am_settings", "value")}
 )  # fmt: skip
 FLOAT_COLUMNS = frozenset(
     {("am_agents", "poll_interval_s"), ("am_deliveries", "lease_until"), ("am_rate_log", "at"),
      ("am_attempts", "duration_s"), ("am_attempts", "at"), ("am_agent_procs", "started_at"),
      ("am_tokens", "created_at"), ("am_tokens", "expires_at"), ("am_tokens", "revoked_at"),
      ("am_recent_sends", "at"), ("am_thread_log", "at"), ("am_escalated", "at"),
-     ("am_peers", "created_at"), ("am_nonces", "expires_at"), ("am_relayed", "relayed_at")}
+     ("am_peers", "created_at"), ("am_nonces", "expires_at"), ("am_relayed", "relayed_at"),
+     ("am_settings", "updated_at")}
 )  # fmt: skip
 
 def canonical(table: str, rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:

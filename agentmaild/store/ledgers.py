@@ -1,14 +1,17 @@
 """The ledgers of the ``MailStore`` contract: what a store keeps beside the mail.
 
 The daemon's journal of the agent processes it started, the HTTP API's tokens, the trust domains'
-peers, nonces and origins, and the delivery history. ``base.MailStore`` inherits these abstract
-methods; each store implements them in its seams (``procs``, ``tokens``, ``trust``, ``history`` over
-the connector; ``memory.ledgers`` in the fake).
+peers, nonces and origins, the delivery history, and the team rules its daemon wrote (the store's
+settings). ``base.MailStore`` inherits these abstract methods; each store implements them in its
+seams (``procs``, ``tokens``, ``trust``, ``history``, ``rule_state`` over the connector;
+``memory.ledgers`` and ``memory.rules`` in the fake).
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
+from typing import Any
 
 from agentmaild.models import Attempt, Message
 from agentmaild.store.records import AgentProc
@@ -109,3 +112,13 @@ class Ledgers(abc.ABC):
 
         Without a filter and without ``everything`` nothing is deleted. Returns the rows deleted.
         """
+
+    # -- the store's settings (schema 8; PostgreSQL 10) ---------------------------------------
+    @abc.abstractmethod
+    def team_rules(self) -> dict[str, Any]:
+        """The team rules its daemon last wrote (``config.TEAM_RULES`` → value); {} when none
+        was written: then the built-in defaults apply (``config.team_limits``)."""
+
+    @abc.abstractmethod
+    def set_team_rules(self, rules: Mapping[str, Any], *, now: float) -> bool:
+        """Keep ``rules`` as the team's (replacing what was kept); True when they changed."""

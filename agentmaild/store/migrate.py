@@ -18,10 +18,11 @@ from agentmaild.store.queries import schema_statements
 # (loop guard, escalations, queues) and columns; 5: the trust domains (am_peers, am_nonces,
 # am_peer_messages, am_relayed) and am_agents.host (agents per host); 6: drops the loop guard's
 # index on am_recent_sends(at) (it prunes in rowid order now); 7: am_idx_delivery holds only
-# claimed mail (``WHERE delivery_id IS NOT NULL``), so a send writes no page of it. Every upgrade
+# claimed mail (``WHERE delivery_id IS NOT NULL``), so a send writes no page of it; 8: am_settings
+# (the store's own settings: the team rules its daemon writes). Every upgrade
 # step below is idempotent, so one function takes any older file (or Overstory's) to the current
 # version.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.

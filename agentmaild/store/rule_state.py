@@ -1,8 +1,12 @@
 """The team rules' stored state, written once over the connector: overdue mail taken for
-escalation, a thread's hold released, the rules' counters. (The rules' checks inside a send live
-with each store's insert.)"""
+escalation, a thread's holds read and released, the rules' counters, and the team rules
+themselves (``am_settings``: the store's daemon writes them, every send reads them). (The rules'
+checks inside a send live with each store's insert.)"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from agentmaild.ids import iso_now
 from agentmaild.mail.vocab import DAEMON_SENDER, PRIORITIES
@@ -10,6 +14,8 @@ from agentmaild.models import Message
 from agentmaild.store.connector import OverConnector, Tx
 from agentmaild.store.guard import RULE_COUNTERS
 from agentmaild.store.rows import message_from_row
+
+TEAM_RULES_SETTING = "team_rules"  # its name in am_settings
 
 
 def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
@@ -46,3 +52,26 @@ class StoreRuleState(OverConnector):
     def rule_counters(self) -> dict[str, int]:
         found = {str(r["name"]): int(r["value"]) for r in self.db.fetch_all("counters")}
         return {**dict.fromkeys(RULE_COUNTERS, 0), **found}
+
+    def held_pairs(self, thread_id: str) -> set[str]:
+        rows = self.db.fetch_all("thread_held_pairs", {"thread": thread_id})
+        return {str(r["pair"]) for r in rows}
+
+    def team_rules(self) -> dict[str, Any]:
+        def run(tx: Tx) -> dict[str, Any]:
+            row = tx.fetch_one("setting_get", {"name": TEAM_RULES_SETTING})
+            found = None if row is None else tx.from_json(row["value"])
+            return dict(found) if isinstance(found, dict) else {}
+
+        return self.db.read(run)
+
+    def set_team_rules(self, rules: Mapping[str, Any], *, now: float) -> bool:
+        def run(tx: Tx) -> bool:
+            row = tx.fetch_one("setting_get", {"name": TEAM_RULES_SETTING})
+            if row is not None and tx.from_json(row["value"]) == dict(rules):
+                return False
+            value = tx.json(dict(rules))
+            tx.execute("setting_put", {"name": TEAM_RULES_SETTING, "value": value, "at": now})
+            return True
+
+        return self.db.write(run)

@@ -42,10 +42,10 @@ def _version_1(dsn: str) -> None:
 def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases) -> None:
     dsn = pg_databases.create(migrated=False)
     _version_1(dsn)
-    assert PG_SCHEMA_VERSION == 9
+    assert PG_SCHEMA_VERSION == 10
     store = PostgresMailStore(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (9,)
+        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (10,)
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
         assert {"am_idx_messages_fts", "am_idx_messages_newest"} <= indexes  # schema 5's
         found = conn.execute("SELECT to_regproc('am_send_one') IS NOT NULL").fetchone()
@@ -59,6 +59,9 @@ def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases
         found = conn.execute(
             "SELECT relpersistence FROM pg_class WHERE relname = 'am_recent_sends'").fetchone()
         assert found == ("u",)  # 9's: the loop guard's cache writes no WAL
+    assert store.team_rules() == {}  # 10's table, empty until a daemon writes the team rules
+    assert store.set_team_rules({"pingpong_max": 3}, now=T0)
+    assert store.team_rules() == {"pingpong_max": 3}
     bob = store.get_agent("bob")
     assert bob is not None and bob.shutdown_requested_at is None and bob.host is None
     # The old mail to a queue becomes claimable once bob joins it.

@@ -11,8 +11,7 @@ import pytest
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import FAST, DaemonProc, daemon_factory
-from tests.support.pg import PgDatabases
-from tests.support.store_targets import STORE_TARGET_KINDS, StoreTarget, make_target
+from tests.support.store_targets import STORE_TARGET_KINDS, StoreTarget, target_for
 
 
 @pytest.fixture
@@ -36,31 +35,13 @@ def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
         yield make
 
 
-def _target(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    migrated: bool,
-) -> Iterator[StoreTarget]:
-    """This process's XDG_STATE_HOME is the children's, so a DSN's socket path is the same
-    here and in the daemon."""
-    dsn = None
-    if request.param == "postgres":
-        databases: PgDatabases = request.getfixturevalue("pg_databases")
-        dsn = databases.create(migrated=migrated)
-    given = dsn or str(tmp_path / "store" / "mail.db")
-    made = make_target(tmp_path, request.param, given)
-    monkeypatch.setenv("XDG_STATE_HOME", str(made.state_home))
-    yield made
-    if dsn:
-        databases.drop(dsn)
-
-
 @pytest.fixture(params=STORE_TARGET_KINDS)
 def store_target(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[StoreTarget]:
     """A store on each backend in turn, as a target string: a file under ``tmp_path`` (not yet
     created), or a fresh PostgreSQL database with agentmaild's schema."""
-    yield from _target(request, tmp_path, monkeypatch, migrated=True)
+    yield from target_for(request, tmp_path, monkeypatch, migrated=True)
 
 
 @pytest.fixture(params=STORE_TARGET_KINDS)
@@ -69,4 +50,4 @@ def empty_store_target(
 ) -> Iterator[StoreTarget]:
     """As ``store_target``, but the PostgreSQL database has no schema yet: on both, no store
     exists until the first write creates it."""
-    yield from _target(request, tmp_path, monkeypatch, migrated=False)
+    yield from target_for(request, tmp_path, monkeypatch, migrated=False)

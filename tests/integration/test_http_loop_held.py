@@ -1,6 +1,7 @@
-"""A reply on a thread the loop guard holds, over real HTTP: 409 ``loop_held`` with the CLI's own
-words (never a 500 a client would retry), and the CLI over HTTP prints the line it prints on the
-store file. The thread is held by the default ``limits.pingpong_max`` (40), reached for real."""
+"""A reply (or a group send) on a thread the loop guard holds, over real HTTP: 409 ``loop_held``
+with the CLI's own words (never a 500 a client would retry), and the CLI over HTTP prints the line
+it prints on the store file. The thread is held by the default ``limits.pingpong_max`` (40),
+reached for real."""
 
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ def test_a_reply_on_a_held_thread_is_409_with_the_cli_s_words(
     assert (remote.returncode, remote.stderr) == (local.returncode, local.stderr)
     as_json = d.cli("--url", base_url(d), "--token", token, "--json", "reply", thread, "-b", "j")
     assert json.loads(as_json.stdout)["error"] == {"code": "loop_held", "message": words}
+    # A group send on the held thread that reaches the other one of the pair: refused alike.
+    group = bob.post("/v1/messages", {"to": "@builders", "subject": "all", "body": "hi",
+                                      "thread_id": thread})  # fmt: skip
+    assert error_of(group) == (409, "loop_held"), group.text
+    assert group.json()["error"]["message"] == words
     assert not d.events("http.failed")  # no internal error was logged
     for client in (alice, bob):
         client.close()

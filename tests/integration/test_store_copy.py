@@ -49,6 +49,7 @@ def fill(store: MailStore) -> None:
                                idempotency=("lead", "key-1", "digest")))
     store.insert(InsertRequest(messages=tuple(msg("carol", i) for i in range(3)), now=T0,
                                rate_limit_max=100))
+    store.set_team_rules({"pingpong_max": 7, "duplicate_window_s": 0.5}, now=T0)
     acked = store.claim("bob", max_messages=2, max_chars=10_000, lease_s=30, now=T0)
     assert acked is not None
     store.ack_delivery(acked.delivery_id, now=T0 + 1, record=Attempt(
@@ -103,6 +104,7 @@ def view(store: MailStore) -> dict[str, Any]:
         "tokens": store.list_tokens(),
         "counters": store.rule_counters(),
         "queues": store.queues(),
+        "team_rules": store.team_rules(),
     }
 
 
@@ -122,7 +124,7 @@ def test_copy_sqlite_to_postgres_and_back_keeps_every_row(
     assert report["ok"] is True
     assert report["tables"]["messages"]["rows"] == 14
     for table in ("am_tokens", "am_recent_sends", "am_thread_log", "am_thread_holds",
-                  "am_counters", "am_escalated", "am_queue_members"):
+                  "am_counters", "am_escalated", "am_queue_members", "am_settings"):
         assert report["tables"][table]["rows"] > 0, table
     assert report["tables"]["am_attempts"]["copied_rows"] == 1
     assert all(t["verified"] for t in report["tables"].values())

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.daemon import DaemonProc, base_env, daemon_factory
+from tests.support.store_targets import STORE_TARGET_KINDS, StoreTarget, target_for
 
 FAST = {
     "AGENTMAILD_DAEMON_POLL_INTERVAL_S": "0.1",
@@ -42,6 +43,15 @@ def db(tmp_path: Path) -> Path:
 def daemons(db: Path, tmp_path: Path) -> Iterator[Callable[..., DaemonProc]]:
     with daemon_factory(db, tmp_path, defaults=FAST, text=True) as make:
         yield make
+
+
+@pytest.fixture(params=STORE_TARGET_KINDS)
+def store_target(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[StoreTarget]:
+    """A store on each backend in turn (as in tests/integration): a file, or a fresh PostgreSQL
+    database with agentmaild's schema."""
+    yield from target_for(request, tmp_path, monkeypatch, migrated=True)
 
 
 def run_cli(

@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
+
+import pytest
 
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.store.base import MailStore
 from agentmaild.store.kinds import open_store
 from agentmaild.store.location import StoreLocation
 from tests.support.daemon import FAST, base_env
+from tests.support.pg import PgDatabases
 
 STORE_TARGET_KINDS = ["sqlite", "postgres"]
 
@@ -66,6 +70,25 @@ def make_target(
     env = base_env(tmp_path, {"AGENTMAIL_DB": target, "XDG_STATE_HOME": str(state)},
                    FAST if defaults is None else defaults)  # fmt: skip
     return StoreTarget(kind=kind, target=target, env=env, state_home=state)
+
+
+def target_for(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    migrated: bool,
+) -> Iterator[StoreTarget]:
+    """The body of a ``store_target`` fixture (``request.param``: the kind). This process's
+    XDG_STATE_HOME is the children's, so a DSN's socket path is the same here and in the
+    daemon."""
+    dsn = None
+    if request.param == "postgres":
+        databases: PgDatabases = request.getfixturevalue("pg_databases")
+        dsn = databases.create(migrated=migrated)
+    given = dsn or str(tmp_path / "store" / "mail.db")
+    made = make_target(tmp_path, request.param, given)
+    monkeypatch.setenv("XDG_STATE_HOME", str(made.state_home))
+    yield made
+    if dsn:
+        databases.drop(dsn)
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

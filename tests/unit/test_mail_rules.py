@@ -542,7 +542,8 @@ def test_payload_limit(mailer: Mailer, db: Path) -> None:
 def test_unread_cap_is_backpressure_per_recipient(store: SqliteMailStore, db: Path) -> None:
     add(store, "b1")
     add(store, "b2")
-    mailer = Mailer(store, Limits(unread_max=3))
+    store.set_team_rules({"unread_max": 3}, now=0)  # the store's rule, as its daemon writes it
+    mailer = Mailer(store)
     ids = [mailer.send(sender="a", to="b1", subject="s", body=str(i)).ids[0] for i in range(3)]
     with pytest.raises(InboxFull, match="b1"):
         mailer.send(sender="a", to="b1", subject="s", body="full")
@@ -558,7 +559,8 @@ def test_unread_cap_is_backpressure_per_recipient(store: SqliteMailStore, db: Pa
 def test_rate_limit_per_pair_and_reset(store: SqliteMailStore, db: Path) -> None:
     add(store, "b1")
     add(store, "b2")
-    mailer = Mailer(store, Limits(rate_limit_max=2, rate_limit_window_s=60))
+    store.set_team_rules({"rate_limit_max": 2, "rate_limit_window_s": 60}, now=0)
+    mailer = Mailer(store)
     for i in range(2):
         mailer.send(sender="a1", to="b1", subject="s", body=str(i))
     with pytest.raises(RateLimited, match="a1"):

@@ -137,7 +137,8 @@ def test_a_send_a_claim_and_an_ack_each_look_once_before_they_write(tmp_path: Pa
     def send() -> None:
         mailer.send(sender="lead", to="bob", subject="second", body="b")
 
-    assert _heads(conn, send) == ["BEGIN", "SELECT", "INSERT", "INSERT", "COMMIT"]
+    # the store's team rules (one read, before the write), then the send's one look and writes
+    assert _heads(conn, send) == ["SELECT", "BEGIN", "SELECT", "INSERT", "INSERT", "COMMIT"]
     batches: list[Batch | None] = []
 
     def claim() -> None:

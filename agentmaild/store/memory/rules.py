@@ -1,8 +1,11 @@
-"""The team rules' part of the in-memory fake: the loop guard inside an insert, holds, counters."""
+"""The team rules' part of the in-memory fake: the loop guard inside an insert, holds, counters,
+and the team rules themselves."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from agentmaild.ids import iso_now
 from agentmaild.mail.vocab import DAEMON_SENDER
@@ -91,3 +94,17 @@ class MemoryRules(MemoryState):
         for k in held:
             del self._holds[k]
         return len(held)
+
+    @atomic
+    def held_pairs(self, thread_id: str) -> set[str]:
+        return {pair for thread, pair in self._holds if thread == thread_id}
+
+    @atomic
+    def team_rules(self) -> dict[str, Any]:
+        return dict(self._team_rules)
+
+    @atomic
+    def set_team_rules(self, rules: Mapping[str, Any], *, now: float) -> bool:
+        changed = dict(rules) != self._team_rules
+        self._team_rules = dict(rules)
+        return changed

@@ -86,6 +86,7 @@ class MemoryState:
         self._thread_log: list[tuple[str, str, float]] = []
         self._holds: dict[tuple[str, str], tuple[int, str]] = {}  # -> (messages, escalation id)
         self._counters: dict[str, int] = {}
+        self._team_rules: dict[str, object] = {}  # what the daemon wrote (am_settings)
         self._escalated: set[str] = set()  # message ids the long-unread rule has escalated
         self._queue_members: dict[str, set[str]] = {}  # queue -> its member agents
         # The trust domains: peers by name, nonce -> (peer, expires_at), origins by message id,

@@ -344,6 +344,9 @@ VALUES (:thread, :pair, :messages, :escalation, :stamp);
 -- name: thread_holds_release
 DELETE FROM am_thread_holds WHERE thread_id = :thread;
 
+-- name: thread_held_pairs
+SELECT pair FROM am_thread_holds WHERE thread_id = :thread;
+
 -- name: thread_log_count
 SELECT count(*) AS n FROM am_thread_log WHERE thread_id = :thread AND pair = :pair AND at > :since;
 
@@ -362,6 +365,13 @@ ON CONFLICT (name) DO UPDATE SET value = am_counters.value + EXCLUDED.value;
 
 -- name: counters
 SELECT name, value FROM am_counters;
+
+-- name: setting_get
+SELECT value FROM am_settings WHERE name = :name;
+
+-- name: setting_put
+INSERT INTO am_settings (name, value, updated_at) VALUES (:name, :value, :at)
+ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at;
 
 -- name: overdue_unread
 -- Unread mail older than its priority's cutoff (an ISO stamp; '' = never), not escalated yet.

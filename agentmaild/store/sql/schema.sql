@@ -214,3 +214,11 @@ CREATE TABLE IF NOT EXISTS am_relayed (
   peer TEXT NOT NULL,
   relayed_at REAL NOT NULL
 );
+-- Schema 8. The store's own settings, one JSON value per name. "team_rules": the [limits] keys
+-- that protect the team (config.TEAM_RULES), written by the store's daemon from its own config at
+-- start and on reload; every send is judged by them, never by the sender's config.
+CREATE TABLE IF NOT EXISTS am_settings (
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL,          -- JSON
+  updated_at REAL NOT NULL      -- unix seconds
+);
