@@ -8,7 +8,7 @@ Only the standard library: the CLI loads this on every command.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -83,14 +83,15 @@ class LimitsConfig(Section):
     }
 
 
-# The [limits] keys that protect the team, not the caller (README "Team rules"): a send is judged
-# by the store's values (``MailStore.team_rules``, which its daemon writes from its own config),
-# else by the built-in defaults; never by the sender's config. ``refuse_unknown_recipients`` is
-# the caller's (it spares the caller a typo); ``unread_escalate_*`` only the daemon reads.
-_TEAM_DEFAULTS: dict[str, Any] = {}  # team_values(LimitsConfig()), once
+# The [limits] keys that protect the team (README "Team rules"): a send is judged by the store's
+# values (``MailStore.team_rules``, written by its daemon), else the defaults; never the sender's.
+# ``refuse_unknown_recipients`` is the caller's own; ``unread_escalate_*`` only the daemon reads.
 TEAM_RULES = ("subject_max_chars", "body_max_bytes", "payload_max_bytes", "unread_max",
               "rate_limit_max", "rate_limit_window_s", "duplicate_window_s", "pingpong_max",
               "pingpong_window_s")  # fmt: skip
+_TEAM_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(LimitsConfig)
+                                  if f.name in TEAM_RULES}  # fmt: skip
+_MERGED: dict[object, LimitsConfig] = {}  # team_limits' answers (a handful per process)
 
 
 def team_values(limits: LimitsConfig) -> dict[str, int | float]:
@@ -100,19 +101,17 @@ def team_values(limits: LimitsConfig) -> dict[str, int | float]:
 
 def team_limits(stored: Mapping[str, object], own: LimitsConfig | None = None) -> LimitsConfig:
     """``own`` (the caller's [limits], default: built-in) with every team rule replaced by the
-    store's value (``stored``), else by the built-in default. (On every send: built once.)"""
-    if not _TEAM_DEFAULTS:
-        _TEAM_DEFAULTS.update(team_values(LimitsConfig()))
+    store's value (``stored``), else by the built-in default (asked on every send: answers kept)."""
     rules = dict(_TEAM_DEFAULTS)
     rules.update((k, v) for k, v in stored.items()
                  if k in rules and isinstance(v, int | float) and not isinstance(v, bool))
-    base = own or LimitsConfig()
-    if all(getattr(base, k) == v for k, v in rules.items()):
-        return base
-    try:
-        return replace(base, **rules)
-    except ConfigError as exc:
-        raise ConfigError(f"the store's team rules: {exc.message}") from None
+    key = (own, tuple(rules.values()))
+    if key not in _MERGED:
+        try:
+            _MERGED[key] = replace(own or LimitsConfig(), **rules)
+        except ConfigError as exc:
+            raise ConfigError(f"the store's team rules: {exc.message}") from None
+    return _MERGED[key]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
