@@ -22,13 +22,18 @@ injection within a budget, the tmux channel's reads), ``pull`` (SQLite's stdlib-
 ack), ``reader*`` (the dashboard's read-only reader), ``queries`` (the one loader of named
 queries), ``copy*`` (``store copy``), ``check*`` (``store check``), ``files`` (modes and links).
 
-The connector and the SQL. The SQL stores' logic is written once per seam — ``agents``, ``queues``,
-``history``, ``procs``, ``tokens``, ``trust``, ``rule_state`` (messages, deliveries and the loop
-guard inside a send are still ``sqlite_*`` / ``postgres_*`` pairs) — over ``connector.Connector``:
-one write transaction or one read, named queries with named parameters, rows read by column name,
-``lock(*keys)`` (PostgreSQL's advisory locks; a no-op on SQLite's single writer), ``notify`` at
-commit (PostgreSQL's NOTIFY), a savepoint, the dialect's JSON columns, driver errors mapped once to
-``StoreError`` (``Duplicate`` for a unique key). ``sqlite_tx.SqliteConnector`` and
+The connector and the SQL. The SQL stores' logic is written once per seam — ``messages`` (reads,
+the pull side's take and ack, purges) with ``send`` (the insert and every rule it carries, the loop
+guard included), ``agents``, ``queues``, ``history``, ``deliveries``, ``procs``, ``tokens``,
+``trust``, ``rule_state`` (only the claim and the ack, each backend's tuned hot path, are still
+``sqlite_deliveries`` / ``postgres_deliveries``) — over ``connector.Connector``: one write
+transaction or one read, named queries with named parameters, rows read by column name, reads sent
+ahead (``prefetch``: one round trip in PostgreSQL's pipeline mode), ``lock(*keys)`` (PostgreSQL's
+advisory locks; a no-op on SQLite's single writer), ``notify`` at commit (PostgreSQL's NOTIFY), a
+savepoint, the dialect's JSON columns and list parameters, a row's number where the dialect has
+one (SQLite's rowid), the forms only one dialect offers (``offers`` / ``single``: PostgreSQL's
+one-statement send), driver errors mapped once to ``StoreError`` (``Duplicate`` for a unique key).
+``sqlite_tx.SqliteConnector`` and
 ``postgres_tx.PostgresConnector`` implement it over each backend's tuned plumbing (busy polling and
 grouped writes; pool, kept cursor, pipeline mode, retries). Each query is written once in
 ``sql/queries.sql`` (``:name`` parameters, SQLite runs the text as it is);
@@ -44,25 +49,32 @@ everything else builds on it.
 
 Where each rule lives
 ---------------------
-Each send rule is decided, and its error worded, once, in ``checks``; the memory, SQLite and
-PostgreSQL stores and the front doors (``mail.mailer.Mailer``, ``hot.check``, the cold paths'
-``ports``) only read rows and ask it. A rule that also runs inside SQL names its twin;
+Each send rule is decided, and its error worded, once, in ``checks``; the SQL stores' one send
+(``send.insert``, both backends), the memory store (``memory_messages``, ``memory_rules``) and the
+front doors (``mail.mailer.Mailer``, ``hot.check``, the cold paths' ``ports``) only read rows and
+ask it. PostgreSQL's common send is also one statement, ``am_send_one`` (``sql/functions.sql``,
+reached as the query ``send_one`` when the connector ``offers`` it, arguments from
+``send.send_one_params``): it writes only what ``send.insert`` would, or nothing, and then
+``send.insert`` answers. A rule that also runs inside SQL names its twin;
 ``tests/contract/test_rule_twins.py`` proves the twins agree with ``checks`` on every case, and
 ``tests/contract/test_store_checks.py`` holds each rule (class and text) on all three stores.
 
 - recipient refusal: ``checks.recipient_refusal`` (+ ``ended``, ``merged_state``), asked by
-  ``InsertRequest.check_recipient``; SQL twin: ``am_send_one``'s state test
-  (``test_postgres_am_send_one_agrees_with_checks``); SQLite's ``send_probe`` only reads the state.
-- unread cap: ``checks.unread_cap_reached`` / ``inbox_full``; SQL twins: ``unread_count_reaches``,
-  ``send_probe``'s third column, ``am_send_one`` (``test_sqlite_send_probe_agrees_with_checks``,
-  ``test_postgres_am_send_one_agrees_with_checks``).
-- repeat collapse: ``checks.collapses`` over ``window_start``; SQL twins: ``recent_send_get``,
-  ``send_probe``'s first column, ``am_send_one`` (the same two tests).
+  ``InsertRequest.check_recipient`` from ``send.insert``; SQL twin: ``am_send_one``'s state test
+  (``test_postgres_am_send_one_agrees_with_checks``); ``send_probe`` only reads the state.
+- unread cap: ``checks.unread_cap_reached`` / ``inbox_full``, asked by ``send.insert``; SQL
+  twins: ``unread_count_reaches``, ``send_probe``'s ``at_cap``, ``am_send_one``
+  (``test_sqlite_send_probe_agrees_with_checks``, ``test_postgres_am_send_one_agrees_with_checks``).
+- repeat collapse: ``checks.collapses`` over ``window_start``; counted and remembered (and the
+  memory pruned) in ``send``; SQL twins: ``recent_send_get``, ``send_probe``'s ``earlier_ids``,
+  ``am_send_one`` (the same two tests).
 - rate limit: ``checks.rate_limited``, counted over ``window_start``, trimmed at
-  ``rate_trim_before``.
-- thread guard: ``checks.trips_thread_cap`` / ``held_error``; its request is ``guard.ThreadGuard``.
+  ``rate_trim_before``, in ``send``; reset by ``messages.StoreMessages.reset_rate_limit``.
+- thread guard: ``checks.trips_thread_cap`` / ``held_error``, counted and held in ``send``; its
+  request is ``guard.ThreadGuard``; ``rule_state`` releases a hold.
 - idempotency: ``checks.idempotency_conflict`` (lookup and insert), ``replays`` (a key whose
-  messages are all gone is free).
+  messages are all gone is free); read and written in ``send`` (``find_idempotent``).
+- the locks a send holds on PostgreSQL (advisory, ``Tx.lock``): ``send.lock_keys``.
 - known agent (reading as a name): ``checks.is_known``, honouring
   ``limits.refuse_unknown_recipients`` on every path; its error is ``errors.UnknownAgent``.
 - window edges: ``checks.window_start`` / ``in_window`` — every window is ``(now - w, now]``.

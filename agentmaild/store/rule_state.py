@@ -1,6 +1,6 @@
 """The team rules' stored state, written once over the connector: overdue mail taken for
 escalation, a thread's hold released, the rules' counters. (The rules' checks inside a send live
-with each store's insert.)"""
+in ``send``.)"""
 
 from __future__ import annotations
 
