@@ -16,17 +16,18 @@ Owns, by part:
   (what its calls take and return: ``InsertRequest``, ``InsertResult``, ``Released``,
   ``AgentProc``), ``checks`` (each send rule, below), ``guard`` (the thread guard's request);
 - the logic written once: ``connector`` (the thin ABC it runs over) and the seams over it
-  (``agents``, ``queues``, ``deliveries``, ``history``, ``procs``, ``tokens``, ``trust``,
-  ``rule_state``), ``queries`` (the one loader of named queries), ``rows`` (rows to models);
+  (``messages`` with ``send``, ``agents``, ``queues``, ``deliveries``, ``history``, ``procs``,
+  ``tokens``, ``trust``, ``rule_state``), ``queries`` (the one loader of named queries),
+  ``rows`` (rows to models);
 - SQLite: ``sqlite`` (the store), ``sqlite_tx`` (its transactions and connector),
-  ``sqlite_group`` (grouped writes), ``sqlite_open`` (opening a file), ``sqlite_messages`` /
-  ``sqlite_deliveries`` / ``sqlite_rules`` (sends, claims and acks, the loop guard: not yet
-  written once), ``migrate`` (its schema versions), ``pull`` (its stdlib-only take and ack),
+  ``sqlite_group`` (grouped writes), ``sqlite_open`` (opening a file), ``sqlite_deliveries``
+  (claims and acks: not yet written once), ``migrate`` (its schema versions), ``pull`` (its
+  stdlib-only take and ack),
   ``looks`` (a daemon's look off its thread);
 - PostgreSQL (psycopg loaded only for a DSN): ``postgres`` (the store), ``postgres_tx`` (its
   connection, pool and connector), ``postgres_migrate`` (schema steps, then the functions),
-  ``postgres_messages`` / ``postgres_send_one`` / ``postgres_rules`` / ``postgres_deliveries`` /
-  ``postgres_history`` (sends, claims and acks: not yet written once), ``postgres_lock`` /
+  ``postgres_deliveries`` / ``postgres_history`` (claims and acks: not yet written once),
+  ``postgres_lock`` /
   ``postgres_hosts`` / ``postgres_listen`` / ``postgres_outages`` (a host's lock, heartbeat,
   listener and outage record), ``aio_postgres`` (the daemon's async calls and poll gate);
 - ``memory/`` (the shipped in-memory fake, held to the same contract tests): ``memory.state``
@@ -47,7 +48,7 @@ Owns, by part:
 A third backend, measured (``grep -rl psycopg agentmaild | grep -v '^agentmaild/store/'`` is empty
 and ``scripts/layout.py`` holds it so: no file outside ``store/`` names a backend). It adds its own
 files under ``store/``: the store class and the parts not yet written once (``<kind>.py``,
-``<kind>_messages``, ``<kind>_deliveries``, ``<kind>_rules``), a connector (``<kind>_tx``), its SQL
+``<kind>_deliveries``), a connector (``<kind>_tx``), its SQL
 (``sql/dialect/<kind>.sql``, its schema or migrations), and the offers it makes (``services_``,
 ``port_``, ``reader_``, ``check_``, ``copy_<kind>``; ``aio_<kind>`` only to beat ``AsyncMailStore``,
 whose defaults need nothing). It edits these existing files, all under ``store/``:
@@ -62,14 +63,19 @@ whose defaults need nothing). It edits these existing files, all under ``store/`
 - ``check.py``: the name of its check in ``CheckReport.kind``;
 - ``marks.py``: its change mark.
 
-The connector and the SQL. The SQL stores' logic is written once per seam — ``agents``, ``queues``,
-``history``, ``procs``, ``tokens``, ``trust``, ``rule_state`` (with the store's settings;
-messages, deliveries and the loop guard inside a send are still ``sqlite_*`` / ``postgres_*``
-pairs) — over ``connector.Connector``:
-one write transaction or one read, named queries with named parameters, rows read by column name,
-``lock(*keys)`` (PostgreSQL's advisory locks; a no-op on SQLite's single writer), ``notify`` at
-commit (PostgreSQL's NOTIFY), a savepoint, the dialect's JSON columns, driver errors mapped once to
-``StoreError`` (``Duplicate`` for a unique key). ``sqlite_tx.SqliteConnector`` and
+The connector and the SQL. The SQL stores' logic is written once per seam — ``messages`` (reads,
+the pull side's take and ack, purges) with ``send`` (the insert and every rule it carries, the loop
+guard included), ``agents``, ``queues``, ``history``, ``deliveries``, ``procs``, ``tokens``,
+``trust``, ``rule_state`` (with the store's settings; only the claim and the ack, each
+backend's tuned hot path, are still
+``sqlite_deliveries`` / ``postgres_deliveries``) — over ``connector.Connector``: one write
+transaction or one read, named queries with named parameters, rows read by column name, reads sent
+ahead (``prefetch``: one round trip in PostgreSQL's pipeline mode), ``lock(*keys)`` (PostgreSQL's
+advisory locks; a no-op on SQLite's single writer), ``notify`` at commit (PostgreSQL's NOTIFY), a
+savepoint, the dialect's JSON columns and list parameters, a row's number where the dialect has
+one (SQLite's rowid), the forms only one dialect offers (``offers`` / ``single``: PostgreSQL's
+one-statement send), driver errors mapped once to ``StoreError`` (``Duplicate`` for a unique key).
+``sqlite_tx.SqliteConnector`` and
 ``postgres_tx.PostgresConnector`` implement it over each backend's tuned plumbing (busy polling and
 grouped writes; pool, kept cursor, pipeline mode, retries). Each query is written once in
 ``sql/queries.sql`` (``:name`` parameters, SQLite runs the text as it is);
@@ -85,30 +91,37 @@ everything else builds on it.
 
 Where each rule lives
 ---------------------
-Each send rule is decided, and its error worded, once, in ``checks``; the memory, SQLite and
-PostgreSQL stores and the front doors (``mail.mailer.Mailer``, ``hot.check``, the cold paths'
-``ports``) only read rows and ask it. A rule that also runs inside SQL names its twin;
+Each send rule is decided, and its error worded, once, in ``checks``; the SQL stores' one send
+(``send.insert``, both backends), the memory store (``memory.messages``, ``memory.rules``) and the
+front doors (``mail.mailer.Mailer``, ``hot.check``, the cold paths' ``ports``) only read rows and
+ask it. PostgreSQL's common send is also one statement, ``am_send_one`` (``sql/functions.sql``,
+reached as the query ``send_one`` when the connector ``offers`` it, arguments from
+``send.send_one_params``): it writes only what ``send.insert`` would, or nothing, and then
+``send.insert`` answers. A rule that also runs inside SQL names its twin;
 ``tests/contract/test_rule_twins.py`` proves the twins agree with ``checks`` on every case, and
 ``tests/contract/test_store_checks.py`` holds each rule (class and text) on all three stores.
 
 - recipient refusal: ``checks.recipient_refusal`` (+ ``ended``, ``merged_state``), asked by
-  ``InsertRequest.check_recipient``; SQL twin: ``am_send_one``'s state test
-  (``test_postgres_am_send_one_agrees_with_checks``); SQLite's ``send_probe`` only reads the state.
-- unread cap: ``checks.unread_cap_reached`` / ``inbox_full``; SQL twins: ``unread_count_reaches``,
-  ``send_probe``'s third column, ``am_send_one`` (``test_sqlite_send_probe_agrees_with_checks``,
-  ``test_postgres_am_send_one_agrees_with_checks``).
-- repeat collapse: ``checks.collapses`` over ``window_start``; SQL twins: ``recent_send_get``,
-  ``send_probe``'s first column, ``am_send_one`` (the same two tests).
+  ``InsertRequest.check_recipient`` from ``send.insert``; SQL twin: ``am_send_one``'s state test
+  (``test_postgres_am_send_one_agrees_with_checks``); ``send_probe`` only reads the state.
+- unread cap: ``checks.unread_cap_reached`` / ``inbox_full``, asked by ``send.insert``; SQL
+  twins: ``unread_count_reaches``, ``send_probe``'s ``at_cap``, ``am_send_one``
+  (``test_sqlite_send_probe_agrees_with_checks``, ``test_postgres_am_send_one_agrees_with_checks``).
+- repeat collapse: ``checks.collapses`` over ``window_start``; counted and remembered (and the
+  memory pruned) in ``send``; SQL twins: ``recent_send_get``, ``send_probe``'s ``earlier_ids``,
+  ``am_send_one`` (the same two tests).
 - rate limit: ``checks.rate_limited``, counted over ``window_start``, trimmed at
-  ``rate_trim_before``.
-- thread guard: ``checks.trips_thread_cap`` / ``held_error``; its request is ``guard.ThreadGuard``;
-  a send without one (a group send, an idempotent send) on a held thread: ``checks.held_pair``
-  over ``held_pairs``, asked by ``Mailer``.
+  ``rate_trim_before``, in ``send``; reset by ``messages.StoreMessages.reset_rate_limit``.
+- thread guard: ``checks.trips_thread_cap`` / ``held_error``, counted and held in ``send``; its
+  request is ``guard.ThreadGuard``; ``rule_state`` releases a hold. A send without one (a group
+  send, an idempotent send) on a held thread: ``checks.held_pair`` over ``held_pairs``, asked by
+  ``Mailer``.
 - the team rules themselves (windows, caps, sizes; ``config.TEAM_RULES``): the store's
   ``team_rules`` (``am_settings``, written by its daemon), read by ``Mailer.rules`` on every send;
   never the sender's config.
 - idempotency: ``checks.idempotency_conflict`` (lookup and insert), ``replays`` (a key whose
-  messages are all gone is free).
+  messages are all gone is free); read and written in ``send`` (``find_idempotent``).
+- the locks a send holds on PostgreSQL (advisory, ``Tx.lock``): ``send.lock_keys``.
 - known agent (reading as a name): ``checks.is_known``, honouring
   ``limits.refuse_unknown_recipients`` on every path; its error is ``errors.UnknownAgent``.
 - window edges: ``checks.window_start`` / ``in_window`` — every window is ``(now - w, now]``.

@@ -45,6 +45,10 @@ class Tx(ABC):
 
     __slots__ = ()
 
+    # True where the writer is serialised whole and the wake-up is the caller's (SQLite):
+    # ``lock`` and ``notify`` do nothing there, and a hot caller may skip building their keys.
+    serialised = False
+
     @abstractmethod
     def execute(self, name: str, params: Params | None = None) -> int:
         """Run the query ``name``; how many rows it changed."""
@@ -62,6 +66,17 @@ class Tx(ABC):
         """Every row of the query ``name``."""
 
     @abstractmethod
+    def prefetch(self, name: str, params: Params | None = None) -> Callable[[], Row | None]:
+        """Send the query ``name`` now, read its first row later (call the answer): in a
+        pipelined write (PostgreSQL) reads sent together share one round trip; elsewhere the
+        query runs at once."""
+
+    @abstractmethod
+    def insert_row(self, name: str, params: Params | None = None) -> int | None:
+        """Run the insert ``name``; the new row's number where the dialect numbers rows in
+        the order written (SQLite's rowid), else None (the result is not waited for)."""
+
+    @abstractmethod
     def savepoint(self, fn: Callable[[Tx], object]) -> str | None:
         """Run ``fn`` inside a savepoint of this transaction: on a driver error, roll back to it
         and return the error's text (the transaction goes on); None when ``fn`` succeeded."""
@@ -69,6 +84,11 @@ class Tx(ABC):
     @abstractmethod
     def json(self, value: object) -> object:
         """``value`` as a parameter for a JSON column (text on SQLite, jsonb on PostgreSQL)."""
+
+    @abstractmethod
+    def array(self, values: Iterable[str]) -> object:
+        """``values`` as one parameter holding a list of texts (a JSON array read with
+        ``json_each`` on SQLite; a ``text[]`` on PostgreSQL)."""
 
     @abstractmethod
     def from_json(self, raw: Any) -> Any:
@@ -102,6 +122,16 @@ class Connector(ABC):
     def read(self, fn: Callable[[Tx], T]) -> T:
         """``fn`` outside any write transaction."""
 
+    @abstractmethod
+    def offers(self, name: str) -> bool:
+        """Whether this dialect has the query ``name``: a form only some dialects have (the
+        one-statement send ``send_one``, a server-side function) is used where it is offered."""
+
+    def single(self, name: str, params: Params | None = None) -> Row | None:
+        """The first row of ``name``, a whole write in one statement, run as its own
+        transaction (where the dialect allows: no BEGIN, no COMMIT)."""
+        return self.write(lambda tx: tx.fetch_one(name, params), single=True)
+
     def fetch_all(self, name: str, params: Params | None = None) -> list[Row]:
         """Every row of the query ``name``, read on its own."""
         return self.read(lambda tx: tx.fetch_all(name, params))
@@ -109,6 +139,21 @@ class Connector(ABC):
     def fetch_one(self, name: str, params: Params | None = None) -> Row | None:
         """The first row of the query ``name``, read on its own."""
         return self.read(lambda tx: tx.fetch_one(name, params))
+
+
+# NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
+NOTIFY_MAX_BYTES = 7900
+
+
+def lock_names(keys: Iterable[str]) -> list[str]:
+    """The lock names of ``keys`` (``Tx.lock``), in the one order every transaction takes them."""
+    return [f"agentmaild:{key}" for key in sorted(set(keys))]
+
+
+def notify_payload(recipients: Iterable[str]) -> str:
+    """A wake-up's payload (``Tx.notify``): the recipients, or "*" when they are too many."""
+    joined = ",".join(sorted(set(recipients)))
+    return "*" if len(joined.encode()) > NOTIFY_MAX_BYTES else joined
 
 
 class OverConnector(ABC):

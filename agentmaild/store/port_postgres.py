@@ -20,11 +20,12 @@ import psycopg
 from agentmaild.errors import AgentmaildError, StoreError
 from agentmaild.ids import iso_now
 from agentmaild.store.location import StoreLocation
+from agentmaild.store.messages import mark_reached, mark_read
 from agentmaild.store.ports import Port
-from agentmaild.store.postgres_messages import mark_reached, mark_read
 from agentmaild.store.postgres_tx import (
     PQ,
     Conn,
+    PgTx,
     PostgresTransactions,
     connect,
     first_line,
@@ -129,9 +130,9 @@ class PostgresPort(Port):
         return rows, int(count["n"]) if count else len(rows), nudges, ""
 
     def mark_read(self, agent: str, ids: list[str], by: str) -> None:
-        conn = self.conn()
-        mark_read(conn, ids, by)
-        mark_reached(conn, agent)
+        tx = PgTx(self.conn())
+        mark_read(tx, ids, by)
+        mark_reached(tx, agent)
 
     def close(self) -> None:
         if self.dsn and self._conn is not None:

@@ -21,7 +21,15 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from agentmaild.errors import AgentmaildError, StoreError
-from agentmaild.store.connector import Connector, Duplicate, OverConnector, Params, Tx
+from agentmaild.store.connector import (
+    Connector,
+    Duplicate,
+    OverConnector,
+    Params,
+    Tx,
+    lock_names,
+    notify_payload,
+)
 from agentmaild.store.connector import Row as AnyRow
 from agentmaild.store.queries import queries_for
 
@@ -51,8 +59,6 @@ Conn = PgConnection
 # sql/queries.sql overlaid with sql/dialect/postgres.sql, in psycopg's placeholders.
 PQ = queries_for("postgres")
 
-# NOTIFY payloads stop at 8000 bytes; a longer recipient list becomes "*": wake every loop.
-NOTIFY_MAX_BYTES = 7900
 _RETRY_DEADLINE_S = 30.0
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
@@ -200,18 +206,8 @@ def lock(conn: Conn, *keys: str) -> None:
         conn.execute(PQ["lock_keys"], {"keys": names})
 
 
-def lock_names(keys: Iterable[str]) -> list[str]:
-    """The advisory-lock names of ``keys``, in the one order every transaction takes them."""
-    return [f"agentmaild:{key}" for key in sorted(set(keys))]
-
-
 def first_line(exc: psycopg.Error) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def notify_payload(recipients: Iterable[str]) -> str:
-    joined = ",".join(sorted(set(recipients)))
-    return "*" if len(joined.encode()) > NOTIFY_MAX_BYTES else joined
 
 
 class PgTx(Tx):
@@ -238,6 +234,13 @@ class PgTx(Tx):
     def fetch_all(self, name: str, params: Params | None = None) -> list[AnyRow]:
         return list(self._conn.execute(PQ[name], params).fetchall())
 
+    def prefetch(self, name: str, params: Params | None = None) -> Callable[[], AnyRow | None]:
+        return self._conn.execute(PQ[name], params).fetchone
+
+    def insert_row(self, name: str, params: Params | None = None) -> int | None:
+        self.execute(name, params)
+        return None
+
     def savepoint(self, fn: Callable[[Tx], object]) -> str | None:
         try:
             with self._conn.transaction():  # nested: a savepoint
@@ -249,6 +252,9 @@ class PgTx(Tx):
     def json(self, value: object) -> object:
         return Jsonb(value)
 
+    def array(self, values: Iterable[str]) -> object:
+        return list(values)
+
     def from_json(self, raw: Any) -> Any:
         return raw  # jsonb arrives decoded
 
@@ -256,7 +262,9 @@ class PgTx(Tx):
         lock(self._conn, *keys)
 
     def notify(self, recipients: Iterable[str]) -> None:
-        self._conn.execute(PQ["notify_mail"], {"recipients": notify_payload(recipients)})
+        payload = notify_payload(recipients)
+        if payload:
+            self._conn.execute(PQ["notify_mail"], {"recipients": payload})
 
 
 class PostgresConnector(Connector):
@@ -275,3 +283,12 @@ class PostgresConnector(Connector):
 
     def read(self, fn: Callable[[Tx], T]) -> T:
         return self._owner._read_with(lambda conn: fn(PgTx(conn)))
+
+    def offers(self, name: str) -> bool:
+        return name in PQ
+
+    def single(self, name: str, params: Params | None = None) -> AnyRow | None:
+        # The kept cursor: a cursor made per call costs several percent of a send.
+        return self._owner._write(
+            lambda conn: conn.kept_cursor().execute(PQ[name], params).fetchone(), single=True
+        )

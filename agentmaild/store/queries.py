@@ -52,7 +52,7 @@ def queries_for(dialect: str) -> dict[str, str]:
         if dialect not in DIALECTS:
             raise ValueError(f"no SQL dialect {dialect!r}")
         merged = Q | parse_named(read_sql(f"dialect/{dialect}.sql"))
-        _loaded[dialect] = {name: _for_psycopg(sql) for name, sql in merged.items()}
+        _loaded[dialect] = {name: _constants(_for_psycopg(sql)) for name, sql in merged.items()}
     return _loaded[dialect]
 
 
@@ -65,6 +65,16 @@ def named(file: str, dialect: str) -> dict[str, str]:
     if dialect == SQLITE:
         return chosen
     return {k: _for_psycopg(v) for k, v in chosen.items()}
+
+
+def _constants(sql: str) -> str:
+    """``sql`` with the constants it names written in: ``{refused}``, the states a recipient is
+    refused in, as an array literal (psycopg would dump a list parameter on every call)."""
+    if "{refused}" not in sql:
+        return sql
+    from agentmaild.models import REFUSED_STATES
+
+    return sql.replace("{refused}", "'{" + ",".join(sorted(REFUSED_STATES)) + "}'")
 
 
 def _for_psycopg(sql: str) -> str:

@@ -1,7 +1,7 @@
 """The team rules' stored state, written once over the connector: overdue mail taken for
 escalation, a thread's holds read and released, the rules' counters, and the team rules
 themselves (``am_settings``: the store's daemon writes them, every send reads them). (The rules'
-checks inside a send live with each store's insert.)"""
+checks inside a send live in ``send``.)"""
 
 from __future__ import annotations
 

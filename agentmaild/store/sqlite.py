@@ -1,10 +1,10 @@
 """SqliteMailStore: the MailStore on one SQLite file (WAL), short BEGIN IMMEDIATE transactions.
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC: the seams written once over
-the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``, ``StoreHistory``,
-``StoreAgents``, ``StoreRuleState``: ``procs``, ``tokens``, ``trust``, ``queues``, ``history``,
-``agents``, ``rule_state``) and SQLite's own (``SqliteMessages``, ``SqliteDeliveries``, each in its
-``sqlite_*`` module, with the loop guard of ``sqlite_rules``), all over the transaction plumbing of
+the connector (``StoreMessages``, ``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``,
+``StoreHistory``, ``StoreAgents``, ``StoreRuleState``: ``messages`` with ``send``, ``procs``,
+``tokens``, ``trust``, ``queues``, ``history``, ``agents``, ``rule_state``) and SQLite's own claim
+and ack (``SqliteDeliveries``, ``sqlite_deliveries``), all over the transaction plumbing of
 ``sqlite_tx``; rows become models in ``rows``, and the SQL lives as named queries in
 ``sql/queries.sql``.
 """
@@ -22,12 +22,12 @@ from agentmaild.store.deliveries import StoreDeliveries
 from agentmaild.store.files import create_private, make_store_dir, refuse_hard_links
 from agentmaild.store.history import StoreHistory
 from agentmaild.store.location import StoreLocation
+from agentmaild.store.messages import StoreMessages
 from agentmaild.store.migrate import migrate
 from agentmaild.store.procs import StoreProcs
 from agentmaild.store.queues import StoreQueues
 from agentmaild.store.rule_state import StoreRuleState
 from agentmaild.store.sqlite_deliveries import SqliteDeliveries
-from agentmaild.store.sqlite_messages import SqliteMessages
 from agentmaild.store.sqlite_open import check_path, connect_readonly
 from agentmaild.store.tokens import StoreTokens
 from agentmaild.store.trust import StoreTrust
@@ -90,7 +90,7 @@ def _overstory_link(path: str, flavor: str | None) -> object:
 
 
 class SqliteMailStore(
-    SqliteMessages,
+    StoreMessages,
     StoreAgents,
     SqliteDeliveries,
     StoreDeliveries,

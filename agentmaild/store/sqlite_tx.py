@@ -195,6 +195,7 @@ class SqliteTx(Tx):
     """A transaction (or read) on the store's connection: ``Q``'s text as it is."""
 
     __slots__ = ("_conn",)
+    serialised = True
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -215,6 +216,13 @@ class SqliteTx(Tx):
     def fetch_all(self, name: str, params: Params | None = None) -> list[Row]:
         return list(self._conn.execute(Q[name], params or {}).fetchall())
 
+    def prefetch(self, name: str, params: Params | None = None) -> Callable[[], Row | None]:
+        row = self.fetch_one(name, params)
+        return lambda: row
+
+    def insert_row(self, name: str, params: Params | None = None) -> int | None:
+        return self._conn.execute(Q[name], params or {}).lastrowid
+
     def savepoint(self, fn: Callable[[Tx], object]) -> str | None:
         self._conn.execute("SAVEPOINT am_part")
         try:
@@ -228,6 +236,9 @@ class SqliteTx(Tx):
 
     def json(self, value: object) -> object:
         return json.dumps(value)
+
+    def array(self, values: Iterable[str]) -> object:
+        return json.dumps(list(values))
 
     def from_json(self, raw: Any) -> Any:
         return json.loads(raw) if raw is not None else None
@@ -256,3 +267,6 @@ class SqliteConnector(Connector):
 
     def read(self, fn: Callable[[Tx], T]) -> T:
         return self._owner._read_with(lambda conn: fn(SqliteTx(conn)))
+
+    def offers(self, name: str) -> bool:
+        return name in Q

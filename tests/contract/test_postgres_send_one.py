@@ -16,8 +16,8 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Message
 from agentmaild.store.guard import ThreadGuard
 from agentmaild.store.postgres import PostgresMailStore
-from agentmaild.store.postgres_send_one import send_one, send_one_params
 from agentmaild.store.records import InsertRequest
+from agentmaild.store.send import send_one_params
 from tests.support.waiting import wait_for
 
 NOW = 1_700_000_000.0
@@ -32,6 +32,12 @@ def _req(m: Message, **kw: Any) -> InsertRequest:
     fields: dict[str, Any] = {"messages": (m,), "now": NOW, "check_recipients": (m.to_agent,),
                               "unread_max": 2, "collapse": (f"digest-{m.id}", 60.0)}  # fmt: skip
     return InsertRequest(**{**fields, **kw})
+
+
+def send_one(store: PostgresMailStore, params: dict[str, Any]) -> bool:
+    """True when the one-statement send sent; False when it wrote nothing."""
+    row = store.db.single("send_one", params)
+    return row is not None and row["outcome"] == "sent"
 
 
 def _counts(dsn: str) -> tuple[int, ...]:
@@ -65,10 +71,9 @@ def test_it_writes_only_when_every_check_passes(pg_dsn: str) -> None:
         store.add_agent(Agent(name="demo", capability="builder"))
         store.add_agent(Agent(name="gone", capability="builder"))
         store.set_agent_state("gone", "completed", force=True)
-        conn = store.connection
         first = _msg()
         nudge = (("demo", first.id, "high status"),)
-        assert send_one(conn, send_one_params(_req(first, nudges=nudge)) or {})
+        assert send_one(store, send_one_params(_req(first, nudges=nudge)) or {})
         assert _counts(pg_dsn) == (1, 1, 1)
         notes = list(listener.notifies(timeout=5.0, stop_after=1))
         assert [n.payload for n in notes] == ["demo"]
@@ -81,10 +86,10 @@ def test_it_writes_only_when_every_check_passes(pg_dsn: str) -> None:
             _req(_msg("gone")),
         ]
         for req in refused:
-            assert not send_one(conn, send_one_params(req) or {})
+            assert not send_one(store, send_one_params(req) or {})
         assert _counts(pg_dsn) == (1, 1, 0)
-        assert send_one(conn, send_one_params(_req(_msg())) or {})  # the second of 2
-        assert not send_one(conn, send_one_params(_req(_msg())) or {})  # the inbox is full
+        assert send_one(store, send_one_params(_req(_msg())) or {})  # the second of 2
+        assert not send_one(store, send_one_params(_req(_msg())) or {})  # the inbox is full
         assert _counts(pg_dsn) == (2, 2, 0)
         # Through the store, each of those gets the general send's answer.
         with pytest.raises(InboxFull):

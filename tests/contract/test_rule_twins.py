@@ -24,10 +24,10 @@ from agentmaild.models import Agent, Message
 from agentmaild.store import checks
 from agentmaild.store.base import MailStore
 from agentmaild.store.postgres import PostgresMailStore
-from agentmaild.store.postgres_send_one import send_one, send_one_params
 from agentmaild.store.postgres_tx import PQ, one
 from agentmaild.store.queries import Q
 from agentmaild.store.records import InsertRequest
+from agentmaild.store.send import send_one_params
 from agentmaild.store.sqlite import SqliteMailStore
 
 NOW = 1_700_000_000.0
@@ -183,7 +183,8 @@ def test_postgres_am_send_one_agrees_with_checks(pg_dsn: str) -> None:
             params = send_one_params(case.request())
             assert params is not None, "the case must take the one-statement path"
             before = unread_of(store, case.name)
-            sent = send_one(store.connection, params)
+            row = store.db.single("send_one", params)
+            sent = row is not None and row["outcome"] == "sent"
             assert sent == python.writes, case
             assert unread_of(store, case.name) == before + int(sent), case
     finally:

@@ -12,9 +12,11 @@ import psycopg
 import pytest
 
 from agentmaild.errors import StoreError
+from agentmaild.models import Message
 from agentmaild.store.base import MailStore
 from agentmaild.store.connector import Connector, Duplicate, Tx
 from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.records import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.pg import PgDatabases
 
@@ -104,6 +106,36 @@ def test_locks_and_notify_fit_any_transaction(sql_store: MailStore) -> None:
 
     assert db.write(run) == 1
     assert db.dialect in {"sqlite", "postgres"}
+
+
+def test_lists_reads_sent_ahead_and_row_numbers_in_the_dialect(sql_store: MailStore) -> None:
+    """``array`` is one list parameter, ``prefetch`` answers what ``fetch_one`` would (in a
+    pipelined write too), ``insert_row`` numbers rows only where the dialect does, and the
+    one-statement send is offered only by the dialect that defines it."""
+    db = _db(sql_store)
+    for n in (1, 2):
+        db.write(lambda tx, n=n: tx.execute("token_insert", {**TOKEN, "id": f"t{n}",
+                                                             "hash": f"h{n}"}))  # fmt: skip
+
+    def run(tx: Tx) -> tuple[object, ...]:
+        later = tx.prefetch("token_by_hash", {"hash": "h2"})
+        none = tx.prefetch("token_by_hash", {"hash": "nope"})
+        n = tx.insert_row("counter_bump", {"name": "collapsed", "n": 1})
+        found = later()
+        return (found["id"] if found else None, none(), n)
+
+    found, none, n = db.write(run, pipeline=True)
+    assert (found, none) == ("t2", None)
+    assert (n is None) == (db.dialect == "postgres") and (n is None or n >= 1)
+    for mid in ("m1", "m2"):
+        sql_store.insert(InsertRequest(messages=(Message(id=mid, from_agent="a", to_agent="bob",
+                         subject="s", body="b", created_at="t"),), now=1.0))  # fmt: skip
+    sql_store.ack(["m2"])
+    ids = ["m1", "m2", "gone"]
+    rows = db.read(lambda tx: tx.fetch_all("unread_among", {"ids": tx.array(ids)}))
+    assert [r["id"] for r in rows] == ["m1"]
+    assert db.offers("send_one") == (db.dialect == "postgres")
+    assert db.offers("token_by_hash")
 
 
 def test_postgres_notify_is_sent_at_commit_only(pg_dsn: str) -> None:

@@ -69,16 +69,10 @@ def test_every_query_compiles_on_sqlite(tmp_path: Path) -> None:
 _PG_TYPES = {("mark_read", "ids"): "text[]"}
 
 
-# SQLite's own, never run by the PostgreSQL store (which trims recent sends by time instead).
-_SQLITE_ONLY = {"recent_sends_prune"}
-
-
 def test_every_postgres_query_prepares(pg_dsn: str) -> None:
     failed: list[str] = []
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for name, sql in queries_for("postgres").items():
-            if name in _SQLITE_ONLY:
-                continue
             text = sql.replace("{refused}", "'{}'")
             names = sorted(set(re.findall(r"%\((\w+)\)s", text)))
             for i, param in enumerate(names, 1):

@@ -9,7 +9,7 @@ died after COMMIT). The agent-scoped re-queue is ``reap_agent``, apart from ``re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,10 @@ class FaultyStore(SqliteMailStore):
     def get_message(self, message_id: str) -> Message | None:
         self._fault("get_message")
         return super().get_message(message_id)
+
+    def unread_among(self, ids: Sequence[str]) -> set[str]:
+        self._fault("unread_among")
+        return super().unread_among(ids)
 
     def reap_expired(self, **kw: Any) -> list[tuple[str, str]]:
         self._fault("reap_expired" if kw.get("agent") is None else "reap_agent")

@@ -122,7 +122,7 @@ async def test_a_failed_look_for_mail_read_elsewhere_delivers_the_batch_whole(
 ) -> None:
     for n in range(2):
         Mailer(store).send(sender="lead", to="alice", subject="s", body=f"b{n}")
-    store.faults["get_message"] = [lost_answer()]
+    store.faults["unread_among"] = [lost_answer()]
     agent = store.get_agent("alice")
     assert agent is not None
     channel = FakeChannel()

@@ -19,8 +19,9 @@ from agentmaild.ids import iso_now
 from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.store.records import InsertRequest
+from agentmaild.store.send import _insert_many, _insert_one
 from agentmaild.store.sqlite import SqliteMailStore
-from agentmaild.store.sqlite_messages import _insert_many, _insert_one
+from agentmaild.store.sqlite_tx import SqliteTx
 from tests.support.stores import with_bob_and_ended_carol
 
 NOW = 1_700_000_000.0
@@ -79,7 +80,7 @@ def _run(db: Path, insert: Any, req: InsertRequest) -> tuple[Any, list[list[tupl
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            r = insert(conn, req)
+            r = insert(SqliteTx(conn), req)
             answer: Any = (r.duplicate, r.collapsed, r.held, [m.id for m in r.messages])
             conn.execute("COMMIT")
         except (InboxFull, RecipientRefused) as exc:

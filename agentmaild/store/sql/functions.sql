@@ -51,7 +51,7 @@ CREATE OR REPLACE TRIGGER am_agent_ending_on_delete BEFORE DELETE ON am_agents
 -- ;
 -- am_send_one: the common send (one message, no idempotency key, no rate limit, no thread guard)
 -- in one statement: the same locks, checks and writes, in the same order, as the store's general
--- send (postgres_messages._insert). It writes only when every check passes; on anything the
+-- send (store/send.py, insert). It writes only when every check passes; on anything the
 -- general send would answer otherwise (a repeat inside the window, a refused recipient, a full
 -- inbox) it writes nothing and returns 'slow', and the caller runs the general send. The
 -- recipient's state is read plainly (its inbox lock is among p_locks, see am_agent_ending); the

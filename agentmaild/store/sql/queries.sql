@@ -23,13 +23,15 @@ SELECT 1 FROM messages WHERE to_agent = :to AND read = 0 LIMIT 1 OFFSET :cap - 1
 -- A one-message send's three reads before it writes, in one statement: the earlier send it
 -- would collapse into (NULL when none, or :digest NULL), the recipient's state (NULL when
 -- unregistered, or :to NULL), and 1 when :cap_to already holds :cap unread (:cap_to NULL: no cap).
--- (SQLite's; PostgreSQL's common send is one call of am_send_one, send_one below.)
-SELECT (SELECT message_ids FROM am_recent_sends WHERE digest = :digest AND at > :since),
-       (SELECT state FROM am_agents WHERE name = :to),
-       (SELECT 1 FROM messages WHERE to_agent = :cap_to AND read = 0 LIMIT 1 OFFSET :cap - 1);
+-- (PostgreSQL's common send is one call of am_send_one instead: send_one, dialect/postgres.sql.)
+SELECT (SELECT message_ids FROM am_recent_sends WHERE digest = :digest AND at > :since)
+         AS earlier_ids,
+       (SELECT state FROM am_agents WHERE name = :to) AS state,
+       (SELECT 1 FROM messages WHERE to_agent = :cap_to AND read = 0 LIMIT 1 OFFSET :cap - 1)
+         AS at_cap;
 
 -- name: rate_count
-SELECT count(*) FROM am_rate_log WHERE from_agent = :from AND to_agent = :to AND at > :since;
+SELECT count(*) AS n FROM am_rate_log WHERE from_agent = :from AND to_agent = :to AND at > :since;
 
 -- name: rate_insert
 INSERT INTO am_rate_log (from_agent, to_agent, at) VALUES (:from, :to, :at);
@@ -69,6 +71,41 @@ WHERE m.to_agent = :agent AND m.read = 0
                       WHERE d.id = m.delivery_id AND d.state = 'claimed'))
 ORDER BY CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
          m.created_at, m.id;
+
+-- name: list_messages
+-- Newest first; each filter left NULL matches every row (:limit: a count, never NULL).
+SELECT * FROM messages
+WHERE (CAST(:from_agent AS TEXT) IS NULL OR from_agent = :from_agent)
+  AND (CAST(:to_agent AS TEXT) IS NULL OR to_agent = :to_agent)
+  AND (CAST(:type AS TEXT) IS NULL OR type = :type)
+  AND (CAST(:read AS INTEGER) IS NULL OR read = :read)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: purge_nudges
+-- The nudges of the messages purge_messages deletes (same filters: NULL matches every row).
+DELETE FROM am_nudges WHERE message_id IN (
+  SELECT id FROM messages
+  WHERE (CAST(:older AS TEXT) IS NULL OR created_at < :older)
+    AND (CAST(:agent AS TEXT) IS NULL OR from_agent = :agent OR to_agent = :agent));
+
+-- name: purge_messages
+DELETE FROM messages
+WHERE (CAST(:older AS TEXT) IS NULL OR created_at < :older)
+  AND (CAST(:agent AS TEXT) IS NULL OR from_agent = :agent OR to_agent = :agent);
+
+-- name: mark_read
+-- The pull side's ack: :ids (a list, Tx.array) read, when and by whom; returns those that
+-- changed (their nudges go with nudge_drop).
+UPDATE messages SET read = 1, acked_at = :stamp, acked_by = :by
+WHERE id IN (SELECT value FROM json_each(:ids)) AND read = 0
+RETURNING id, to_agent;
+
+-- name: nudge_drop
+DELETE FROM am_nudges WHERE agent = :agent AND message_id = :message_id;
+
+-- name: unread_among
+SELECT id FROM messages WHERE read = 0 AND id IN (SELECT value FROM json_each(:ids));
 
 -- name: thread
 SELECT * FROM messages WHERE thread_id = :t OR id = :t ORDER BY created_at, id;
@@ -331,8 +368,6 @@ INSERT OR REPLACE INTO am_recent_sends (digest, message_ids, at) VALUES (:digest
 DELETE FROM am_recent_sends WHERE rowid <
   (SELECT rowid FROM am_recent_sends WHERE at > :before ORDER BY rowid LIMIT 1);
 
--- name: recent_sends_trim
-DELETE FROM am_recent_sends WHERE at <= :before;
 
 -- name: thread_hold_get
 SELECT messages FROM am_thread_holds WHERE thread_id = :thread AND pair = :pair;

@@ -152,7 +152,7 @@ CREATE TABLE IF NOT EXISTS am_recent_sends (
   message_ids TEXT NOT NULL,    -- JSON list: what a collapsed repeat returns
   at REAL NOT NULL              -- unix seconds of the original send
 );
--- Schema 6 dropped its index on (at): the loop guard prunes in rowid order (sqlite_rules.py).
+-- Schema 6 dropped its index on (at): the loop guard prunes in rowid order (send.py).
 CREATE TABLE IF NOT EXISTS am_thread_log (
   thread_id TEXT NOT NULL,
   pair TEXT NOT NULL,           -- the two agents, sorted, joined by '|'

@@ -26,14 +26,9 @@ SELECT * FROM am_agents WHERE name = :name FOR UPDATE;
 SELECT id FROM messages WHERE id = ANY (:ids::text[]) AND read = 0;
 
 -- name: mark_read
-WITH done AS (
-  UPDATE messages SET read = 1, acked_at = :stamp, acked_by = :by
-  WHERE id = ANY(:ids) AND read = 0
-  RETURNING id, to_agent
-), gone AS (
-  DELETE FROM am_nudges n USING done WHERE n.agent = done.to_agent AND n.message_id = done.id
-)
-SELECT id, to_agent FROM done;
+UPDATE messages SET read = 1, acked_at = :stamp, acked_by = :by
+WHERE id = ANY(:ids::text[]) AND read = 0
+RETURNING id, to_agent;
 
 -- name: delivery_ack
 -- The batch's unread messages read (acked_by names the delivery), their nudges dropped;
@@ -61,6 +56,10 @@ WHERE (:agent::text IS NULL OR agent = :agent)
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: recent_sends_prune
+-- No rowid order here: the rows that left the window, by time (about one send in PRUNE_EVERY).
+DELETE FROM am_recent_sends WHERE at <= :before;
+
 -- name: recent_send_put
 INSERT INTO am_recent_sends (digest, message_ids, at) VALUES (:digest, :ids, :at)
 ON CONFLICT (digest) DO UPDATE SET message_ids = EXCLUDED.message_ids, at = EXCLUDED.at;
@@ -85,7 +84,7 @@ FOR UPDATE OF m SKIP LOCKED;
 -- The common send in one statement (am_send_one, functions.sql): 'sent', or 'slow' having
 -- written nothing (then the general send runs). Its locks are at most two names (the inbox, the
 -- digest), passed as two texts (NULL: none) and its refused states are constants written into
--- the statement (postgres_send_one): no array is dumped client-side per send.
+-- the statement (queries._constants): no array is dumped client-side per send.
 SELECT am_send_one(
   array_remove(ARRAY[:lock1::text, :lock2::text], NULL), :check::text,
   {refused}::text[], :refuse_unknown::boolean,
