@@ -23,12 +23,16 @@ ack), ``reader*`` (the dashboard's read-only reader), ``queries`` (the one loade
 queries), ``copy*`` (``store copy``), ``check*`` (``store check``), ``files`` (modes and links).
 
 The connector and the SQL. The SQL stores' logic is written once per seam — ``agents``, ``queues``,
-``history``, ``procs``, ``tokens``, ``trust``, ``rule_state`` (messages, deliveries and the loop
-guard inside a send are still ``sqlite_*`` / ``postgres_*`` pairs) — over ``connector.Connector``:
+``history``, ``procs``, ``tokens``, ``trust``, ``rule_state``, ``deliveries`` (the claim and the
+ack in ``claim``) (messages and the loop guard inside a send are still ``sqlite_*`` /
+``postgres_*`` pairs) — over ``connector.Connector``:
 one write transaction or one read, named queries with named parameters, rows read by column name,
 ``lock(*keys)`` (PostgreSQL's advisory locks; a no-op on SQLite's single writer), ``notify`` at
 commit (PostgreSQL's NOTIFY), a savepoint, the dialect's JSON columns, driver errors mapped once to
-``StoreError`` (``Duplicate`` for a unique key). ``sqlite_tx.SqliteConnector`` and
+``StoreError`` (``Duplicate`` for a unique key), and ``one_statement(name)``: a dialect's
+server-side function doing a whole operation atomically (PostgreSQL's ``am_claim``, ``am_ack``),
+None where it has none, so the general form (``claim.claim_in``, ``claim.ack_in``) runs instead —
+never a branch on the backend. ``sqlite_tx.SqliteConnector`` and
 ``postgres_tx.PostgresConnector`` implement it over each backend's tuned plumbing (busy polling and
 grouped writes; pool, kept cursor, pipeline mode, retries). Each query is written once in
 ``sql/queries.sql`` (``:name`` parameters, SQLite runs the text as it is);

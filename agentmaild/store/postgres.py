@@ -2,8 +2,8 @@
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — the seams written
 once over the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``,
-``StoreHistory``, ``StoreAgents``, ``StoreRuleState``) and PostgreSQL's own (``PostgresMessages``,
-``PostgresDeliveries``) — over the connection and transactions of ``postgres_tx``; the schema is
+``StoreHistory``, ``StoreAgents``, ``StoreRuleState``, ``StoreDeliveries``) and PostgreSQL's own
+(``PostgresMessages``) — over the connection and transactions of ``postgres_tx``; the schema is
 ``sql/migrations/pg_N.sql`` with the server functions of ``sql/functions.sql`` (migrated by
 ``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid with ``sql/dialect/postgres.sql``.
 """
@@ -18,7 +18,6 @@ from agentmaild.store.base import MailStore
 from agentmaild.store.deliveries import StoreDeliveries
 from agentmaild.store.history import StoreHistory
 from agentmaild.store.location import StoreLocation
-from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_messages import PostgresMessages
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
 from agentmaild.store.postgres_tx import Conn, connect, open_pool, redacted
@@ -34,7 +33,6 @@ __all__ = ["PostgresMailStore"]
 class PostgresMailStore(
     PostgresMessages,
     StoreAgents,
-    PostgresDeliveries,
     StoreDeliveries,
     StoreHistory,
     StoreProcs,

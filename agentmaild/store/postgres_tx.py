@@ -275,3 +275,20 @@ class PostgresConnector(Connector):
 
     def read(self, fn: Callable[[Tx], T]) -> T:
         return self._owner._read_with(lambda conn: fn(PgTx(conn)))
+
+    def one_statement(self, name: str) -> Callable[[Params], list[AnyRow]] | None:
+        if name not in _AT_ONCE:
+            return None
+        sql = PQ[name]
+
+        def run(params: Params) -> list[AnyRow]:
+            # On the connection's kept cursor: a cursor made per call costs several percent here.
+            return self._owner._write(
+                lambda conn: list(conn.kept_cursor().execute(sql, params).fetchall()), single=True
+            )
+
+        return run
+
+
+# The operations PostgreSQL does in one statement (sql/functions.sql: am_claim, am_ack).
+_AT_ONCE = frozenset({"claim_one", "ack_one"})

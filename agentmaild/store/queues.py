@@ -10,39 +10,21 @@ once never take one delivery or message twice, and neither waits for the other.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from agentmaild.errors import NotFound
 from agentmaild.ids import new_id
 from agentmaild.models import QUEUE_PREFIX, Batch, Message, QueueInfo
 from agentmaild.store.connector import OverConnector, Tx
-from agentmaild.store.rows import message_from_row
-
-
-def _batch(
-    delivery_id: str, agent: str, messages: list[Message], attempt: int, lease_until: float
-) -> Batch:
-    return Batch(
-        delivery_id=delivery_id,
-        agent=agent,
-        messages=tuple(replace(m, delivery_id=delivery_id) for m in messages),
-        attempt=attempt,
-        lease_until=lease_until,
-    )
+from agentmaild.store.rows import batch_of, message_from_row
 
 
 def _unread_of(tx: Tx, delivery_id: str) -> list[Message]:
     return [message_from_row(r) for r in tx.fetch_all("delivery_unread", {"id": delivery_id})]
 
 
-def queue_batch(
-    tx: Tx, agent: str, lease_until: float, stamp: str, *, now: float | None = None
-) -> Batch | None:
-    """Work from the agent's queues, claimed in ``tx``. ``now``: first make sure the agent holds
-    no live lease (a caller that has not looked yet)."""
+def queue_batch(tx: Tx, agent: str, lease_until: float, stamp: str) -> Batch | None:
+    """Work from the agent's queues, claimed in ``tx`` (by ``claim.claim_in``, which has made sure
+    the agent holds no live lease)."""
     mine = {"agent": agent}
-    if now is not None and tx.fetch_one("claim_active", {**mine, "now": now}) is not None:
-        return None
     if tx.fetch_one("queue_taker", mine) is None:
         return None
     while (pending := tx.fetch_one("claim_pending_queue_delivery", mine)) is not None:
@@ -54,7 +36,7 @@ def queue_batch(
         take = {**mine, "lease_until": lease_until, "stamp": stamp, "id": pending["id"]}
         row = tx.fetch_one("delivery_take_over", take)
         assert row is not None  # taken under the claim's lock above
-        return _batch(pending["id"], agent, messages, int(row["attempts"]), lease_until)
+        return batch_of(pending["id"], agent, messages, int(row["attempts"]), lease_until)
     row = tx.fetch_one("claim_queue_candidate", mine)
     if row is None:
         return None
@@ -63,7 +45,7 @@ def queue_batch(
     born = {"id": delivery_id, "agent": agent, "lease_until": lease_until, "stamp": stamp}
     tx.execute("delivery_insert_queue", {**born, "queue": m.to_agent[len(QUEUE_PREFIX) :]})
     tx.execute("message_set_delivery", {"delivery": delivery_id, "id": m.id})
-    return _batch(delivery_id, agent, [m], 1, lease_until)
+    return batch_of(delivery_id, agent, [m], 1, lease_until)
 
 
 class StoreQueues(OverConnector):

@@ -2,9 +2,9 @@
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC: the seams written once over
 the connector (``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``, ``StoreHistory``,
-``StoreAgents``, ``StoreRuleState``: ``procs``, ``tokens``, ``trust``, ``queues``, ``history``,
-``agents``, ``rule_state``) and SQLite's own (``SqliteMessages``, ``SqliteDeliveries``, each in its
-``sqlite_*`` module, with the loop guard of ``sqlite_rules``), all over the transaction plumbing of
+``StoreAgents``, ``StoreRuleState``, ``StoreDeliveries``: ``procs``, ``tokens``, ``trust``,
+``queues``, ``history``, ``agents``, ``rule_state``, ``deliveries``) and SQLite's own
+(``SqliteMessages``, with the loop guard of ``sqlite_rules``), all over the transaction plumbing of
 ``sqlite_tx``; rows become models in ``rows``, and the SQL lives as named queries in
 ``sql/queries.sql``.
 """
@@ -26,7 +26,6 @@ from agentmaild.store.migrate import migrate
 from agentmaild.store.procs import StoreProcs
 from agentmaild.store.queues import StoreQueues
 from agentmaild.store.rule_state import StoreRuleState
-from agentmaild.store.sqlite_deliveries import SqliteDeliveries
 from agentmaild.store.sqlite_messages import SqliteMessages
 from agentmaild.store.sqlite_open import check_path, connect_readonly
 from agentmaild.store.tokens import StoreTokens
@@ -92,7 +91,6 @@ def _overstory_link(path: str, flavor: str | None) -> object:
 class SqliteMailStore(
     SqliteMessages,
     StoreAgents,
-    SqliteDeliveries,
     StoreDeliveries,
     StoreProcs,
     StoreHistory,

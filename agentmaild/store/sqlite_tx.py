@@ -256,3 +256,6 @@ class SqliteConnector(Connector):
 
     def read(self, fn: Callable[[Tx], T]) -> T:
         return self._owner._read_with(lambda conn: fn(SqliteTx(conn)))
+
+    def after_commit(self, fn: Callable[[], object]) -> None:
+        self._owner.after_commit(fn)

@@ -14,7 +14,7 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Batch, Message
 from agentmaild.store.base import InsertRequest
 from agentmaild.store.postgres import PostgresMailStore
-from agentmaild.store.postgres_deliveries import claim_in
+from tests.support.pg_claimer import claim_inside
 
 T0 = 1_700_000_000.0
 
@@ -50,7 +50,8 @@ def test_an_open_queue_claim_is_skipped_not_waited_for(
     a, b = two
     first_id, second_id = put(a, 2)
     with a.connection.transaction():  # m1's claim holds its row until this block commits
-        mine = claim_in(a.connection, "m1", max_messages=5, max_chars=10_000, lease_s=30, now=T0)
+        mine = claim_inside(a.connection, "m1", max_messages=5, max_chars=10_000, lease_s=30,
+                            now=T0)  # fmt: skip
         assert mine is not None and mine.message_ids == (first_id,)
         got: list[Batch | None] = []
         racer = threading.Thread(target=lambda: got.append(claim(b, "m2")))
@@ -103,8 +104,8 @@ def test_a_given_back_queue_delivery_is_taken_over_by_one_member(
     assert first is not None
     a.release(first.delivery_id, error="crashed", max_attempts=5, now=T0 + 1)
     with a.connection.transaction():
-        again = claim_in(a.connection, "m2", max_messages=5, max_chars=10_000, lease_s=30,
-                         now=T0 + 2)  # fmt: skip
+        again = claim_inside(a.connection, "m2", max_messages=5, max_chars=10_000, lease_s=30,
+                             now=T0 + 2)  # fmt: skip
         assert again is not None
         assert (again.delivery_id, again.attempt, again.message_ids) == (first.delivery_id, 2,
                                                                           (mid,))  # fmt: skip

@@ -137,14 +137,10 @@ DELETE FROM am_agents WHERE name = :name;
 -- What a claim looks at first, in one statement: a live lease of the agent's (then it claims
 -- nothing), a pending redelivery of its own, and whether it is a member of any queue.
 SELECT EXISTS (SELECT 1 FROM am_deliveries
-               WHERE agent = :agent AND state = 'claimed' AND lease_until > :now),
+               WHERE agent = :agent AND state = 'claimed' AND lease_until > :now) AS active,
        EXISTS (SELECT 1 FROM am_deliveries
-               WHERE agent = :agent AND state = 'pending' AND queue IS NULL),
-       EXISTS (SELECT 1 FROM am_queue_members WHERE agent = :agent);
-
--- name: claim_active
-SELECT 1 FROM am_deliveries
-WHERE agent = :agent AND state = 'claimed' AND lease_until > :now LIMIT 1;
+               WHERE agent = :agent AND state = 'pending' AND queue IS NULL) AS pending,
+       EXISTS (SELECT 1 FROM am_queue_members WHERE agent = :agent) AS in_queue;
 
 -- name: claim_pending_delivery
 -- The agent's own pending redelivery (queue deliveries are claimed by queue, below).
@@ -170,6 +166,11 @@ WHERE id = :id RETURNING attempts;
 -- name: delivery_insert
 INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at, updated_at)
 VALUES (:id, :agent, 'claimed', 1, 0, :lease_until, :stamp, :stamp);
+
+-- name: claim_mark
+-- The messages a claim chose (:ids, a JSON list) now belong to its delivery: one statement for
+-- the whole batch.
+UPDATE messages SET delivery_id = :delivery WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: delivery_set_state
 UPDATE am_deliveries SET state = :state, updated_at = :stamp WHERE id = :id;

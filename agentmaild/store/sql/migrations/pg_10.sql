@@ -1,0 +1,3 @@
+-- agentmaild's PostgreSQL schema, version 10 (PostgreSQL only): no schema change. am_claim
+-- (functions.sql, applied after this step) is one plan instead of two near-identical ones, the
+-- same claim as the general claim written once over the connector (store/claim.py).
