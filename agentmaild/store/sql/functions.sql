@@ -124,14 +124,13 @@ $$
 -- general one (claim.claim_in, written over the connector), which runs instead when this answers
 -- its queue marker. It takes the agent's advisory lock first; a VOLATILE plpgsql function takes a
 -- fresh snapshot per statement, so what follows the lock sees whatever the previous holder
--- committed. The claim: the agent's oldest pending redelivery (not of a queue: those are claimed
--- by queue) (same id, next attempt) when there is one, else new mail in delivery order cut at
--- max_messages and max_chars (at least one), all only while the agent holds no live lease. Rows
--- are taken FOR UPDATE SKIP LOCKED: a row another transaction is working on is passed over, never
--- waited for nor taken twice. Pending deliveries before the chosen one whose mail was all read
--- another way are closed on the way. Most claims find no live lease and no pending redelivery:
--- one probe by (agent, state) says so (v_busy), and the lease and redelivery parts of the one
--- plan are then cut off by their constant filter before they read anything.
+-- committed. The claim: nothing while the agent holds a live lease; else its oldest pending
+-- redelivery (not of a queue: those are claimed by queue) (same id, next attempt), pending
+-- deliveries before it whose mail was all read another way closed on the way; else new mail in
+-- delivery order cut at max_messages and max_chars (at least one). Rows are taken FOR UPDATE SKIP
+-- LOCKED: a row another transaction is working on is passed over, never waited for nor taken
+-- twice. Most claims find no live lease and no pending redelivery: one probe by (agent, state)
+-- says so, and then only the new-mail statement runs.
 --
 -- It returns the claim's rows (claim_id, claim_attempt, the message's columns, claim_more).
 -- claim_more is false only when new mail was claimed, every row found was taken (fewer than
@@ -150,42 +149,50 @@ CREATE OR REPLACE FUNCTION am_claim(
   claim_more boolean
 ) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
-DECLARE
-  v_busy boolean;
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtextextended('agentmaild:agent:' || p_agent, 0));
-  v_busy := EXISTS (
+  IF EXISTS (
     SELECT 1 FROM am_deliveries a
     WHERE a.agent = p_agent AND a.state IN ('claimed', 'pending')
       AND CASE a.state WHEN 'claimed' THEN a.lease_until > p_now ELSE a.queue IS NULL END
-  );
+  ) THEN
+    IF EXISTS (
+      SELECT 1 FROM am_deliveries a
+      WHERE a.agent = p_agent AND a.state = 'claimed' AND a.lease_until > p_now
+    ) THEN
+      RETURN;  -- a live lease: nothing to claim
+    END IF;
+    RETURN QUERY
+    WITH pick AS (
+      SELECT d.id, d.created_at FROM am_deliveries d
+      WHERE d.agent = p_agent AND d.state = 'pending' AND d.queue IS NULL
+        AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
+      ORDER BY d.created_at, d.id
+      LIMIT 1
+      FOR UPDATE SKIP LOCKED
+    ), drained AS (
+      UPDATE am_deliveries d SET state = 'acked', updated_at = p_stamp
+      WHERE d.agent = p_agent AND d.state = 'pending' AND d.queue IS NULL
+        AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
+        AND (NOT EXISTS (SELECT 1 FROM pick)
+             OR (d.created_at, d.id) < (SELECT p.created_at, p.id FROM pick p))
+    ), redo AS (
+      UPDATE am_deliveries d
+      SET state = 'claimed', attempts = d.attempts + 1, lease_until = p_lease_until,
+          updated_at = p_stamp
+      FROM pick WHERE d.id = pick.id
+      RETURNING d.id, d.attempts
+    )
+    SELECT r.id::text, r.attempts, m.id::text, m.from_agent::text, m.to_agent::text, m.subject,
+           m.body, m.type, m.priority, m.thread_id::text, m.payload, m.read, m.created_at::text,
+           m.broadcast_id::text, m.delivery_id::text, m.acked_at::text, m.acked_by::text, true
+    FROM redo r JOIN messages m ON m.delivery_id = r.id AND m.read = 0;
+    IF FOUND THEN
+      RETURN;  -- the redelivery
+    END IF;
+  END IF;
   RETURN QUERY
-  WITH active AS (
-    SELECT 1 FROM am_deliveries a
-    WHERE v_busy AND a.agent = p_agent AND a.state = 'claimed' AND a.lease_until > p_now
-    LIMIT 1
-  ), pick AS (
-    SELECT d.id, d.created_at FROM am_deliveries d
-    WHERE v_busy AND d.agent = p_agent AND d.state = 'pending' AND d.queue IS NULL
-      AND NOT EXISTS (SELECT 1 FROM active)
-      AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
-    ORDER BY d.created_at, d.id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-  ), drained AS (
-    UPDATE am_deliveries d SET state = 'acked', updated_at = p_stamp
-    WHERE v_busy AND d.agent = p_agent AND d.state = 'pending' AND d.queue IS NULL
-      AND NOT EXISTS (SELECT 1 FROM active)
-      AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
-      AND (NOT EXISTS (SELECT 1 FROM pick)
-           OR (d.created_at, d.id) < (SELECT p.created_at, p.id FROM pick p))
-  ), redo AS (
-    UPDATE am_deliveries d
-    SET state = 'claimed', attempts = d.attempts + 1, lease_until = p_lease_until,
-        updated_at = p_stamp
-    FROM pick WHERE d.id = pick.id
-    RETURNING d.id, d.attempts
-  ), fresh AS (
+  WITH fresh AS (
     SELECT m.id, m.created_at,
            CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3
            END AS rank,
@@ -193,7 +200,6 @@ BEGIN
              AS size
     FROM messages m
     WHERE m.to_agent = p_agent AND m.read = 0 AND m.delivery_id IS NULL
-      AND NOT EXISTS (SELECT 1 FROM active) AND NOT EXISTS (SELECT 1 FROM pick)
     ORDER BY rank, m.created_at, m.id
     LIMIT p_max_messages
     FOR UPDATE SKIP LOCKED
@@ -216,20 +222,12 @@ BEGIN
     SELECT coalesce((SELECT count(*) FROM fresh) >= p_max_messages, true)
            OR (SELECT count(*) FROM fresh) > (SELECT count(*) FROM chosen)
            OR EXISTS (SELECT 1 FROM am_queue_members q WHERE q.agent = p_agent) AS any_left
-  ), taken AS (
-    SELECT r.id, r.attempts, true AS any_left FROM redo r
-    UNION ALL
-    SELECT b.id, b.attempts, o.any_left FROM born b CROSS JOIN more o
   )
-  SELECT t.id::text, t.attempts, m.id::text, m.from_agent::text, m.to_agent::text, m.subject,
-         m.body, m.type, m.priority, m.thread_id::text, m.payload, m.read, m.created_at::text,
-         m.broadcast_id::text, m.delivery_id::text, m.acked_at::text, m.acked_by::text,
-         t.any_left
-  FROM taken t JOIN (
-    SELECT k.* FROM marked k
-    UNION ALL
-    SELECT u.* FROM redo r JOIN messages u ON u.delivery_id = r.id AND u.read = 0
-  ) m ON m.delivery_id = t.id;
+  SELECT b.id::text, b.attempts, k.id::text, k.from_agent::text, k.to_agent::text, k.subject,
+         k.body, k.type, k.priority, k.thread_id::text, k.payload, k.read, k.created_at::text,
+         k.broadcast_id::text, k.delivery_id::text, k.acked_at::text, k.acked_by::text,
+         o.any_left
+  FROM born b CROSS JOIN marked k CROSS JOIN more o;
   IF NOT FOUND AND EXISTS (SELECT 1 FROM am_queue_members q WHERE q.agent = p_agent) THEN
     RETURN QUERY SELECT NULL::text, NULL::integer, NULL::text, NULL::text, NULL::text,
       NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::integer,

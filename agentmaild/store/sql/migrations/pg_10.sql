@@ -1,3 +1,5 @@
 -- agentmaild's PostgreSQL schema, version 10 (PostgreSQL only): no schema change. am_claim
--- (functions.sql, applied after this step) is one plan instead of two near-identical ones, the
--- same claim as the general claim written once over the connector (store/claim.py).
+-- (functions.sql, applied after this step) writes its new-mail claim once instead of twice: the
+-- lease and redelivery part runs first when the probe finds either, and falls through to the one
+-- new-mail statement. It is the same claim as the general one, written once over the connector
+-- (store/claim.py).
