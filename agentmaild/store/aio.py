@@ -102,6 +102,13 @@ class AsyncMailStore:
         drained.discard(batch.delivery_id)
         return False
 
+    def retry_after(self, agent: str) -> float | None:
+        """After a claim that gave nothing: in how many seconds ``agent`` should claim again,
+        when it left waiting queue work to members ahead in the queue's turn (the store's
+        ``deferred``: SQLite, PostgreSQL); else None (wait for a wake-up)."""
+        deferred: dict[str, float] | None = getattr(self.sync, "deferred", None)
+        return deferred.pop(agent, None) if deferred else None
+
     async def ack_delivery(
         self, delivery_id: str, *, now: float, record: Attempt | None = None
     ) -> int:

@@ -132,7 +132,7 @@ class PgAsyncMailStore(AsyncMailStore):
         if needs_general(rows):
             # A queue member with no mail of its own: the general claim (rare) in the worker thread.
             return await self._grouped(self.sync.claim_general, params)
-        batch = self.sync.note_claimed(*claim_at_once(agent, rows, params["lease_until"]))
+        batch = self.sync.note_claimed(agent, claim_at_once(agent, rows, params["lease_until"]))
         if batch is not None:
             if len(self._looked) >= _LOOKED_MAX:
                 self._looked.clear()

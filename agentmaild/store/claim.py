@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import PRIORITY_RANK, Attempt, Batch, Message
@@ -34,6 +34,16 @@ from agentmaild.store.rows import batch_of, message_from_row
 
 _NO_LIMIT = 2**31 - 1  # max_messages < 0: as many as there are
 _HISTORY = ("record_id", "agent", "message_ids", "attempt", "outcome", "error", "duration_s", "at")
+
+
+class Claimed(NamedTuple):
+    """A claim's answer: the batch (None: nothing to claim now); whether more may be claimable
+    right after it (True unless known not); when nothing was claimed because waiting queue work
+    was left to members ahead in the queue's turn, in how many seconds to claim again."""
+
+    batch: Batch | None
+    more: bool = True
+    retry_s: float | None = None
 
 
 def claim_params(
@@ -51,30 +61,31 @@ def claim_params(
     }
 
 
-def claim_in(tx: Tx, p: dict[str, Any]) -> tuple[Batch | None, bool]:
-    """The claim inside ``tx``: the batch, and whether more may be claimable right after it
-    (True unless known not)."""
+def claim_in(tx: Tx, p: dict[str, Any]) -> Claimed:
+    """The claim of ``claim_params`` ``p`` inside ``tx``."""
     agent = p["agent"]
     tx.lock(f"agent:{agent}")
     probe = tx.fetch_one("claim_probe", {"agent": agent, "now": p["now"]})
     assert probe is not None  # three EXISTS: always one row
     if probe["active"]:
-        return None, True
+        return Claimed(None)
     if probe["pending"]:
         redelivery = _reclaim_pending(tx, agent, p["lease_until"], p["stamp"])
         if redelivery is not None:
-            return redelivery, True
+            return Claimed(redelivery)
     chosen, left = _fresh_batch(tx, agent, p["max_messages"], p["max_chars"], p["new_id"])
     if not chosen:
-        queued = queue_batch(tx, agent, p["lease_until"], p["stamp"]) if probe["in_queue"] else None
-        return queued, True
+        if not probe["in_queue"]:
+            return Claimed(None)
+        queued, retry_s = queue_batch(tx, agent, p["now"], p)
+        return Claimed(queued, retry_s=retry_s)
     born = {"id": p["new_id"], "agent": agent, "lease_until": p["lease_until"],
             "stamp": p["stamp"]}  # fmt: skip
     tx.execute("delivery_insert", born)
     tx.execute("claim_mark", {"delivery": p["new_id"], "ids": tx.json([m.id for m in chosen])})
     batch = batch_of(p["new_id"], agent, chosen, 1, p["lease_until"])
     # Nothing left of its own and no queue to take work from: the loop need not claim again.
-    return batch, left or bool(probe["in_queue"])
+    return Claimed(batch, left or bool(probe["in_queue"]))
 
 
 def _reclaim_pending(tx: Tx, agent: str, lease_until: float, stamp: str) -> Batch | None:
@@ -112,15 +123,15 @@ def _fresh_batch(
     return chosen, len(rows) >= max_messages or len(chosen) < len(rows)
 
 
-def claim_at_once(agent: str, rows: Sequence[Row], lease_until: float) -> tuple[Batch | None, bool]:
+def claim_at_once(agent: str, rows: Sequence[Row], lease_until: float) -> Claimed:
     """What ``claim_one`` answered: the batch (None: nothing to claim) and whether more may be
     claimable. Not for its queue marker (``needs_general``)."""
     if not rows:
-        return None, True
+        return Claimed(None)
     order = sorted((message_from_row(r) for r in rows), key=_order)
     first = rows[0]
     batch = batch_of(first["claim_id"], agent, order, int(first["claim_attempt"]), lease_until)
-    return batch, first["claim_more"] is not False
+    return Claimed(batch, first["claim_more"] is not False)
 
 
 def needs_general(rows: Sequence[Row]) -> bool:

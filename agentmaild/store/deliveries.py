@@ -12,6 +12,7 @@ from agentmaild.ids import iso_now
 from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
 from agentmaild.store.base import Released, with_outcome
 from agentmaild.store.claim import (
+    Claimed,
     ack_in,
     ack_params,
     acked_at_once,
@@ -67,11 +68,14 @@ class StoreDeliveries(OverConnector):
 
     ``drained``: ids of batches whose claim saw nothing else claimable for the agent (no more
     direct mail, no queue); the daemon's loop then waits for a wake-up instead of claiming again
-    (``AsyncMailStore.more_after`` takes them out). ``overstory``: the Overstory link (SQLite's
-    Overstory mode), told of each ack's messages after commit.
+    (``AsyncMailStore.more_after`` takes them out). ``deferred``: agents whose last claim left
+    waiting queue work to members ahead in the queue's turn, and in how many seconds to claim
+    again (``AsyncMailStore.retry_after`` takes them out). ``overstory``: the Overstory link
+    (SQLite's Overstory mode), told of each ack's messages after commit.
     """
 
     drained: set[str]
+    deferred: dict[str, float] | None = None
     overstory: Any = None
 
     def claim(
@@ -86,19 +90,32 @@ class StoreDeliveries(OverConnector):
         rows = at_once(p) if at_once is not None else None
         if rows is None or needs_general(rows):
             return self.claim_general(p)
-        return self.note_claimed(*claim_at_once(agent, rows, p["lease_until"]))
+        return self.note_claimed(agent, claim_at_once(agent, rows, p["lease_until"]))
 
     def claim_general(self, p: dict[str, Any]) -> Batch | None:
         """The claim of ``claim_params`` ``p`` as one transaction of named queries (PostgreSQL:
         in pipeline mode, BEGIN, the agent's lock and the probe in one round trip)."""
-        return self.note_claimed(*self.db.write(lambda tx: claim_in(tx, p), pipeline=True))
+        claimed = self.db.write(lambda tx: claim_in(tx, p), pipeline=True)
+        return self.note_claimed(p["agent"], claimed)
 
-    def note_claimed(self, batch: Batch | None, more: bool) -> Batch | None:
-        """``batch``, its id kept in ``drained`` once committed when its claim left nothing."""
-        if batch is not None and not more:
+    def note_claimed(self, agent: str, claimed: Claimed) -> Batch | None:
+        """The batch, its id kept in ``drained`` once committed when its claim left nothing;
+        with no batch, the agent kept in ``deferred`` when it is to claim again soon."""
+        batch = claimed.batch
+        if batch is not None and not claimed.more:
             delivery_id = batch.delivery_id
             self.db.after_commit(lambda: self._drained(delivery_id))
+        elif batch is None and claimed.retry_s is not None:
+            retry_s = claimed.retry_s
+            self.db.after_commit(lambda: self._deferred(agent, retry_s))
         return batch
+
+    def _deferred(self, agent: str, retry_s: float) -> None:
+        if self.deferred is None:
+            self.deferred = {}
+        if len(self.deferred) >= _DRAINED_MAX:  # agents nobody asked about
+            self.deferred.clear()
+        self.deferred[agent] = retry_s
 
     def _drained(self, delivery_id: str) -> None:
         if len(self.drained) >= _DRAINED_MAX:  # claims nobody asked about (pull consumers)

@@ -24,8 +24,8 @@ from agentmaild.store.queries import read_sql
 # without the redelivery part, am_ack's two message updates as one, am_send_one's recent-sends
 # row without a speculative insertion); 9: a send's recipient check under an advisory lock that
 # an agent's ending or removal also takes (a trigger), instead of a share lock on the agent's row;
-# the loop guard's recent sends unlogged; 10: am_claim's new-mail claim written once (the
-# redelivery part first, falling through to it), as the general claim in store/claim.py.
+# the loop guard's recent sends unlogged; 10: am_queue_members.served_at (the queue's turn) and
+# am_claim's new-mail claim written once (the redelivery part first, falling through to it).
 # An older database is brought up in the same locked transaction.
 PG_SCHEMA_VERSION = 10
 # Step N is sql/migrations/pg_N.sql; a change of functions.sql that existing databases must

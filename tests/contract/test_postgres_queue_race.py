@@ -10,11 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentmaild.ids import iso_now, new_id
-from agentmaild.models import Agent, Batch, Message
-from agentmaild.store.base import InsertRequest
+from agentmaild.models import Agent, Batch
 from agentmaild.store.postgres import PostgresMailStore
 from tests.support.pg_claimer import claim_inside
+from tests.support.stores import put_queue_work
 
 T0 = 1_700_000_000.0
 
@@ -31,13 +30,7 @@ def two(pg_dsn: str) -> Iterator[tuple[PostgresMailStore, PostgresMailStore]]:
 
 
 def put(store: PostgresMailStore, n: int) -> list[str]:
-    msgs = tuple(
-        Message(id=new_id("msg"), from_agent="lead", to_agent="queue:work", subject=f"s{i}",
-                body="b", created_at=iso_now(T0 + i / 1000))
-        for i in range(n)
-    )
-    store.insert(InsertRequest(messages=msgs, now=T0))
-    return [m.id for m in msgs]
+    return put_queue_work(store, n, T0)
 
 
 def claim(store: PostgresMailStore, agent: str, now: float = T0) -> Batch | None:

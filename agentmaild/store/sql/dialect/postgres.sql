@@ -85,15 +85,15 @@ WHERE id IN (SELECT jsonb_array_elements_text(:ids::jsonb));
 
 -- name: claim_pending_queue_delivery
 -- Rows another member's claim is working on are passed over, never waited for.
-SELECT id FROM am_deliveries
-WHERE state = 'pending' AND queue IN (SELECT queue FROM am_queue_members WHERE agent = :agent)
+SELECT id, queue FROM am_deliveries
+WHERE state = 'pending' AND queue IN (SELECT jsonb_array_elements_text(:queues::jsonb))
 ORDER BY created_at, id LIMIT 1
 FOR UPDATE SKIP LOCKED;
 
 -- name: claim_queue_candidate
 SELECT m.* FROM messages m
 WHERE m.read = 0 AND m.delivery_id IS NULL
-  AND m.to_agent IN (SELECT 'queue:' || q.queue FROM am_queue_members q WHERE q.agent = :agent)
+  AND m.to_agent IN (SELECT 'queue:' || j FROM jsonb_array_elements_text(:queues::jsonb) AS j)
 ORDER BY CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
          m.created_at, m.id
 LIMIT 1
