@@ -1,41 +1,28 @@
-"""The queue's turn in the one claim of both SQL stores (docs/queues.md): queue work goes to the
-idle member served least recently; a member out of turn leaves it, is told when to claim again,
-and takes it once it has waited past the grace (the member in turn is not claiming)."""
+"""The queue's turn on every store (docs/queues.md; the SQL stores' one claim and the memory
+fake): queue work goes to the idle member served least recently; a member out of turn leaves it,
+is told when to claim again, and takes it once it has waited past the grace (the member in turn
+is not claiming)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from agentmaild.models import Agent, Batch
 from agentmaild.store.base import MailStore
-from agentmaild.store.postgres import PostgresMailStore
 from agentmaild.store.queues import QUEUE_GRACE_S
-from agentmaild.store.sqlite import SqliteMailStore
-from tests.support.pg import PgDatabases
 from tests.support.stores import put_queue_work
 
 T0 = 1_700_000_000.0
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]:
-    """Members w1, w2, w3 of the queue ``work``, none served yet."""
-    if request.param == "postgres":
-        databases: PgDatabases = request.getfixturevalue("pg_databases")
-        dsn = databases.create()
-        s: MailStore = PostgresMailStore(dsn)
-    else:
-        s = SqliteMailStore(tmp_path / "mail.db")
+@pytest.fixture
+def store(any_store: MailStore) -> MailStore:
+    """Members w1, w2, w3 of the queue ``work``, none served yet, on each store."""
     for name in ("w1", "w2", "w3"):
-        s.add_agent(Agent(name=name, capability="builder", channel="spawn", command=("true",)))
-        s.join_queue("work", name)
-    yield s
-    s.close()
-    if request.param == "postgres":
-        databases.drop(dsn)
+        any_store.add_agent(Agent(name=name, capability="builder", channel="spawn",
+                                  command=("true",)))  # fmt: skip
+        any_store.join_queue("work", name)
+    return any_store
 
 
 def claim(store: MailStore, agent: str, now: float) -> Batch | None:
