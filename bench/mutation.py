@@ -49,7 +49,7 @@ SCOPE: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("agentmaild/daemon/recovery.py", ("agentmaild.daemon.recovery.*",)),
-    ("agentmaild/store/sqlite_deliveries.py", ("agentmaild.store.sqlite_deliveries.*",)),
+    ("agentmaild/store/claim.py", ("agentmaild.store.claim.*",)),
     ("agentmaild/store/memory/deliveries.py", ("agentmaild.store.memory.deliveries.*",)),
 )
 

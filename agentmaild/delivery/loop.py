@@ -71,6 +71,7 @@ class DeliveryLoop(LoopFigures):
         self._confirmed = False
         self._lease_until = 0.0  # the lease the batch in flight holds (extended during its turn)
         self._more = True  # the last batch's claim may have left mail behind (more_after)
+        self._retry_s: float | None = None  # an empty claim's advice: claim again after this
         # A claim failed with the store: it may have committed with its answer lost (the
         # connection died after COMMIT), so a batch of this agent may be claimed by nobody.
         self.claim_unsure = False
@@ -144,6 +145,7 @@ class DeliveryLoop(LoopFigures):
             raise
         if batch is None:
             self.state = "idle"
+            self._retry_s = self._store.retry_after(self.agent.name)
             return StepResult.IDLE
         # No checkpoint between the claim returning and this call: the batch cannot leak.
         return await self._attempt(batch)
@@ -279,8 +281,10 @@ class DeliveryLoop(LoopFigures):
 
     def _wait_after(self, result: StepResult) -> float | None:
         backoff_left = max(self.backoff_until - self._clock(), 0.001)
-        return wait_after(result, more=self._more, backoff_left_s=backoff_left, gated=self._gated,
+        wait = wait_after(result, more=self._more, backoff_left_s=backoff_left, gated=self._gated,
                           poll_interval_s=self.settings.poll_interval_s)
+        retry, self._retry_s = self._retry_s, None  # queue work left to members ahead in turn
+        return min(wait or retry, retry) if result is StepResult.IDLE and retry else wait
 
     async def _wait(self, *, deadline_s: float | None) -> None:
         event = self._wake

@@ -2,7 +2,8 @@
 
 Mail to a queue is one row addressed to ``queue:NAME``. The store hands it out in ``claim``: a
 member's delivery loop that finds no mail of its own takes one queue message, atomically, so
-two members never hold the same one; busy members do not claim (their loop skips the step), nor
+two members never hold the same one, when it is its turn (the idle member served least recently:
+docs/queues.md); busy members do not claim (their loop skips the step), nor
 do members that are completed, zombie or asked to shut down. A failed or abandoned attempt
 goes back to the queue under the same delivery id, and the next member to claim it takes it
 over with the attempt counted. Membership: ``agents add|update --queue NAME``.

@@ -16,20 +16,18 @@ Owns, by part:
   (what its calls take and return: ``InsertRequest``, ``InsertResult``, ``Released``,
   ``AgentProc``), ``checks`` (each send rule, below), ``guard`` (the thread guard's request);
 - the logic written once: ``connector`` (the thin ABC it runs over) and the seams over it
-  (``messages`` with ``send``, ``agents``, ``queues``, ``deliveries``, ``history``, ``procs``,
+  (``messages`` with ``send``, ``agents``, ``queues``, ``deliveries`` with ``claim``,
+  ``history``, ``procs``,
   ``tokens``, ``trust``, ``rule_state``), ``queries`` (the one loader of named queries),
   ``rows`` (rows to models);
 - SQLite: ``sqlite`` (the store), ``sqlite_tx`` (its transactions and connector),
-  ``sqlite_group`` (grouped writes), ``sqlite_open`` (opening a file), ``sqlite_deliveries``
-  (claims and acks: not yet written once), ``migrate`` (its schema versions), ``pull`` (its
-  stdlib-only take and ack),
-  ``looks`` (a daemon's look off its thread);
+  ``sqlite_group`` (grouped writes), ``sqlite_open`` (opening a file), ``migrate`` (its schema
+  versions), ``pull`` (its stdlib-only take and ack), ``looks`` (a daemon's look off its thread);
 - PostgreSQL (psycopg loaded only for a DSN): ``postgres`` (the store), ``postgres_tx`` (its
   connection, pool and connector), ``postgres_migrate`` (schema steps, then the functions),
-  ``postgres_deliveries`` / ``postgres_history`` (claims and acks: not yet written once),
-  ``postgres_lock`` /
-  ``postgres_hosts`` / ``postgres_listen`` / ``postgres_outages`` (a host's lock, heartbeat,
-  listener and outage record), ``aio_postgres`` (the daemon's async calls and poll gate);
+  ``postgres_lock`` / ``postgres_hosts`` / ``postgres_listen`` / ``postgres_outages`` (a host's
+  lock, heartbeat, listener and outage record), ``aio_postgres`` (the daemon's async calls and
+  poll gate);
 - ``memory/`` (the shipped in-memory fake, held to the same contract tests): ``memory.state``
   (its dicts and lock), ``memory.messages`` with ``memory.rules``, ``memory.deliveries``,
   ``memory.agents`` (and queues), ``memory.ledgers``;
@@ -47,8 +45,7 @@ Owns, by part:
 
 A third backend, measured (``grep -rl psycopg agentmaild | grep -v '^agentmaild/store/'`` is empty
 and ``scripts/layout.py`` holds it so: no file outside ``store/`` names a backend). It adds its own
-files under ``store/``: the store class and the parts not yet written once (``<kind>.py``,
-``<kind>_deliveries``), a connector (``<kind>_tx``), its SQL
+files under ``store/``: the store class (``<kind>.py``), a connector (``<kind>_tx``), its SQL
 (``sql/dialect/<kind>.sql``, its schema or migrations), and the offers it makes (``services_``,
 ``port_``, ``reader_``, ``check_``, ``copy_<kind>``; ``aio_<kind>`` only to beat ``AsyncMailStore``,
 whose defaults need nothing). It edits these existing files, all under ``store/``:
@@ -66,16 +63,17 @@ whose defaults need nothing). It edits these existing files, all under ``store/`
 The connector and the SQL. The SQL stores' logic is written once per seam — ``messages`` (reads,
 the pull side's take and ack, purges) with ``send`` (the insert and every rule it carries, the loop
 guard included), ``agents``, ``queues``, ``history``, ``deliveries``, ``procs``, ``tokens``,
-``trust``, ``rule_state`` (with the store's settings; only the claim and the ack, each
-backend's tuned hot path, are still
-``sqlite_deliveries`` / ``postgres_deliveries``) — over ``connector.Connector``: one write
+``trust``, ``rule_state`` (with the store's settings), ``deliveries`` (the claim and the ack in
+``claim``) — over ``connector.Connector``: one write
 transaction or one read, named queries with named parameters, rows read by column name, reads sent
 ahead (``prefetch``: one round trip in PostgreSQL's pipeline mode), ``lock(*keys)`` (PostgreSQL's
 advisory locks; a no-op on SQLite's single writer), ``notify`` at commit (PostgreSQL's NOTIFY), a
 savepoint, the dialect's JSON columns and list parameters, a row's number where the dialect has
 one (SQLite's rowid), the forms only one dialect offers (``offers`` / ``single``: PostgreSQL's
-one-statement send), driver errors mapped once to ``StoreError`` (``Duplicate`` for a unique key).
-``sqlite_tx.SqliteConnector`` and
+one-statement send), ``one_statement(name)`` (a server-side function doing a whole claim or ack
+atomically, PostgreSQL's ``am_claim`` / ``am_ack``; None where the dialect has none, so the general
+form ``claim.claim_in`` / ``claim.ack_in`` runs instead), ``after_commit``, driver errors mapped
+once to ``StoreError`` (``Duplicate`` for a unique key). ``sqlite_tx.SqliteConnector`` and
 ``postgres_tx.PostgresConnector`` implement it over each backend's tuned plumbing (busy polling and
 grouped writes; pool, kept cursor, pipeline mode, retries). Each query is written once in
 ``sql/queries.sql`` (``:name`` parameters, SQLite runs the text as it is);

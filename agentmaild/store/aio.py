@@ -96,6 +96,12 @@ class AsyncMailStore:
         only when its claim saw nothing else (SQLite, PostgreSQL can tell); else True."""
         return self.sync.more_after(batch.delivery_id)
 
+    def retry_after(self, agent: str) -> float | None:
+        """After a claim that gave nothing: in how many seconds ``agent`` should claim again,
+        when it left waiting queue work to members ahead in the queue's turn
+        (``MailStore.retry_after``); else None (wait for a wake-up)."""
+        return self.sync.retry_after(agent)
+
     async def ack_delivery(
         self, delivery_id: str, *, now: float, record: Attempt | None = None
     ) -> int:

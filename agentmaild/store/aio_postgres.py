@@ -42,9 +42,14 @@ from psycopg.rows import dict_row
 from agentmaild.errors import StoreError
 from agentmaild.models import Attempt, Batch
 from agentmaild.store.aio import AsyncMailStore
+from agentmaild.store.claim import (
+    ack_params,
+    acked_at_once,
+    claim_at_once,
+    claim_params,
+    needs_general,
+)
 from agentmaild.store.postgres import PostgresMailStore
-from agentmaild.store.postgres_deliveries import claim_params, claimed, settled
-from agentmaild.store.postgres_history import ack_params
 from agentmaild.store.postgres_tx import PQ, first_line, redacted
 
 T = TypeVar("T")
@@ -131,25 +136,21 @@ class PgAsyncMailStore(AsyncMailStore):
         params = claim_params(agent, max_messages=max_messages, max_chars=max_chars,
                               lease_s=lease_s, now=now)
         rows = await self._call(PQ["claim_one"], params, "write")
-        if not rows:
-            return None
-        if rows[0]["claim_id"] is not None:
-            batch = self.sync.note_claimed(claimed(agent, rows, params["lease_until"]), rows)
+        if needs_general(rows):
+            # A queue member with no mail of its own: the general claim (rare) in the worker thread.
+            return await self._grouped(self.sync.claim_general, params)
+        batch = self.sync.note_claimed(agent, claim_at_once(agent, rows, params["lease_until"]))
+        if batch is not None:
             if len(self._looked) >= _LOOKED_MAX:
                 self._looked.clear()
             self._looked[batch.message_ids] = anyio.current_time() + LOOK_FRESH_S
-            return batch
-        # A queue member with no mail of its own: the general claim (rare) in the worker thread.
-        return await self._grouped(
-            self.sync.claim_with_queues, agent, max_messages=max_messages,
-            max_chars=max_chars, lease_s=lease_s, now=now,
-        )
+        return batch
 
     async def ack_delivery(
         self, delivery_id: str, *, now: float, record: Attempt | None = None
     ) -> int:
         rows = await self._call(PQ["ack_one"], ack_params(delivery_id, now, record), "write")
-        return settled(rows[0], record)
+        return acked_at_once(rows[0], record)
 
     async def unread_among(self, ids: Sequence[str]) -> set[str]:
         if not ids:

@@ -62,6 +62,15 @@ class MailStore(Ledgers):
         self.drained.discard(delivery_id)
         return False
 
+    # Agents whose last claim left waiting queue work to members ahead in the queue's turn, and
+    # in how many seconds each should claim again; a store that never defers leaves it empty.
+    deferred: dict[str, float]
+
+    def retry_after(self, agent: str) -> float | None:
+        """After a claim that gave nothing: in how many seconds ``agent`` should claim again
+        (taken out of ``deferred``, once); None: wait for a wake-up."""
+        return self.deferred.pop(agent, None)
+
     def run_inline(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (one short write) now, in the caller's thread, when it needs no wait; else
         answer ``NOT_NOW`` having written nothing. This default always answers ``NOT_NOW``: every

@@ -132,6 +132,18 @@ class Connector(ABC):
         transaction (where the dialect allows: no BEGIN, no COMMIT)."""
         return self.write(lambda tx: tx.fetch_one(name, params), single=True)
 
+    def one_statement(self, name: str) -> Callable[[Params], list[Row]] | None:
+        """The dialect's one-statement form of an operation (``claim_one``, ``ack_one``: a
+        server-side function doing a whole claim or ack atomically), run as its own transaction
+        and answering its rows; None where the dialect has none (the caller runs the general
+        form, written once over ``Tx``)."""
+        return None
+
+    def after_commit(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` once the write that just returned is committed: now, unless the store
+        groups writes into one transaction (SQLite), then after that one's COMMIT."""
+        fn()
+
     def fetch_all(self, name: str, params: Params | None = None) -> list[Row]:
         """Every row of the query ``name``, read on its own."""
         return self.read(lambda tx: tx.fetch_all(name, params))

@@ -1,19 +1,32 @@
-"""The deliveries' bookkeeping, written once over the connector: a release (back to pending, or
-dead), lease extensions, reaping expired leases, dead letters and their retry, and the figures
-(agents with mail to claim, per-agent counts, totals). The claim and the ack, each backend's
-tuned hot path, stay in ``sqlite_deliveries`` and ``postgres_deliveries``."""
+"""The deliveries, written once over the connector: the claim and the ack (their transactions in
+``claim``; a dialect's one-statement form through ``Connector.one_statement``), a release (back
+to pending, or dead), lease extensions, reaping expired leases, dead letters and their retry, and
+the figures (agents with mail to claim, per-agent counts, totals)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentmaild.errors import NotFound
 from agentmaild.ids import iso_now
-from agentmaild.models import AgentCounts, Attempt, DeadLetter, Message
+from agentmaild.models import AgentCounts, Attempt, Batch, DeadLetter, Message
+from agentmaild.store.claim import (
+    Claimed,
+    ack_in,
+    ack_params,
+    acked_at_once,
+    claim_at_once,
+    claim_in,
+    claim_params,
+    needs_general,
+)
 from agentmaild.store.connector import OverConnector, Tx
 from agentmaild.store.history import insert_attempt
 from agentmaild.store.records import Released, with_outcome
 from agentmaild.store.rows import dead_letter_from_row, message_from_row
 
 _ERROR_MAX_CHARS = 2000
+_DRAINED_MAX = 1024
 
 
 def _release(
@@ -51,7 +64,74 @@ def _counts(tx: Tx) -> dict[str, AgentCounts]:
 
 
 class StoreDeliveries(OverConnector):
-    """The ``MailStore`` delivery operations besides the claim and the ack, for every SQL store."""
+    """The ``MailStore`` delivery operations, for every SQL store.
+
+    ``drained``: ids of batches whose claim saw nothing else claimable for the agent (no more
+    direct mail, no queue); the daemon's loop then waits for a wake-up instead of claiming again
+    (``AsyncMailStore.more_after`` takes them out). ``deferred``: agents whose last claim left
+    waiting queue work to members ahead in the queue's turn, and in how many seconds to claim
+    again (``AsyncMailStore.retry_after`` takes them out). ``overstory``: the Overstory link
+    (SQLite's Overstory mode), told of each ack's messages after commit.
+    """
+
+    drained: set[str]
+    deferred: dict[str, float]
+    overstory: Any = None
+
+    def claim(
+        self, agent: str, *, max_messages: int, max_chars: int, lease_s: float, now: float
+    ) -> Batch | None:
+        """The dialect's one-statement claim when it has one and it sufficed; else the general
+        claim (``claim.claim_in``): no such statement, or a queue member with no mail of its own.
+        """
+        p = claim_params(agent, max_messages=max_messages, max_chars=max_chars, lease_s=lease_s,
+                         now=now)  # fmt: skip
+        at_once = self.db.one_statement("claim_one")
+        rows = at_once(p) if at_once is not None else None
+        if rows is None or needs_general(rows):
+            return self.claim_general(p)
+        return self.note_claimed(agent, claim_at_once(agent, rows, p["lease_until"]))
+
+    def claim_general(self, p: dict[str, Any]) -> Batch | None:
+        """The claim of ``claim_params`` ``p`` as one transaction of named queries (PostgreSQL:
+        in pipeline mode, BEGIN, the agent's lock and the probe in one round trip)."""
+        claimed = self.db.write(lambda tx: claim_in(tx, p), pipeline=True)
+        return self.note_claimed(p["agent"], claimed)
+
+    def note_claimed(self, agent: str, claimed: Claimed) -> Batch | None:
+        """The batch, its id kept in ``drained`` once committed when its claim left nothing;
+        with no batch, the agent kept in ``deferred`` when it is to claim again soon."""
+        batch = claimed.batch
+        if batch is not None and not claimed.more:
+            delivery_id = batch.delivery_id
+            self.db.after_commit(lambda: self._drained(delivery_id))
+        elif batch is None and claimed.retry_s is not None:
+            retry_s = claimed.retry_s
+            self.db.after_commit(lambda: self._deferred(agent, retry_s))
+        return batch
+
+    def _deferred(self, agent: str, retry_s: float) -> None:
+        if len(self.deferred) >= _DRAINED_MAX:  # agents nobody asked about
+            self.deferred.clear()
+        self.deferred[agent] = retry_s
+
+    def _drained(self, delivery_id: str) -> None:
+        if len(self.drained) >= _DRAINED_MAX:  # claims nobody asked about (pull consumers)
+            self.drained.clear()
+        self.drained.add(delivery_id)
+
+    def ack_delivery(self, delivery_id: str, *, now: float, record: Attempt | None = None) -> int:
+        """The dialect's one-statement ack when it has one; else the general ack. An Overstory
+        link must know which messages were acked, which only the general ack answers."""
+        link = self.overstory
+        at_once = self.db.one_statement("ack_one") if link is None else None
+        if at_once is not None:
+            return acked_at_once(at_once(ack_params(delivery_id, now, record))[0], record)
+        rows = self.db.write(lambda tx: ack_in(tx, delivery_id, now, record))
+        if link is not None:
+            acked = [(r["to_agent"], r["id"]) for r in rows]
+            self.db.after_commit(lambda: link.clear_acked(acked))
+        return len(rows)
 
     def release(
         self,

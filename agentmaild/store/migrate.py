@@ -19,10 +19,10 @@ from agentmaild.store.queries import schema_statements
 # am_peer_messages, am_relayed) and am_agents.host (agents per host); 6: drops the loop guard's
 # index on am_recent_sends(at) (it prunes in rowid order now); 7: am_idx_delivery holds only
 # claimed mail (``WHERE delivery_id IS NOT NULL``), so a send writes no page of it; 8: am_settings
-# (the store's own settings: the team rules its daemon writes). Every upgrade
-# step below is idempotent, so one function takes any older file (or Overstory's) to the current
-# version.
-SCHEMA_VERSION = 8
+# (the store's own settings: the team rules its daemon writes); 9: am_queue_members.served_at
+# (when the member last took work from the queue: the queue's turn). Every upgrade step below is
+# idempotent, so one function takes any older file (or Overstory's) to the current version.
+SCHEMA_VERSION = 9
 
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.
@@ -46,6 +46,7 @@ EXTRA_INDEXES = (
 AM_COLUMNS = {
     "am_agents": {"shutdown_requested_at": "TEXT", "host": "TEXT"},  # host: schema 5
     "am_deliveries": {"queue": "TEXT"},
+    "am_queue_members": {"served_at": "REAL"},  # schema 9
 }
 OVERSTORY_COLUMNS = (
     "id, from_agent, to_agent, subject, body, type, priority, thread_id, payload, read, created_at"

@@ -2,11 +2,10 @@
 
 Assembled like the SQLite store, one mixin per seam of the ``MailStore`` ABC — the seams written
 once over the connector (``StoreMessages``, ``StoreProcs``, ``StoreTokens``, ``StoreTrust``,
-``StoreQueues``, ``StoreHistory``, ``StoreAgents``, ``StoreRuleState``) and PostgreSQL's own claim
-and ack (``PostgresDeliveries``) — over the connection and transactions of ``postgres_tx``; the
-schema is ``sql/migrations/pg_N.sql`` with the server functions of ``sql/functions.sql``
-(migrated by ``postgres_migrate``), the SQL is ``sql/queries.sql`` overlaid with
-``sql/dialect/postgres.sql``.
+``StoreQueues``, ``StoreHistory``, ``StoreAgents``, ``StoreRuleState``, ``StoreDeliveries``) —
+over the connection and transactions of ``postgres_tx``; the schema is ``sql/migrations/pg_N.sql``
+with the server functions of ``sql/functions.sql`` (migrated by ``postgres_migrate``), the SQL is
+``sql/queries.sql`` overlaid with ``sql/dialect/postgres.sql``.
 """
 
 from __future__ import annotations
@@ -20,9 +19,14 @@ from agentmaild.store.deliveries import StoreDeliveries
 from agentmaild.store.history import StoreHistory
 from agentmaild.store.location import StoreLocation
 from agentmaild.store.messages import StoreMessages
-from agentmaild.store.postgres_deliveries import PostgresDeliveries
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version, migrate
-from agentmaild.store.postgres_tx import Conn, connect, open_pool, redacted
+from agentmaild.store.postgres_tx import (
+    Conn,
+    PostgresTransactions,
+    connect,
+    open_pool,
+    redacted,
+)
 from agentmaild.store.procs import StoreProcs
 from agentmaild.store.queues import StoreQueues
 from agentmaild.store.rule_state import StoreRuleState
@@ -33,9 +37,9 @@ __all__ = ["PostgresMailStore"]
 
 
 class PostgresMailStore(
+    PostgresTransactions,
     StoreMessages,
     StoreAgents,
-    PostgresDeliveries,
     StoreDeliveries,
     StoreHistory,
     StoreProcs,
@@ -57,6 +61,7 @@ class PostgresMailStore(
         self.dsn = dsn
         self.location = StoreLocation.of(dsn)
         self.drained = set()
+        self.deferred = {}
         self.path = redacted(dsn)  # what messages and `status` show for "where the store is"
         try:
             self._conn = connect(dsn)

@@ -97,8 +97,7 @@ def open_pool(dsn: str, size: int) -> ConnectionPool[Conn]:
 class PostgresTransactions(OverConnector):
     """Owns the connection (or the pool); ``_write`` and ``_read_with`` run one operation on it.
 
-    With a pool, each operation takes a connection of its own, so operations may run in several
-    threads at once; without, one connection serves one thread at a time."""
+    With a pool, each operation takes a connection of its own; without, one thread at a time."""
 
     _conn: Conn
     _pool: ConnectionPool[Conn] | None = None
@@ -288,7 +287,14 @@ class PostgresConnector(Connector):
         return name in PQ
 
     def single(self, name: str, params: Params | None = None) -> AnyRow | None:
-        # The kept cursor: a cursor made per call costs several percent of a send.
         return self._owner._write(
             lambda conn: conn.kept_cursor().execute(PQ[name], params).fetchone(), single=True
+        )
+
+    def one_statement(self, name: str) -> Callable[[Params], list[AnyRow]] | None:
+        if not self.offers(name):  # claim_one, ack_one: am_claim, am_ack (sql/functions.sql)
+            return None
+        sql = PQ[name]  # run on the kept cursor, like ``single``: a cursor per call costs a lot
+        return lambda params: self._owner._write(
+            lambda conn: list(conn.kept_cursor().execute(sql, params).fetchall()), single=True
         )

@@ -2,7 +2,9 @@
 claim.
 
 A member's claim (``queue_batch``, after its own redeliveries and direct mail) takes over the
-oldest pending delivery of its queues, else one new queue message. On SQLite the claim's
+oldest pending delivery of its queues, else one new queue message — in the queues where it is its
+turn: queue work goes to the idle member served least recently (``_turns``, docs/queues.md),
+and to any member once it has waited ``QUEUE_GRACE_S``. On SQLite the claim's
 ``BEGIN IMMEDIATE`` keeps every other member out between the look and the write; on PostgreSQL
 both rows are taken ``FOR UPDATE SKIP LOCKED`` (the dialect's queries): two members claiming at
 once never take one delivery or message twice, and neither waits for the other.
@@ -10,60 +12,76 @@ once never take one delivery or message twice, and neither waits for the other.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from agentmaild.errors import NotFound
-from agentmaild.ids import new_id
-from agentmaild.models import QUEUE_PREFIX, Batch, Message, QueueInfo
-from agentmaild.store.connector import OverConnector, Tx
-from agentmaild.store.rows import message_from_row
+from agentmaild.ids import iso_now
+from agentmaild.models import QUEUE_PREFIX, Batch, QueueInfo
+from agentmaild.store.connector import OverConnector, Params, Tx
+from agentmaild.store.rows import batch_of, message_from_row
+
+QUEUE_GRACE_S = 2.0  # queue work waiting this long goes to any member that claims
 
 
-def _batch(
-    delivery_id: str, agent: str, messages: list[Message], attempt: int, lease_until: float
-) -> Batch:
-    return Batch(
-        delivery_id=delivery_id,
-        agent=agent,
-        messages=tuple(replace(m, delivery_id=delivery_id) for m in messages),
-        attempt=attempt,
-        lease_until=lease_until,
-    )
-
-
-def _unread_of(tx: Tx, delivery_id: str) -> list[Message]:
-    return [message_from_row(r) for r in tx.fetch_all("delivery_unread", {"id": delivery_id})]
-
-
-def queue_batch(
-    tx: Tx, agent: str, lease_until: float, stamp: str, *, now: float | None = None
-) -> Batch | None:
-    """Work from the agent's queues, claimed in ``tx``. ``now``: first make sure the agent holds
-    no live lease (a caller that has not looked yet)."""
+def queue_batch(tx: Tx, agent: str, now: float, p: Params) -> tuple[Batch | None, float | None]:
+    """Work from the agent's queues where it is its turn, claimed in ``tx`` (by
+    ``claim.claim_in``, which has made sure the agent holds no live lease; ``p``: its
+    parameters); and, when it left waiting work to members ahead of it, in how many seconds to
+    claim again (the grace after which any member may take it)."""
     mine = {"agent": agent}
-    if now is not None and tx.fetch_one("claim_active", {**mine, "now": now}) is not None:
-        return None
     if tx.fetch_one("queue_taker", mine) is None:
-        return None
-    while (pending := tx.fetch_one("claim_pending_queue_delivery", mine)) is not None:
-        messages = _unread_of(tx, pending["id"])
+        return None, None
+    turns, held_back = _turns(tx, agent, now)
+    retry_s = QUEUE_GRACE_S if held_back else None
+    if not turns:
+        return None, retry_s
+    queues = {"queues": tx.json(turns)}
+    lease_until, stamp = p["lease_until"], p["stamp"]
+    while (pending := tx.fetch_one("claim_pending_queue_delivery", queues)) is not None:
+        of_it = {"id": pending["id"]}
+        messages = [message_from_row(r) for r in tx.fetch_all("delivery_unread", of_it)]
         if not messages:  # all read another way meanwhile: nothing left to redeliver
-            closed = {"state": "acked", "stamp": stamp, "id": pending["id"]}
-            tx.execute("delivery_set_state", closed)
+            tx.execute("delivery_set_state", {"state": "acked", "stamp": stamp, **of_it})
             continue
-        take = {**mine, "lease_until": lease_until, "stamp": stamp, "id": pending["id"]}
-        row = tx.fetch_one("delivery_take_over", take)
+        row = tx.fetch_one("delivery_take_over", {**mine, **of_it, "lease_until": lease_until,
+                                                  "stamp": stamp})  # fmt: skip
         assert row is not None  # taken under the claim's lock above
-        return _batch(pending["id"], agent, messages, int(row["attempts"]), lease_until)
-    row = tx.fetch_one("claim_queue_candidate", mine)
+        tx.execute("queue_served", {**mine, "queue": pending["queue"], "now": now})
+        return batch_of(pending["id"], agent, messages, int(row["attempts"]), lease_until), None
+    row = tx.fetch_one("claim_queue_candidate", queues)
     if row is None:
-        return None
+        return None, retry_s
     m = message_from_row(row)
-    delivery_id = new_id("dlv")
+    queue, delivery_id = m.to_agent[len(QUEUE_PREFIX) :], p["new_id"]
     born = {"id": delivery_id, "agent": agent, "lease_until": lease_until, "stamp": stamp}
-    tx.execute("delivery_insert_queue", {**born, "queue": m.to_agent[len(QUEUE_PREFIX) :]})
+    tx.execute("delivery_insert_queue", {**born, "queue": queue})
     tx.execute("message_set_delivery", {"delivery": delivery_id, "id": m.id})
-    return _batch(delivery_id, agent, [m], 1, lease_until)
+    tx.execute("queue_served", {**mine, "queue": queue, "now": now})
+    return batch_of(delivery_id, agent, [m], 1, lease_until), None
+
+
+def _turns(tx: Tx, agent: str, now: float) -> tuple[list[str], bool]:
+    """The agent's queues where it may take work now, and whether it left waiting work to others.
+
+    In each queue, ``k`` idle members were served less recently than the agent (``queue_turns``):
+    the first ``k`` items of waiting work are theirs, so the agent takes work only when more than
+    ``k`` wait, or when some has waited past the grace (the member in turn is not claiming)."""
+    since = iso_now(now - QUEUE_GRACE_S)
+    mine: list[str] = []
+    held_back = False
+    for row in tx.fetch_all("queue_turns", {"agent": agent, "now": now}):
+        queue, ahead = row["queue"], int(row["ahead"])
+        waiting = 1 if ahead == 0 else _waiting(tx, queue, ahead + 1)
+        if waiting > ahead or (
+            waiting and tx.fetch_one("queue_stale", {"queue": queue, "since": since})
+        ):
+            mine.append(queue)
+        elif waiting:
+            held_back = True
+    return mine, held_back
+
+
+def _waiting(tx: Tx, queue: str, cap: int) -> int:
+    row = tx.fetch_one("queue_waiting", {"queue": queue, "cap": cap})
+    return int(row["n"]) if row is not None else 0
 
 
 class StoreQueues(OverConnector):

@@ -3,9 +3,10 @@ messages and dead letters. Agents, whose JSON columns the dialect decodes, map i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from agentmaild.models import DeadLetter, Message
+from agentmaild.models import Batch, DeadLetter, Message
 from agentmaild.store.connector import Row
 
 
@@ -29,6 +30,23 @@ def message_from_row(row: Row, *, delivery_id: str | None = None) -> Message:
         delivery_id=delivery_id or (row["delivery_id"] if "delivery_id" in keys else None),
         acked_at=row["acked_at"] if "acked_at" in keys else None,
         acked_by=row["acked_by"] if "acked_by" in keys else None,
+    )
+
+
+def batch_of(
+    delivery_id: str, agent: str, messages: list[Message], attempt: int, lease_until: float
+) -> Batch:
+    """A claimed batch. A message read by its delivery (a redelivery) or for it (a claim of new
+    mail) is kept as it is; ``replace`` copies a frozen dataclass field by field (~16 µs)."""
+    return Batch(
+        delivery_id=delivery_id,
+        agent=agent,
+        messages=tuple(
+            m if m.delivery_id == delivery_id else replace(m, delivery_id=delivery_id)
+            for m in messages
+        ),
+        attempt=attempt,
+        lease_until=lease_until,
     )
 
 

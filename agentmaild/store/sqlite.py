@@ -2,9 +2,9 @@
 
 The store is assembled from one mixin per seam of the ``MailStore`` ABC: the seams written once over
 the connector (``StoreMessages``, ``StoreProcs``, ``StoreTokens``, ``StoreTrust``, ``StoreQueues``,
-``StoreHistory``, ``StoreAgents``, ``StoreRuleState``: ``messages`` with ``send``, ``procs``,
-``tokens``, ``trust``, ``queues``, ``history``, ``agents``, ``rule_state``) and SQLite's own claim
-and ack (``SqliteDeliveries``, ``sqlite_deliveries``), all over the transaction plumbing of
+``StoreHistory``, ``StoreAgents``, ``StoreRuleState``, ``StoreDeliveries``: ``messages`` with
+``send``, ``procs``, ``tokens``, ``trust``, ``queues``, ``history``, ``agents``, ``rule_state``,
+``deliveries`` with ``claim``), all over the transaction plumbing of
 ``sqlite_tx``; rows become models in ``rows``, and the SQL lives as named queries in
 ``sql/queries.sql``.
 """
@@ -27,8 +27,8 @@ from agentmaild.store.migrate import migrate
 from agentmaild.store.procs import StoreProcs
 from agentmaild.store.queues import StoreQueues
 from agentmaild.store.rule_state import StoreRuleState
-from agentmaild.store.sqlite_deliveries import SqliteDeliveries
 from agentmaild.store.sqlite_open import check_path, connect_readonly
+from agentmaild.store.sqlite_tx import SqliteTransactions
 from agentmaild.store.tokens import StoreTokens
 from agentmaild.store.trust import StoreTrust
 
@@ -90,9 +90,9 @@ def _overstory_link(path: str, flavor: str | None) -> object:
 
 
 class SqliteMailStore(
+    SqliteTransactions,
     StoreMessages,
     StoreAgents,
-    SqliteDeliveries,
     StoreDeliveries,
     StoreProcs,
     StoreHistory,
@@ -121,6 +121,7 @@ class SqliteMailStore(
         self.path = Path(path)
         self.location = StoreLocation.of(path)
         self.drained = set()
+        self.deferred = {}
         self._wal: Path | None = None  # the -wal file, watched by inline writes (writable only)
         self.overstory = _overstory_link(str(path), flavor)
         try:

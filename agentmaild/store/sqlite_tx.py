@@ -270,3 +270,6 @@ class SqliteConnector(Connector):
 
     def offers(self, name: str) -> bool:
         return name in Q
+
+    def after_commit(self, fn: Callable[[], object]) -> None:
+        self._owner.after_commit(fn)

@@ -16,11 +16,11 @@ from agentmaild.errors import InboxFull, StoreError
 from agentmaild.ids import iso_now, new_id
 from agentmaild.models import Agent, Message
 from agentmaild.store.postgres import PostgresMailStore
-from agentmaild.store.postgres_deliveries import claim_in
 from agentmaild.store.postgres_migrate import PG_SCHEMA_VERSION, current_version
 from agentmaild.store.postgres_tx import connect
 from agentmaild.store.records import InsertRequest
 from tests.support.pg import PgDatabases
+from tests.support.pg_claimer import claim_inside
 from tests.support.waiting import wait_for
 
 T0 = 1_700_000_000.0
@@ -76,7 +76,8 @@ def test_a_claim_waits_for_a_racing_claim_then_sees_its_lease(
     put(a, 3)
     results: list[object] = []
     with a.connection.transaction():
-        first = claim_in(a.connection, "bob", max_messages=2, max_chars=1000, lease_s=30, now=T0)
+        first = claim_inside(a.connection, "bob", max_messages=2, max_chars=1000, lease_s=30,
+                             now=T0)  # fmt: skip
         racer = threading.Thread(
             target=lambda: results.append(
                 b.claim("bob", max_messages=2, max_chars=1000, lease_s=30, now=T0)

@@ -10,11 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentmaild.ids import iso_now, new_id
-from agentmaild.models import Agent, Batch, Message
+from agentmaild.models import Agent, Batch
 from agentmaild.store.postgres import PostgresMailStore
-from agentmaild.store.postgres_deliveries import claim_in
-from agentmaild.store.records import InsertRequest
+from tests.support.pg_claimer import claim_inside
+from tests.support.stores import put_queue_work
 
 T0 = 1_700_000_000.0
 
@@ -31,13 +30,7 @@ def two(pg_dsn: str) -> Iterator[tuple[PostgresMailStore, PostgresMailStore]]:
 
 
 def put(store: PostgresMailStore, n: int) -> list[str]:
-    msgs = tuple(
-        Message(id=new_id("msg"), from_agent="lead", to_agent="queue:work", subject=f"s{i}",
-                body="b", created_at=iso_now(T0 + i / 1000))
-        for i in range(n)
-    )
-    store.insert(InsertRequest(messages=msgs, now=T0))
-    return [m.id for m in msgs]
+    return put_queue_work(store, n, T0)
 
 
 def claim(store: PostgresMailStore, agent: str, now: float = T0) -> Batch | None:
@@ -50,7 +43,8 @@ def test_an_open_queue_claim_is_skipped_not_waited_for(
     a, b = two
     first_id, second_id = put(a, 2)
     with a.connection.transaction():  # m1's claim holds its row until this block commits
-        mine = claim_in(a.connection, "m1", max_messages=5, max_chars=10_000, lease_s=30, now=T0)
+        mine = claim_inside(a.connection, "m1", max_messages=5, max_chars=10_000, lease_s=30,
+                            now=T0)  # fmt: skip
         assert mine is not None and mine.message_ids == (first_id,)
         got: list[Batch | None] = []
         racer = threading.Thread(target=lambda: got.append(claim(b, "m2")))
@@ -103,8 +97,8 @@ def test_a_given_back_queue_delivery_is_taken_over_by_one_member(
     assert first is not None
     a.release(first.delivery_id, error="crashed", max_attempts=5, now=T0 + 1)
     with a.connection.transaction():
-        again = claim_in(a.connection, "m2", max_messages=5, max_chars=10_000, lease_s=30,
-                         now=T0 + 2)  # fmt: skip
+        again = claim_inside(a.connection, "m2", max_messages=5, max_chars=10_000, lease_s=30,
+                             now=T0 + 2)  # fmt: skip
         assert again is not None
         assert (again.delivery_id, again.attempt, again.message_ids) == (first.delivery_id, 2,
                                                                           (mid,))  # fmt: skip

@@ -11,7 +11,19 @@ import json
 import sys
 import time
 
+from agentmaild.models import Batch
+from agentmaild.store.claim import claim_in, claim_params
 from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.postgres_tx import Conn, PgTx
+
+
+def claim_inside(conn: Conn, agent: str, **limits: float) -> Batch | None:
+    """The store's general claim (``claim.claim_in``) inside the transaction the caller holds
+    open on ``conn`` (its locks and row locks last until that transaction ends)."""
+    p = claim_params(agent, max_messages=int(limits["max_messages"]),
+                     max_chars=int(limits["max_chars"]), lease_s=limits["lease_s"],
+                     now=limits["now"])  # fmt: skip
+    return claim_in(PgTx(conn), p)[0]
 
 
 def main(dsn: str, agent: str, n: int) -> int:

@@ -17,6 +17,7 @@ from agentmaild.models import (
     Message,
 )
 from agentmaild.store.memory.state import Delivery, MemoryState, atomic, chrono, order
+from agentmaild.store.queues import QUEUE_GRACE_S
 from agentmaild.store.records import Released, with_outcome
 
 
@@ -41,7 +42,7 @@ class MemoryDeliveries(MemoryState):
             return redelivery
         chosen = self._fresh_batch(agent, max_messages, max_chars)
         if not chosen:
-            return self._queue_batch(agent, now + lease_s, stamp)
+            return self._queue_batch(agent, now, now + lease_s, stamp)
         d = Delivery(id=new_id("dlv"), agent=agent, state="claimed", attempts=1)
         d.lease_until, d.created_at, d.updated_at = now + lease_s, stamp, stamp
         self._deliveries[d.id] = d
@@ -66,12 +67,54 @@ class MemoryDeliveries(MemoryState):
             return d.batch(messages)
         return None
 
-    def _queue_batch(self, agent: str, lease_until: float, stamp: str) -> Batch | None:
-        """Work from the agent's queues: a pending queue delivery taken over, else one message."""
+    def _idle(self, name: str, now: float) -> bool:
+        a = self._agents.get(name)
+        return (
+            a is not None and a.state not in REFUSED_STATES and a.shutdown_requested_at is None
+            and a.turn_state != "busy"
+            and not any(d.agent == name and d.state == "claimed" and (d.lease_until or 0.0) > now
+                        for d in self._deliveries.values())
+        )  # fmt: skip
+
+    def _turns(self, agent: str, now: float) -> tuple[set[str], bool]:
+        """As ``queues._turns``: the agent's queues where it is its turn, and whether it left
+        waiting work to idle members served less recently."""
+        since, mine, held_back = iso_now(now - QUEUE_GRACE_S), set(), False
+        for q, members in self._queue_members.items():
+            if agent not in members:
+                continue
+            turn = (self._served.get((q, agent), -1.0), agent)
+            ahead = sum(1 for r in members if r != agent and self._idle(r, now)
+                        and (self._served.get((q, r), -1.0), r) < turn)  # fmt: skip
+            waits = [m.created_at for m in self._messages.values()
+                     if m.to_agent == QUEUE_PREFIX + q and not m.read and m.delivery_id is None]
+            waits += [d.updated_at for d in self._deliveries.values()
+                      if d.queue == q and d.state == "pending"]  # fmt: skip
+            if len(waits) > ahead or any(w <= since for w in waits):
+                mine.add(q)
+            elif waits:
+                held_back = True
+        return mine, held_back
+
+    def _queue_batch(
+        self, agent: str, now: float, lease_until: float, stamp: str
+    ) -> Batch | None:
+        """Work from the agent's queues where it is its turn: a pending queue delivery taken
+        over, else one message (``queues.queue_batch``)."""
         a = self._agents.get(agent)
         if a is None or a.state in REFUSED_STATES or a.shutdown_requested_at is not None:
             return None
-        queues = {q for q, members in self._queue_members.items() if agent in members}
+        queues, held_back = self._turns(agent, now)
+        batch = self._queue_take(agent, queues, lease_until, stamp)
+        if batch is not None:
+            self._served[(batch.messages[0].to_agent[len(QUEUE_PREFIX) :], agent)] = now
+        elif held_back:
+            self.deferred[agent] = QUEUE_GRACE_S
+        return batch
+
+    def _queue_take(
+        self, agent: str, queues: set[str], lease_until: float, stamp: str
+    ) -> Batch | None:
         pending = [
             d for d in self._deliveries.values() if d.state == "pending" and d.queue in queues
         ]

@@ -89,6 +89,8 @@ class MemoryState:
         self._team_rules: dict[str, object] = {}  # what the daemon wrote (am_settings)
         self._escalated: set[str] = set()  # message ids the long-unread rule has escalated
         self._queue_members: dict[str, set[str]] = {}  # queue -> its member agents
+        self._served: dict[tuple[str, str], float] = {}  # (queue, member) -> when it last took work
+        self.deferred: dict[str, float] = {}  # as the SQL stores' (deliveries.StoreDeliveries)
         # The trust domains: peers by name, nonce -> (peer, expires_at), origins by message id,
         # relayed message id -> (peer, at).
         self._peers: dict[str, Peer] = {}

@@ -120,24 +120,25 @@ BEGIN
 END
 $$
 -- ;
--- am_claim: the daemon's claim in one statement, in its own transaction (the general claim,
--- postgres_deliveries.claim_in, calls it inside its own). It takes the agent's advisory lock
--- first; a VOLATILE plpgsql function takes a fresh snapshot per statement, so what follows the
--- lock sees whatever the previous holder committed. The claim: the agent's oldest pending
--- redelivery (not of a queue: those are claimed by queue, in postgres_queues) (same id, next
--- attempt) when there is one, else new mail in delivery order cut at max_messages and max_chars
--- (at least one), all only while the agent holds no live lease. Rows are taken FOR UPDATE SKIP
+-- am_claim: the daemon's claim in one statement, in its own transaction: the same claim as the
+-- general one (claim.claim_in, written over the connector), which runs instead when this answers
+-- its queue marker. It takes the agent's advisory lock first; a VOLATILE plpgsql function takes a
+-- fresh snapshot per statement, so what follows the lock sees whatever the previous holder
+-- committed. The claim: nothing while the agent holds a live lease; else its oldest pending
+-- redelivery (not of a queue: those are claimed by queue) (same id, next attempt), pending
+-- deliveries before it whose mail was all read another way closed on the way; else new mail in
+-- delivery order cut at max_messages and max_chars (at least one). Rows are taken FOR UPDATE SKIP
 -- LOCKED: a row another transaction is working on is passed over, never waited for nor taken
--- twice. Pending deliveries before the chosen one whose mail was all read another way are closed
--- on the way. Most claims find no live lease and no pending redelivery: one probe by (agent,
--- state) says so, and then only the new-mail part runs.
+-- twice. Most claims find no live lease and no pending redelivery: one probe by (agent, state)
+-- says so, and then only the new-mail statement runs.
 --
 -- It returns the claim's rows (claim_id, claim_attempt, the message's columns, claim_more).
--- claim_more is false only when the new-mail part took every row it found (fewer than
--- max_messages, none cut by max_chars) and the agent is in no work queue, as SQLite's claim says
--- it (the daemon's loop then waits for a wake-up). When the agent's own mail gave nothing and it
--- is a member of a work queue, it returns one row whose claim_id is NULL, having written nothing
--- but the drained deliveries: the caller then runs the general claim, which takes queue work.
+-- claim_more is false only when new mail was claimed, every row found was taken (fewer than
+-- max_messages, none cut by max_chars) and the agent is in no work queue, as the general claim
+-- says it (the daemon's loop then waits for a wake-up). When the agent's own mail gave nothing and
+-- it is a member of a work queue, it returns one row whose claim_id is NULL, having written
+-- nothing but the drained deliveries: the caller then runs the general claim, which takes queue
+-- work.
 CREATE OR REPLACE FUNCTION am_claim(
   p_agent text, p_now double precision, p_lease_until double precision, p_stamp text,
   p_max_messages integer, p_max_chars integer, p_new_id text
@@ -155,15 +156,16 @@ BEGIN
     WHERE a.agent = p_agent AND a.state IN ('claimed', 'pending')
       AND CASE a.state WHEN 'claimed' THEN a.lease_until > p_now ELSE a.queue IS NULL END
   ) THEN
-    RETURN QUERY
-    WITH active AS (
+    IF EXISTS (
       SELECT 1 FROM am_deliveries a
       WHERE a.agent = p_agent AND a.state = 'claimed' AND a.lease_until > p_now
-      LIMIT 1
-    ), pick AS (
+    ) THEN
+      RETURN;  -- a live lease: nothing to claim
+    END IF;
+    RETURN QUERY
+    WITH pick AS (
       SELECT d.id, d.created_at FROM am_deliveries d
       WHERE d.agent = p_agent AND d.state = 'pending' AND d.queue IS NULL
-        AND NOT EXISTS (SELECT 1 FROM active)
         AND EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
       ORDER BY d.created_at, d.id
       LIMIT 1
@@ -171,7 +173,6 @@ BEGIN
     ), drained AS (
       UPDATE am_deliveries d SET state = 'acked', updated_at = p_stamp
       WHERE d.agent = p_agent AND d.state = 'pending' AND d.queue IS NULL
-        AND NOT EXISTS (SELECT 1 FROM active)
         AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.delivery_id = d.id AND m.read = 0)
         AND (NOT EXISTS (SELECT 1 FROM pick)
              OR (d.created_at, d.id) < (SELECT p.created_at, p.id FROM pick p))
@@ -181,82 +182,52 @@ BEGIN
           updated_at = p_stamp
       FROM pick WHERE d.id = pick.id
       RETURNING d.id, d.attempts
-    ), fresh AS (
-      SELECT m.id, m.created_at,
-             CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3
-             END AS rank,
-             char_length(m.subject) + char_length(m.body) + coalesce(char_length(m.payload), 0)
-               AS size
-      FROM messages m
-      WHERE m.to_agent = p_agent AND m.read = 0 AND m.delivery_id IS NULL
-        AND NOT EXISTS (SELECT 1 FROM active) AND NOT EXISTS (SELECT 1 FROM pick)
-      ORDER BY rank, m.created_at, m.id
-      LIMIT p_max_messages
-      FOR UPDATE SKIP LOCKED
-    ), chosen AS (
-      SELECT c.id FROM (
-        SELECT f.id, row_number() OVER w AS n, sum(f.size) OVER w AS used
-        FROM fresh f WINDOW w AS (ORDER BY f.rank, f.created_at, f.id ROWS UNBOUNDED PRECEDING)
-      ) c
-      WHERE c.n = 1 OR c.used <= p_max_chars
-    ), born AS (
-      INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at,
-                                 updated_at)
-      SELECT p_new_id, p_agent, 'claimed', 1, 0, p_lease_until, p_stamp, p_stamp
-      WHERE EXISTS (SELECT 1 FROM chosen)
-      RETURNING am_deliveries.id, am_deliveries.attempts
-    ), marked AS (
-      UPDATE messages m SET delivery_id = p_new_id FROM chosen WHERE m.id = chosen.id
-      RETURNING m.*
     )
     SELECT r.id::text, r.attempts, m.id::text, m.from_agent::text, m.to_agent::text, m.subject,
            m.body, m.type, m.priority, m.thread_id::text, m.payload, m.read, m.created_at::text,
            m.broadcast_id::text, m.delivery_id::text, m.acked_at::text, m.acked_by::text, true
-    FROM redo r JOIN messages m ON m.delivery_id = r.id AND m.read = 0
-    UNION ALL
-    SELECT b.id::text, b.attempts, k.id::text, k.from_agent::text, k.to_agent::text, k.subject,
-           k.body, k.type, k.priority, k.thread_id::text, k.payload, k.read, k.created_at::text,
-           k.broadcast_id::text, k.delivery_id::text, k.acked_at::text, k.acked_by::text, true
-    FROM born b CROSS JOIN marked k;
-  ELSE
-    RETURN QUERY
-    WITH fresh AS (
-      SELECT m.id, m.created_at,
-             CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3
-             END AS rank,
-             char_length(m.subject) + char_length(m.body) + coalesce(char_length(m.payload), 0)
-               AS size
-      FROM messages m
-      WHERE m.to_agent = p_agent AND m.read = 0 AND m.delivery_id IS NULL
-      ORDER BY rank, m.created_at, m.id
-      LIMIT p_max_messages
-      FOR UPDATE SKIP LOCKED
-    ), chosen AS (
-      SELECT c.id FROM (
-        SELECT f.id, row_number() OVER w AS n, sum(f.size) OVER w AS used
-        FROM fresh f WINDOW w AS (ORDER BY f.rank, f.created_at, f.id ROWS UNBOUNDED PRECEDING)
-      ) c
-      WHERE c.n = 1 OR c.used <= p_max_chars
-    ), born AS (
-      INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at,
-                                 updated_at)
-      SELECT p_new_id, p_agent, 'claimed', 1, 0, p_lease_until, p_stamp, p_stamp
-      WHERE EXISTS (SELECT 1 FROM chosen)
-      RETURNING am_deliveries.id, am_deliveries.attempts
-    ), marked AS (
-      UPDATE messages m SET delivery_id = p_new_id FROM chosen WHERE m.id = chosen.id
-      RETURNING m.*
-    ), more AS (
-      SELECT coalesce((SELECT count(*) FROM fresh) >= p_max_messages, true)
-             OR (SELECT count(*) FROM fresh) > (SELECT count(*) FROM chosen)
-             OR EXISTS (SELECT 1 FROM am_queue_members q WHERE q.agent = p_agent) AS any_left
-    )
-    SELECT b.id::text, b.attempts, k.id::text, k.from_agent::text, k.to_agent::text, k.subject,
-           k.body, k.type, k.priority, k.thread_id::text, k.payload, k.read, k.created_at::text,
-           k.broadcast_id::text, k.delivery_id::text, k.acked_at::text, k.acked_by::text,
-           o.any_left
-    FROM born b CROSS JOIN marked k CROSS JOIN more o;
+    FROM redo r JOIN messages m ON m.delivery_id = r.id AND m.read = 0;
+    IF FOUND THEN
+      RETURN;  -- the redelivery
+    END IF;
   END IF;
+  RETURN QUERY
+  WITH fresh AS (
+    SELECT m.id, m.created_at,
+           CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3
+           END AS rank,
+           char_length(m.subject) + char_length(m.body) + coalesce(char_length(m.payload), 0)
+             AS size
+    FROM messages m
+    WHERE m.to_agent = p_agent AND m.read = 0 AND m.delivery_id IS NULL
+    ORDER BY rank, m.created_at, m.id
+    LIMIT p_max_messages
+    FOR UPDATE SKIP LOCKED
+  ), chosen AS (
+    SELECT c.id FROM (
+      SELECT f.id, row_number() OVER w AS n, sum(f.size) OVER w AS used
+      FROM fresh f WINDOW w AS (ORDER BY f.rank, f.created_at, f.id ROWS UNBOUNDED PRECEDING)
+    ) c
+    WHERE c.n = 1 OR c.used <= p_max_chars
+  ), born AS (
+    INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at,
+                               updated_at)
+    SELECT p_new_id, p_agent, 'claimed', 1, 0, p_lease_until, p_stamp, p_stamp
+    WHERE EXISTS (SELECT 1 FROM chosen)
+    RETURNING am_deliveries.id, am_deliveries.attempts
+  ), marked AS (
+    UPDATE messages m SET delivery_id = p_new_id FROM chosen WHERE m.id = chosen.id
+    RETURNING m.*
+  ), more AS (
+    SELECT coalesce((SELECT count(*) FROM fresh) >= p_max_messages, true)
+           OR (SELECT count(*) FROM fresh) > (SELECT count(*) FROM chosen)
+           OR EXISTS (SELECT 1 FROM am_queue_members q WHERE q.agent = p_agent) AS any_left
+  )
+  SELECT b.id::text, b.attempts, k.id::text, k.from_agent::text, k.to_agent::text, k.subject,
+         k.body, k.type, k.priority, k.thread_id::text, k.payload, k.read, k.created_at::text,
+         k.broadcast_id::text, k.delivery_id::text, k.acked_at::text, k.acked_by::text,
+         o.any_left
+  FROM born b CROSS JOIN marked k CROSS JOIN more o;
   IF NOT FOUND AND EXISTS (SELECT 1 FROM am_queue_members q WHERE q.agent = p_agent) THEN
     RETURN QUERY SELECT NULL::text, NULL::integer, NULL::text, NULL::text, NULL::text,
       NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::integer,

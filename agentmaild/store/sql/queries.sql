@@ -174,14 +174,10 @@ DELETE FROM am_agents WHERE name = :name;
 -- What a claim looks at first, in one statement: a live lease of the agent's (then it claims
 -- nothing), a pending redelivery of its own, and whether it is a member of any queue.
 SELECT EXISTS (SELECT 1 FROM am_deliveries
-               WHERE agent = :agent AND state = 'claimed' AND lease_until > :now),
+               WHERE agent = :agent AND state = 'claimed' AND lease_until > :now) AS active,
        EXISTS (SELECT 1 FROM am_deliveries
-               WHERE agent = :agent AND state = 'pending' AND queue IS NULL),
-       EXISTS (SELECT 1 FROM am_queue_members WHERE agent = :agent);
-
--- name: claim_active
-SELECT 1 FROM am_deliveries
-WHERE agent = :agent AND state = 'claimed' AND lease_until > :now LIMIT 1;
+               WHERE agent = :agent AND state = 'pending' AND queue IS NULL) AS pending,
+       EXISTS (SELECT 1 FROM am_queue_members WHERE agent = :agent) AS in_queue;
 
 -- name: claim_pending_delivery
 -- The agent's own pending redelivery (queue deliveries are claimed by queue, below).
@@ -207,6 +203,11 @@ WHERE id = :id RETURNING attempts;
 -- name: delivery_insert
 INSERT INTO am_deliveries (id, agent, state, attempts, failures, lease_until, created_at, updated_at)
 VALUES (:id, :agent, 'claimed', 1, 0, :lease_until, :stamp, :stamp);
+
+-- name: claim_mark
+-- The messages a claim chose (:ids, a JSON list) now belong to its delivery: one statement for
+-- the whole batch.
+UPDATE messages SET delivery_id = :delivery WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: delivery_set_state
 UPDATE am_deliveries SET state = :state, updated_at = :stamp WHERE id = :id;
@@ -441,9 +442,46 @@ SELECT queue, agent FROM am_queue_members ORDER BY queue, agent;
 SELECT 1 FROM am_agents
 WHERE name = :agent AND state NOT IN ('completed', 'zombie') AND shutdown_requested_at IS NULL;
 
+-- name: queue_turns
+-- Per queue of :agent: how many of its other members come before it in the queue's turn — idle
+-- (they may take queue work, hold no live lease, and their hooks do not report them in a turn)
+-- and served there less recently (never first, then by name).
+SELECT q.queue, (
+  SELECT count(*) FROM am_queue_members r JOIN am_agents a ON a.name = r.agent
+  WHERE r.queue = q.queue AND r.agent <> q.agent
+    AND a.state NOT IN ('completed', 'zombie') AND a.shutdown_requested_at IS NULL
+    AND (a.turn_state IS NULL OR a.turn_state <> 'busy')
+    AND NOT EXISTS (SELECT 1 FROM am_deliveries d
+                    WHERE d.agent = r.agent AND d.state = 'claimed' AND d.lease_until > :now)
+    AND (coalesce(r.served_at, -1) < coalesce(q.served_at, -1)
+         OR (coalesce(r.served_at, -1) = coalesce(q.served_at, -1) AND r.agent < q.agent))
+) AS ahead
+FROM am_queue_members q WHERE q.agent = :agent;
+
+-- name: queue_waiting
+-- The work waiting in :queue (never claimed, or given back), each part counted up to :cap.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM messages
+                              WHERE to_agent = 'queue:' || :queue AND read = 0
+                                AND delivery_id IS NULL LIMIT :cap) AS fresh)
+     + (SELECT count(*) FROM (SELECT 1 FROM am_deliveries
+                              WHERE queue = :queue AND state = 'pending' LIMIT :cap) AS back) AS n;
+
+-- name: queue_stale
+-- 1 when some work in :queue has waited since :since or longer: any member may take it now.
+SELECT 1 FROM messages
+WHERE to_agent = 'queue:' || :queue AND read = 0 AND delivery_id IS NULL AND created_at <= :since
+UNION ALL
+SELECT 1 FROM am_deliveries WHERE queue = :queue AND state = 'pending' AND updated_at <= :since
+LIMIT 1;
+
+-- name: queue_served
+UPDATE am_queue_members SET served_at = :now WHERE queue = :queue AND agent = :agent;
+
 -- name: claim_pending_queue_delivery
-SELECT id FROM am_deliveries
-WHERE state = 'pending' AND queue IN (SELECT queue FROM am_queue_members WHERE agent = :agent)
+-- The oldest delivery given back to one of :queues (a JSON list: the member's queues where it is
+-- its turn).
+SELECT id, queue FROM am_deliveries
+WHERE state = 'pending' AND queue IN (SELECT value FROM json_each(:queues))
 ORDER BY created_at, id LIMIT 1;
 
 -- name: delivery_take_over
@@ -455,7 +493,7 @@ WHERE id = :id RETURNING attempts;
 -- name: claim_queue_candidate
 SELECT m.* FROM messages m
 WHERE m.read = 0 AND m.delivery_id IS NULL
-  AND m.to_agent IN (SELECT 'queue:' || q.queue FROM am_queue_members q WHERE q.agent = :agent)
+  AND m.to_agent IN (SELECT 'queue:' || value FROM json_each(:queues))
 ORDER BY CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
          m.created_at, m.id
 LIMIT 1;

@@ -64,17 +64,35 @@ DELETE FROM am_recent_sends WHERE at <= :before;
 INSERT INTO am_recent_sends (digest, message_ids, at) VALUES (:digest, :ids, :at)
 ON CONFLICT (digest) DO UPDATE SET message_ids = EXCLUDED.message_ids, at = EXCLUDED.at;
 
+-- name: claim_pending_delivery
+-- The general claim's rows (claim.claim_in) are taken as am_claim takes them: a row another
+-- transaction is working on is passed over, never waited for nor taken twice.
+SELECT id, attempts FROM am_deliveries WHERE agent = :agent AND state = 'pending' AND queue IS NULL
+ORDER BY created_at, id LIMIT 1
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_candidates
+SELECT * FROM messages WHERE to_agent = :agent AND read = 0 AND delivery_id IS NULL
+ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
+         created_at, id
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_mark
+UPDATE messages SET delivery_id = :delivery
+WHERE id IN (SELECT jsonb_array_elements_text(:ids::jsonb));
+
 -- name: claim_pending_queue_delivery
 -- Rows another member's claim is working on are passed over, never waited for.
-SELECT id FROM am_deliveries
-WHERE state = 'pending' AND queue IN (SELECT queue FROM am_queue_members WHERE agent = :agent)
+SELECT id, queue FROM am_deliveries
+WHERE state = 'pending' AND queue IN (SELECT jsonb_array_elements_text(:queues::jsonb))
 ORDER BY created_at, id LIMIT 1
 FOR UPDATE SKIP LOCKED;
 
 -- name: claim_queue_candidate
 SELECT m.* FROM messages m
 WHERE m.read = 0 AND m.delivery_id IS NULL
-  AND m.to_agent IN (SELECT 'queue:' || q.queue FROM am_queue_members q WHERE q.agent = :agent)
+  AND m.to_agent IN (SELECT 'queue:' || j FROM jsonb_array_elements_text(:queues::jsonb) AS j)
 ORDER BY CASE m.priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
          m.created_at, m.id
 LIMIT 1

@@ -1,0 +1,11 @@
+-- agentmaild's PostgreSQL schema, version 11 (SQLite schema 9 for served_at): the queue's turn,
+-- and am_claim's new-mail claim written once.
+--
+-- am_queue_members.served_at: when the member last took work from the queue. A queue message
+-- goes to the idle member served least recently (store/claim.py, docs/queues.md).
+--
+-- am_claim (functions.sql, applied after this step) writes its new-mail claim once instead of
+-- twice: the lease and redelivery part runs first when the probe finds either, and falls through
+-- to the one new-mail statement. It is the same claim as the general one, written once over the
+-- connector (store/claim.py).
+ALTER TABLE am_queue_members ADD COLUMN IF NOT EXISTS served_at double precision
