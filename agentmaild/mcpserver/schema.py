@@ -164,7 +164,7 @@ def checked_arguments(
                 )
             raise ValidationError(f"{name}: not an argument of {tool.name}")
     for name in tool.required:
-        if name not in args:
+        if args.get(name) is None:
             raise ValidationError(f"{name}: required by {tool.name}")
     for name, value in args.items():
         if value is not None:
