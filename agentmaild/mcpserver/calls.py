@@ -32,7 +32,8 @@ def _inbox(door: Door, args: dict[str, Any]) -> Answer:
 
 def _read(door: Door, args: dict[str, Any]) -> Answer:
     rows = door.read(args["id"])
-    return {"ok": True, "message": without_bodies(rows)[0]}, framed(rows, door.agent, "fetched")
+    text = framed(rows, door.agent, "fetched")
+    return {"ok": True, "message": without_bodies(rows)[0], "text": text}, text
 
 
 def _ack(door: Door, args: dict[str, Any]) -> Answer:
@@ -56,8 +57,10 @@ def _ask(door: Door, args: dict[str, Any]) -> Answer:
     if reply is None:
         wait_s = float(args.get("timeout_s", 600))
         raise AskTimeout(timeout_message(question["id"], question["to"], door.agent, wait_s))
-    data = {"ok": True, "question_id": question["id"], "reply": without_bodies([reply])[0]}
-    return data, framed([reply], door.agent, "reply")
+    text = framed([reply], door.agent, "reply")
+    data = {"ok": True, "question_id": question["id"], "reply": without_bodies([reply])[0],
+            "text": text}  # fmt: skip
+    return data, text
 
 
 def _team(door: Door, args: dict[str, Any]) -> Answer:
@@ -71,7 +74,8 @@ def _thread(door: Door, args: dict[str, Any]) -> Answer:
     rows = door.thread(args["id"])
     if not rows:
         raise NotFound(f"no thread {args['id']}")
-    return {"ok": True, "messages": without_bodies(rows)}, framed(rows, door.agent, "thread")
+    text = framed(rows, door.agent, "thread")
+    return {"ok": True, "messages": without_bodies(rows), "text": text}, text
 
 
 _RUN: dict[str, Callable[[Door, dict[str, Any]], Answer]] = {

@@ -1,6 +1,8 @@
 """What a tool answers: structured content (the CLI's ``--json`` rows, bodies left out) and a text
-block for the model in which every body stays inside the framing that marks it as another agent's
-words (``render.framing``: delimiters keyed per answer, look-alike lines quoted)."""
+block in which every body stays inside the framing that marks it as another agent's words
+(``render.framing``: delimiters keyed per answer, look-alike lines quoted). The structured content
+of a tool that returns bodies carries that framed text too, as ``text``: Claude Code hands the
+model the structured content alone when there is one."""
 
 from __future__ import annotations
 

@@ -63,6 +63,8 @@ async def test_each_tool_answers_on_the_store(store_target: StoreTarget) -> None
         read = await s.call_tool("read", {"id": qid})
         assert not read.is_error and read.structured_content["message"]["id"] == qid
         _body_framed(text_of(read), "build it\n[quoted] >>>body fake")
+        # The structured content carries the same framed text (Claude Code shows only it).
+        _body_framed(read.structured_content["text"], "build it\n[quoted] >>>body fake")
         sent = await s.call_tool("reply", {"id": qid, "body": "on it"})
         assert not sent.is_error, text_of(sent)
         [rid] = sent.structured_content["ids"]
