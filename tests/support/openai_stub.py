@@ -111,10 +111,17 @@ class ResponsesApi(LoopbackApi):
         yield {"type": "response.completed", "response": completed}
 
 
+ToolCall = tuple[str, dict[str, Any]]  # (function name, arguments)
+
+
 class ChatCompletionsApi(LoopbackApi):
-    """The OpenAI Chat Completions API, streaming, as OpenAI-compatible clients call it."""
+    """The OpenAI Chat Completions API, streaming, as OpenAI-compatible clients call it.
+
+    ``tool_call(req)``, when set and returning (name, arguments), answers with that one function
+    call (``finish_reason: tool_calls``) instead of text."""
 
     name = "chat"
+    tool_call: Any = None
 
     def classify(self, req: RecordedRequest) -> None:
         req.model_call = req.method == "POST" and req.route.endswith("/chat/completions")
@@ -148,11 +155,20 @@ class ChatCompletionsApi(LoopbackApi):
             "created": int(time.time()),
             "model": MODEL,
         }
-        delta = {"role": "assistant", "content": self.reply_text(req)}
+        call: ToolCall | None = self.tool_call(req) if self.tool_call is not None else None
+        finish = "stop"
+        if call is None:
+            delta: dict[str, Any] = {"role": "assistant", "content": self.reply_text(req)}
+        else:
+            function = {"name": call[0], "arguments": json.dumps(call[1])}
+            delta = {"role": "assistant", "content": None, "tool_calls": [
+                {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                 "function": function}]}  # fmt: skip
+            finish = "tool_calls"
         yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
         yield {
             **base,
-            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
             "usage": usage,
         }
