@@ -1,8 +1,9 @@
 """The spawn presets' turns start with ``agentmaild mcp`` available and only its tools allowed:
 
 - claude: ``--mcp-config`` (the server as JSON) and ``--allowedTools mcp__agentmail``;
-- codex: ``-c mcp_servers.agentmail.*`` overrides (command, args, and ``env_vars``: Codex hands a
-  server only the variables it names, and the server finds its store through them);
+- codex: ``-c mcp_servers.agentmail.*`` overrides (command, args, ``env_vars``: Codex hands a
+  server only the variables it names, and the server finds its store through them; and its tools
+  approved, as ``codex exec`` refuses a call that needs approval);
 - opencode: ``OPENCODE_CONFIG_CONTENT`` (its inline config) naming the server, unless the agent's
   own settings already set it.
 - gemini: no flag or variable adds a server to a headless turn; ``hooks install --vendor gemini
@@ -38,7 +39,8 @@ def codex_flags(agent: str) -> list[str]:
     key = f"mcp_servers.{SERVER}"
     return ["-c", f"{key}.command={json.dumps(argv[0])}",
             "-c", f"{key}.args={json.dumps(argv[1:])}",
-            "-c", f"{key}.env_vars={json.dumps(list(SERVER_ENV))}"]  # fmt: skip
+            "-c", f"{key}.env_vars={json.dumps(list(SERVER_ENV))}",
+            "-c", f'{key}.default_tools_approval_mode="approve"']  # fmt: skip
 
 
 def opencode_config(agent: str) -> str:

@@ -3,7 +3,9 @@ the hooks ``hooks install`` writes, and removes only that entry on uninstall:
 
 - Claude Code: ``<dir>/.mcp.json`` ``mcpServers.agentmail`` (project scope), approved in
   ``.claude/settings.local.json`` ``enabledMcpjsonServers`` so it starts without a prompt;
-- Codex: ``[mcp_servers.agentmail]`` in ``config.toml`` beside its ``hooks.json``;
+- Codex: ``[mcp_servers.agentmail]`` in ``config.toml`` beside its ``hooks.json``, its tools
+  approved (``default_tools_approval_mode``: a headless ``codex exec`` refuses a call that needs
+  approval; no other server gains it);
 - Gemini CLI: ``mcpServers.agentmail`` in its ``settings.json`` (``trust``: its calls need no
   confirmation; no other server gains it);
 - OpenCode: ``mcp.agentmail`` (``"type": "local"``) in ``opencode.json`` (``<dir>/opencode.json``,
@@ -146,7 +148,8 @@ def _toml_install(path: Path, argv: list[str]) -> bool:
         raise base._settings_error(path, f"not valid TOML ({exc})") from exc
     rest = _without_ours(before)
     table = (f"{_TOML_HEAD}\ncommand = {json.dumps(argv[0])}\n"
-             f"args = [{', '.join(json.dumps(a) for a in argv[1:])}]\n")  # fmt: skip
+             f"args = [{', '.join(json.dumps(a) for a in argv[1:])}]\n"
+             'default_tools_approval_mode = "approve"\n')  # fmt: skip
     text = (rest + "\n" if rest.strip() else "") + table
     tomllib.loads(text)  # what we write must read back
     return _write_text(path, before, text)

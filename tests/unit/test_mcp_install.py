@@ -40,7 +40,7 @@ THEIRS: dict[str, tuple[str, str]] = {
 }
 WANT: dict[str, Any] = {
     "claude": {"type": "stdio", "command": EXE, "args": ARGS},
-    "codex": {"command": EXE, "args": ARGS},
+    "codex": {"command": EXE, "args": ARGS, "default_tools_approval_mode": "approve"},
     "gemini": {"command": EXE, "args": ARGS, "trust": True},
     "opencode": {"type": "local", "command": [EXE, *ARGS], "enabled": True},
 }
