@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.vendors, pytest.mark.timeout(300)]
 AGENTMAILD = str(Path(sys.executable).parent / "agentmaild")
 
 
-VENDOR_NAMES = ["codex", "opencode"]
+VENDOR_NAMES = ["codex", "gemini", "opencode"]
 
 
 def _tool_texts(req: RecordedRequest) -> list[str]:
@@ -32,6 +32,9 @@ def _tool_texts(req: RecordedRequest) -> list[str]:
     ``function_call_output`` items)."""
     found = [t for role, t in req.texts if role == "tool"]
     items = req.body.get("input") if isinstance(req.body, dict) else None
+    contents = req.body.get("contents") if isinstance(req.body, dict) else None
+    found += [json.dumps(part["functionResponse"]) for c in contents or [] if isinstance(c, dict)
+              for part in c.get("parts") or [] if "functionResponse" in part]  # fmt: skip
     found += [json.dumps(item.get("output")) for item in (items if isinstance(items, list) else [])
               if isinstance(item, dict) and item.get("type") == "function_call_output"]  # fmt: skip
     return [t for t in found if "remainingTokens" not in t]  # Codex's own warm-up: not ours
@@ -40,7 +43,9 @@ def _tool_texts(req: RecordedRequest) -> list[str]:
 def _offered(req: RecordedRequest, tool: str) -> str | None:
     """The name under which the CLI offers our server's ``tool`` to the model, if it does
     (Codex: ``NAMESPACE/NAME``, a tool of the namespace ``mcp__agentmail``)."""
-    for t in req.body.get("tools") or [] if isinstance(req.body, dict) else []:
+    tools = list(req.body.get("tools") or []) if isinstance(req.body, dict) else []
+    tools += [d for t in tools for d in t.get("functionDeclarations") or []]  # Gemini's
+    for t in tools:
         name = t.get("name") or t.get("function", {}).get("name") or ""
         if t.get("type") == "namespace" and "agentmail" in name:
             if any(inner.get("name") == tool for inner in t.get("tools") or []):
@@ -54,6 +59,8 @@ def _argv(vendor: str) -> tuple[list[str], str]:
     prompt = "do the mail task"
     if vendor == "codex":
         return [vendor_binary("codex"), "exec", "--json", "--skip-git-repo-check", prompt], ""
+    if vendor == "gemini":
+        return [vendor_binary("gemini"), "-p", prompt, "--output-format", "stream-json"], ""
     return [vendor_binary("opencode"), "run", "--format", "json"], prompt
 
 
@@ -86,9 +93,12 @@ def _turn(
 
     with VENDORS[vendor].api("tool done") as api:
         api.tool_call = tool_call
-        _, env = VENDORS[vendor].setup(tmp_path, api)
+        _home, env = VENDORS[vendor].setup(tmp_path, api)
         project = tmp_path / "proj"
         project.mkdir()
+        if vendor == "gemini":  # a folder it does not trust gets no MCP servers
+            trusted = {str(project): "TRUST_FOLDER"}
+            (_home / ".gemini" / "trustedFolders.json").write_text(json.dumps(trusted))
         install = [AGENTMAILD, "hooks", "install", "--vendor", vendor, "--agent", "alice",
                    "--db", str(db)]  # fmt: skip
         done = subprocess.run(install, env=env, cwd=project, capture_output=True, text=True,
