@@ -121,3 +121,26 @@ def test_claude_checks_mail_through_the_installed_server(
     text = _result_text(stub)
     assert "BODY-CHECK" in text and sent[0] in text and "<<<body " in text
     assert store.inbox("alice", unread_only=True) == []
+
+
+def test_the_spawn_presets_flags_give_claude_the_server(
+    claude_bin: str, stub: AnthropicStub, tmp_path: Path
+) -> None:
+    """No file installed: the flags the claude preset adds to each turn (``--mcp-config``,
+    ``--allowedTools mcp__agentmail``) and the turn's AGENTMAIL_DB are enough."""
+    from agentmaild.channels.mcp_wiring import claude_flags
+
+    project, db = tmp_path / "proj", tmp_path / "store" / "mail.db"
+    project.mkdir()
+    store = SqliteMailStore(db)
+    store.add_agent(Agent(name="alice", capability="builder", channel="pull"))
+    store.add_agent(Agent(name="bob", capability="lead", channel="pull"))
+    stub.reply = _calls("send", {"to": "bob", "subject": "from a spawned turn"})
+    env = claude_env(isolated_home(tmp_path, project), stub.base_url)
+    env.update(AGENTMAIL_DB=str(db), AGENTMAIL_AGENT="alice")
+    run = run_print(claude_bin, [user_line("tell bob MARKER-P")], env=env, cwd=project,
+                    extra_args=claude_flags("alice"))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    [m] = store.inbox("bob")
+    assert (m.from_agent, m.subject) == ("alice", "from a spawned turn")
+    assert m.id in _result_text(stub)
