@@ -13,10 +13,18 @@ OPERATOR = "operator"
 
 
 def _api_agent(api: tuple[str, str | None], wanted: str | None) -> str:
-    """The token's agent (the API's inbox answers for it when no agent is named)."""
+    """The token's agent (the API's inbox answers for it when no agent is named). A daemon down
+    at start is no reason to fail when ``--agent`` names the agent: every call is the token's
+    to allow, and each says so while the daemon is away."""
+    from agentmaild.errors import DaemonNotRunning
     from agentmaild.http.client import call
 
-    own = str(call(api, "GET", "/v1/inbox", None, {"unread": "1"})["agent"])
+    try:
+        own = str(call(api, "GET", "/v1/inbox", None, {"unread": "1"})["agent"])
+    except DaemonNotRunning:
+        if wanted is None:
+            raise
+        return wanted
     if wanted is None or wanted == own:
         return own
     if own != OPERATOR:

@@ -108,3 +108,18 @@ def test_a_killed_client_leaves_no_server(tmp_path: Path, db: Path, store: Sqlit
     finally:
         if client.poll() is None:
             client.kill()
+
+
+async def test_a_daemon_down_is_a_tool_error_and_the_server_waits_for_it(
+    served: DaemonProc, store: SqliteMailStore
+) -> None:
+    env = _remote_env(served, mint(served, "alice"))
+    async with mcp_session(env) as (s, _):
+        assert not (await s.call_tool("send", {"to": "bob", "subject": "one"})).is_error
+        served.stop()
+        for tool, args in (("send", {"to": "bob", "subject": "two"}), ("inbox", {})):
+            down = await s.call_tool(tool, args)
+            assert down.is_error and "cannot reach agentmaild at" in text_of(down), tool
+            assert down.structured_content["error"]["code"] == "daemon_not_running"
+        assert (await s.call_tool("check", {})).is_error  # still serving, the daemon still down
+    assert [m.subject for m in store.inbox("bob")] == ["one"]
