@@ -5,7 +5,8 @@ Every call runs on a worker thread, one at a time (one store connection), except
 wait runs on a store of its own so the other tools keep answering. A refusal is a tool error
 (``isError``) whose text is the CLI's ``error: …`` line; anything unexpected is one too, and the
 server keeps serving. New unread mail makes the server send ``notifications/resources/updated``
-for ``mail://inbox`` (when the client subscribed) and a log notification naming the ids; it only
+for ``mail://inbox`` (when the client subscribed) and a log notification naming the ids, or, on
+the 2026-07-28 wire, publish the update to the client's ``subscriptions/listen`` streams; it only
 looks, delivery stays the daemon's.
 """
 
@@ -19,6 +20,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentmaild import __version__
 from agentmaild.errors import AgentmaildError, one_line
@@ -51,6 +54,8 @@ class MailServer:
         self.session: ServerSession | None = None
         self.subscribed = False
         self.lock = anyio.Lock()
+        # The 2026-07-28 wire (Claude Code speaks it) has clients listen for events instead.
+        self.bus = InMemorySubscriptionBus()
         self.server: Server[Any] = Server(
             "agentmail", version=__version__,
             instructions=f"Team mail as {self.agent}: send, reply, inbox, read, ack, check, ask, "
@@ -58,6 +63,7 @@ class MailServer:
             on_list_tools=self.list_tools, on_call_tool=self.call_tool,
             on_list_resources=self.list_resources, on_read_resource=self.read_resource,
             on_subscribe_resource=self.subscribe, on_unsubscribe_resource=self.unsubscribe,
+            on_subscriptions_listen=ListenHandler(self.bus),
         )  # fmt: skip
 
     def _seen(self, ctx: Ctx) -> None:
@@ -140,13 +146,14 @@ class MailServer:
                 continue
             new = ids - told if told is not None else set()
             told = ids
-            if new and self.session is not None:
+            if new:
                 await self._notify(sorted(new))
 
     async def _notify(self, ids: list[str]) -> None:
+        await self.bus.publish(ResourceUpdated(uri=INBOX_URI))  # to listeners (2026-07-28)
         session = self.session
-        if session is None:
-            return
+        if session is None or session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return  # there, events reach a client on its listen stream only
         try:
             if self.subscribed:
                 await session.send_resource_updated(INBOX_URI)

@@ -5,6 +5,7 @@ bad arguments, and the inbox's wake-ups."""
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import anyio
@@ -202,3 +203,24 @@ async def test_new_mail_wakes_the_inbox_resource(store_target: StoreTarget) -> N
         assert heard.updated[0] == "mail://inbox" and mid in heard.logs[0]
         read = await s.read_resource("mail://inbox")
         assert mid in read.contents[0].text
+
+
+async def test_on_the_2026_wire_new_mail_reaches_a_listen_stream(store_target: StoreTarget) -> None:
+    """Claude Code speaks the 2026-07-28 protocol: events reach a client on the
+    ``subscriptions/listen`` stream it opened, and the tools answer as on the handshake wire."""
+    from mcp import Client, StdioServerParameters
+
+    t = store_target
+    _team(t)
+    argv = ["-m", "agentmaild", "mcp", "--agent", "alice"]
+    params = StdioServerParameters(command=sys.executable, args=argv, env=t.env)
+    async with Client(params) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        sent = await client.call_tool("send", {"to": "bob", "subject": "modern"})
+        assert not sent.is_error and sent.structured_content["recipients"] == ["bob"]
+        async with client.listen(resource_subscriptions=["mail://inbox"]) as sub:
+            await anyio.sleep(0.5)  # the watcher's first look sets what is already known
+            ok(t.env, "send", "--to", "alice", "--from", "bob", "--subject", "wake")
+            with anyio.fail_after(15):
+                event = await sub.__anext__()
+        assert getattr(event, "uri", None) == "mail://inbox"
