@@ -84,8 +84,10 @@ def line_uuid(batch: Batch) -> str:
 def claude_argv(agent: Agent, session_args: list[str]) -> list[str]:
     """``claude`` + the stream-json flags + session flags; ``agent.command`` may replace
     the executable (its first element) and append extra arguments (the rest)."""
+    from agentmaild.channels.mcp_wiring import claude_flags
+
     command = agent.command or (CLAUDE_EXECUTABLE,)
-    return [command[0], *STREAM_JSON_FLAGS, *session_args, *command[1:]]
+    return [command[0], *STREAM_JSON_FLAGS, *claude_flags(agent.name), *session_args, *command[1:]]
 
 
 def agent_env(agent: Agent, *, db: StoreLocation, delivery_id: str) -> dict[str, str]:

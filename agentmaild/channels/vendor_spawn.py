@@ -164,10 +164,17 @@ class VendorSpawnChannel(SpawnChannel):
             await self._choose_session()
 
     def _vendor_launch(self, batch: Batch) -> _Launch:
+        from agentmaild.channels import mcp_wiring
+
         resume = self.established or not self.preset.chooses_id
-        argv = self.preset.build_argv(self.agent.command, self.session_id, resume=resume)
+        command = self.agent.command or (self.preset.executable,)
+        if self.preset.name == "codex":  # its overrides go before the prompt's "-"
+            command = (command[0], *mcp_wiring.codex_flags(self.agent.name), *command[1:])
+        argv = self.preset.build_argv(command, self.session_id, resume=resume)
         cwd = self._cwd()
         env = self._env(batch.delivery_id)
+        if self.preset.name == "opencode":
+            env.setdefault("OPENCODE_CONFIG_CONTENT", mcp_wiring.opencode_config(self.agent.name))
         if cwd is not None:
             # OpenCode takes its project directory from PWD, not from its working directory: an
             # inherited PWD would point it at the daemon's directory.

@@ -75,6 +75,7 @@ from agentmaild.cli import dashboard as cli_dashboard  # noqa: E402
 from agentmaild.cli import deliveries as cli_deliveries  # noqa: E402
 from agentmaild.cli import hooks as cli_hooks  # noqa: E402
 from agentmaild.cli import logs as cli_logs  # noqa: E402
+from agentmaild.cli import mcp as cli_mcp  # noqa: E402
 from agentmaild.cli import read as cli_read  # noqa: E402
 from agentmaild.cli import relay as cli_relay  # noqa: E402
 from agentmaild.cli import service as cli_service  # noqa: E402
@@ -95,6 +96,7 @@ cli_hooks.register(app)
 cli_tokens.register(app)
 cli_trust.register(app)
 cli_relay.register(app)
+cli_mcp.register(app)
 
 
 def _show_help(exc: typer.TyperException) -> None:

@@ -33,27 +33,17 @@ def register(app: typer.Typer) -> None:
         Exit 0 with the reply; exit 3 when none came in time (the question stays answerable).
         """
         from agentmaild.hot.access import read_body
-        from agentmaild.rules.ask import parse_timeout, wait_for_reply
+        from agentmaild.rules.ask import ask as ask_and_wait
+        from agentmaild.rules.ask import parse_timeout, timeout_message
 
         wait_s = parse_timeout(timeout)
         asker = cli.sender_of(sender)
         with open_store(db) as store:
-            sent = cli.mailer(store).send(
-                sender=asker, to=to, subject=subject, body=read_body(body),
-                type="question", priority=priority,
-            )  # fmt: skip
-            question = sent.messages[0]
-            cli.poke(store, [question.to_agent])
-            sock = cli.daemon_socket(store)
-            reply = wait_for_reply(store, sock, question.id, asker, wait_s)
-            if reply is not None:
-                store.ack([reply.id], by="ask")
-        if reply is None:
-            message = (
-                f"no reply to {question.id} from {question.to_agent} within {wait_s:g}s; the "
-                f"question stays open: its answer will be in {asker}'s mail "
-                f"(`agentmaild thread {question.id}`)"
+            question, reply = ask_and_wait(
+                store, asker, to, subject, read_body(body), priority, wait_s
             )
+        if reply is None:
+            message = timeout_message(question.id, question.to_agent, asker, wait_s)
             if as_json or cli.STATE.json:
                 error = {"code": "timeout", "message": message}
                 typer.echo(json.dumps({"ok": False, "question_id": question.id, "error": error}))

@@ -22,7 +22,6 @@ from agentmaild.cli.common import (
 )
 from agentmaild.cli.status_view import print_status
 from agentmaild.errors import (
-    DaemonNotAnswering,
     DaemonNotRunning,
     NotFound,
     UsageError,
@@ -97,45 +96,11 @@ def serve(
 
 
 # -- status -----------------------------------------------------------------------------------
-def _offline_status(location: StoreLocation) -> dict[str, Any]:
-    from agentmaild.rules.members import status_fields
-    from agentmaild.rules.report import rules_status
-
-    with open_store(location.target, readonly=True) as store:
-        counts, agents, totals = store.counts(), store.list_agents(), store.totals()
-        rules = rules_status(store)
-    rows = []
-    for agent in agents:
-        c = counts.get(agent.name)
-        rows.append(
-            {
-                "agent": agent.name,
-                "channel": agent.channel,
-                "state": agent.state,
-                "turn_state": agent.turn_state,
-                "unread": c.unread if c else 0,
-                "in_flight": c.in_flight if c else 0,
-                "dead_letters": c.dead_letters if c else 0,
-                "loop": None,
-                **status_fields(agent, None),
-            }
-        )
-    return {"daemon": None, "agents": rows, "totals": totals, "rules": rules}
-
-
 def _status(location: StoreLocation) -> dict[str, Any]:
-    from agentmaild.control.replies import check_status
+    from agentmaild.rules.team import team_status
     from agentmaild.store.files import modes_warning
 
-    running = True
-    try:
-        result = check_status(_request(location, "status", timeout=_STATUS_TIMEOUT_S))
-    except DaemonNotRunning:
-        result, running = _offline_status(location), False
-    except DaemonNotAnswering:  # stopped, wedged or flooded: something listens but says nothing
-        result = _offline_status(location)
-        result["note"] = f"did not answer within {_STATUS_TIMEOUT_S:g}s; counts read from the store"
-    result["running"] = running
+    result = team_status(location, _socket(location), _STATUS_TIMEOUT_S)
     result["store"] = location.shown  # a server's store: its DSN without the password
     result["warnings"] = []
     if location.is_file:  # only a file here can be left readable by other users

@@ -108,20 +108,21 @@ def install(
 
         install_vendor(vendor, directory, agent, store, exe or default_exe(), codex, as_json)
         return
+    from agentmaild.cli.hooks_vendor import register_mcp
+
     project = (directory or Path.cwd()).absolute()
-    result = hooks_install.install_hooks(
-        project,
-        agent,
-        Path(store).expanduser().absolute() if store else None,
-        exe or default_exe(),
-    )
+    pinned = Path(store).expanduser().absolute() if store else None
+    result = hooks_install.install_hooks(project, agent, pinned, exe or default_exe())
+    result["mcp"] = register_mcp("claude", project, agent, pinned, exe or default_exe())
+    result["changed"] = result["changed"] or result["mcp"]["changed"]
     _warn_if_unknown(agent, store, project)
     verb = "installed" if result["changed"] else "already installed"
-    out(
-        result,
-        as_json,
-        lambda: typer.echo(f"{verb}: agentmaild hooks for {agent} in {result['path']}"),
-    )
+
+    def human() -> None:
+        typer.echo(f"{verb}: agentmaild hooks for {agent} in {result['path']}")
+        typer.echo(f"MCP server 'agentmail' for {agent} in {result['mcp']['path']}")
+
+    out(result, as_json, human)
 
 
 @command
@@ -137,9 +138,11 @@ def uninstall(
 
         result = uninstall_vendor(vendor, directory, exe or "agentmaild")
     else:
-        result = hooks_install.uninstall_hooks(
-            (directory or Path.cwd()).absolute(), exe or "agentmaild"
-        )
+        from agentmaild.cli.hooks_vendor import unregister_mcp
+
+        project = (directory or Path.cwd()).absolute()
+        result = hooks_install.uninstall_hooks(project, exe or "agentmaild")
+        result["mcp"] = unregister_mcp("claude", project)
     out(
         result,
         as_json,

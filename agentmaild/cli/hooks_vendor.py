@@ -31,12 +31,15 @@ def install_vendor(
     where = directory.absolute() if directory is not None else None
     db = Path(store).expanduser().absolute() if store else None
     result = vendors.install(vendor, where, agent, db, exe)
+    result["mcp"] = register_mcp(vendor, where, agent, db, exe)
+    result["changed"] = result["changed"] or result["mcp"]["changed"]
     if vendor == "codex":
         result.update(_trust(codex, Path(result["path"]), where or Path.cwd(), exe))
     verb = "installed" if result["changed"] else "already installed"
 
     def human() -> None:
         typer.echo(f"{verb}: agentmaild {vendor} hooks for {agent} in {result['path']}")
+        typer.echo(f"MCP server 'agentmail' for {agent} in {result['mcp']['path']}")
         if result.get("trust_error"):
             typer.echo(f"warning: {result['trust_error']}", err=True)
 
@@ -60,6 +63,25 @@ def _trust(codex: str | None, hooks_file: Path, cwd: Path, exe: str) -> dict[str
     return {"trusted": True, "newly_trusted": count}
 
 
+def register_mcp(
+    vendor: str, where: Path | None, agent: str, db: Path | None, exe: str
+) -> dict[str, Any]:
+    """``agentmaild mcp`` registered in the vendor's MCP config (``hooks.mcp_config``)."""
+    from agentmaild.hooks import mcp_config
+
+    changed = mcp_config.install(vendor, where, agent, db, exe)
+    return {"path": str(mcp_config.mcp_path(vendor, where)), "changed": changed}
+
+
+def unregister_mcp(vendor: str, where: Path | None) -> dict[str, Any]:
+    from agentmaild.hooks import mcp_config
+
+    changed = mcp_config.uninstall(vendor, where)
+    return {"path": str(mcp_config.mcp_path(vendor, where)), "removed": int(changed)}
+
+
 def uninstall_vendor(vendor: str, directory: Path | None, exe: str) -> dict[str, Any]:
     _check(vendor)
-    return vendors.uninstall(vendor, directory.absolute() if directory else None, exe)
+    where = directory.absolute() if directory else None
+    result = vendors.uninstall(vendor, where, exe)
+    return {**result, "mcp": unregister_mcp(vendor, where)}

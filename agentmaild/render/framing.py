@@ -185,12 +185,14 @@ def render_batch(
     attempt: int = 1,
     banner: str = "",
     body_limit: int = 0,
+    title: str = "new",
 ) -> str:
-    """The text of one delivery, under a key drawn for it alone (see ``new_key``)."""
+    """The text of one delivery, under a key drawn for it alone (see ``new_key``); ``title``
+    words the head ("new" mail delivered; the MCP tools say what they fetched)."""
     key = new_key()
     n = len(messages)
     plural = "s" if n != 1 else ""
-    head = f"[agentmail] {n} new message{plural} for {agent}"
+    head = f"[agentmail] {n} {title} message{plural} for {agent}"
     if delivery_id:
         head += f" (delivery {delivery_id})"
     parts = [banner] if banner else []

@@ -144,6 +144,34 @@ def _wait_on_store(
         time.sleep(min(delay, left))  # a sleeping reader: a store file has no cross-process notify
         delay = min(delay * 2, _STORE_BACKOFF_MAX_S)
 
+def ask(
+    store: MailStore, asker: str, to: str, subject: str, body: str, priority: str, wait_s: float
+) -> tuple[Message, Message | None]:
+    """``agentmaild ask``: send ``asker``'s question under the config's limits, poke its
+    recipient, wait up to ``wait_s`` for the first reply and ack it (``by="ask"``).
+    Returns (question, reply or None); the question stays answerable after a timeout."""
+    from agentmaild.hot.access import daemon_socket, mailer, poke
+
+    sent = mailer(store).send(
+        sender=asker, to=to, subject=subject, body=body, type="question", priority=priority
+    )
+    question = sent.messages[0]
+    poke(store, [question.to_agent])
+    reply = wait_for_reply(store, daemon_socket(store), question.id, asker, wait_s)
+    if reply is not None:
+        store.ack([reply.id], by="ask")
+    return question, reply
+
+
+def timeout_message(question_id: str, to: str, asker: str, wait_s: float) -> str:
+    """What an ask that timed out says (the CLI's error line, the MCP tool's error)."""
+    return (
+        f"no reply to {question_id} from {to} within {wait_s:g}s; the "
+        f"question stays open: its answer will be in {asker}'s mail "
+        f"(`agentmaild thread {question_id}`)"
+    )
+
+
 _UNITS_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 

@@ -45,9 +45,13 @@ def schema_value(schema: Any) -> Any:
 
 
 class GeminiApi(LoopbackApi):
-    """Gemini ``generateContent`` / ``streamGenerateContent`` on loopback."""
+    """Gemini ``generateContent`` / ``streamGenerateContent`` on loopback.
+
+    ``tool_call(req)``, when set and returning (name, arguments), answers the turn with that one
+    ``functionCall`` part instead of text."""
 
     name = "gemini"
+    tool_call: Any = None
 
     def classify(self, req: RecordedRequest) -> None:
         req.model_call = req.method == "POST" and ":streamGenerateContent" in req.route
@@ -93,7 +97,12 @@ class GeminiApi(LoopbackApi):
         return _response(text, final=True)
 
     def _frames(self, req: RecordedRequest) -> Iterator[str]:
-        yield f"data: {json.dumps(_response(self.reply_text(req), final=True))}\r\n\r\n"
+        call = self.tool_call(req) if self.tool_call is not None else None
+        answer = _response(self.reply_text(req), final=True)
+        if call is not None:
+            part = {"functionCall": {"name": call[0], "args": call[1]}}
+            answer["candidates"][0]["content"]["parts"] = [part]
+        yield f"data: {json.dumps(answer)}\r\n\r\n"
 
 
 def _response(text: str, *, final: bool) -> dict[str, Any]:

@@ -50,10 +50,17 @@ def _sse(events: Iterable[dict[str, Any]], *, named: bool) -> Iterator[str]:
         yield f"{head}data: {json.dumps(event)}\n\n"
 
 
+ToolCall = tuple[str, dict[str, Any]]  # (function name, arguments)
+
+
 class ResponsesApi(LoopbackApi):
-    """The OpenAI Responses API, streaming, as Codex calls it."""
+    """The OpenAI Responses API, streaming, as Codex calls it.
+
+    ``tool_call(req)``, when set and returning (name, arguments), answers with that one
+    ``function_call`` item instead of text (``NAMESPACE/NAME``: a tool of a namespace)."""
 
     name = "responses"
+    tool_call: Any = None
 
     def classify(self, req: RecordedRequest) -> None:
         req.model_call = req.method == "POST" and req.route.endswith("/responses")
@@ -79,26 +86,33 @@ class ResponsesApi(LoopbackApi):
         text = self.reply_text(req)
         rid, mid = f"resp_{uuid.uuid4().hex[:16]}", f"msg_{uuid.uuid4().hex[:16]}"
         base = {"id": rid, "object": "response", "created_at": int(time.time()), "model": MODEL}
-        done_item = {
+        call: ToolCall | None = self.tool_call(req) if self.tool_call is not None else None
+        done_item: dict[str, Any] = {
             "id": mid,
             "type": "message",
             "role": "assistant",
             "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
+        if call is not None:
+            namespace, _, name = call[0].rpartition("/")  # "NAMESPACE/NAME": a namespaced tool
+            done_item = {"id": f"fc_{mid[4:]}", "type": "function_call", "status": "completed",
+                         "call_id": f"call_{mid[4:]}", "name": name,
+                         "arguments": json.dumps(call[1])}  # fmt: skip
+            if namespace:
+                done_item["namespace"] = namespace
         yield {"type": "response.created", "response": {**base, "status": "in_progress"}}
-        yield {
-            "type": "response.output_item.added",
-            "output_index": 0,
-            "item": {**done_item, "status": "in_progress", "content": []},
-        }
-        yield {
-            "type": "response.output_text.delta",
-            "item_id": mid,
-            "output_index": 0,
-            "content_index": 0,
-            "delta": text,
-        }
+        added = {**done_item, "status": "in_progress"}
+        added.update({"content": []} if call is None else {"arguments": ""})
+        yield {"type": "response.output_item.added", "output_index": 0, "item": added}
+        if call is None:
+            yield {
+                "type": "response.output_text.delta",
+                "item_id": mid,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": text,
+            }
         yield {"type": "response.output_item.done", "output_index": 0, "item": done_item}
         usage = {
             "input_tokens": 10,
@@ -112,9 +126,13 @@ class ResponsesApi(LoopbackApi):
 
 
 class ChatCompletionsApi(LoopbackApi):
-    """The OpenAI Chat Completions API, streaming, as OpenAI-compatible clients call it."""
+    """The OpenAI Chat Completions API, streaming, as OpenAI-compatible clients call it.
+
+    ``tool_call(req)``, when set and returning (name, arguments), answers with that one function
+    call (``finish_reason: tool_calls``) instead of text."""
 
     name = "chat"
+    tool_call: Any = None
 
     def classify(self, req: RecordedRequest) -> None:
         req.model_call = req.method == "POST" and req.route.endswith("/chat/completions")
@@ -148,11 +166,20 @@ class ChatCompletionsApi(LoopbackApi):
             "created": int(time.time()),
             "model": MODEL,
         }
-        delta = {"role": "assistant", "content": self.reply_text(req)}
+        call: ToolCall | None = self.tool_call(req) if self.tool_call is not None else None
+        finish = "stop"
+        if call is None:
+            delta: dict[str, Any] = {"role": "assistant", "content": self.reply_text(req)}
+        else:
+            function = {"name": call[0], "arguments": json.dumps(call[1])}
+            delta = {"role": "assistant", "content": None, "tool_calls": [
+                {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                 "function": function}]}  # fmt: skip
+            finish = "tool_calls"
         yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
         yield {
             **base,
-            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
             "usage": usage,
         }

@@ -154,6 +154,16 @@ def stdin(rig: Rig, agent: Agent, **cfg: Any) -> StdinChannel:
     return channel
 
 
+def without_mcp(argv: list[str]) -> list[str]:
+    """``argv`` without the MCP server's flags (``--mcp-config JSON --allowedTools mcp__…``),
+    which must be there, once."""
+    at = argv.index("--mcp-config")
+    assert argv[at + 2 : at + 4] == ["--allowedTools", "mcp__agentmail"]
+    assert json.loads(argv[at + 1])["mcpServers"]["agentmail"]["args"][:3] == [
+        "-m", "agentmaild", "mcp"]  # fmt: skip
+    return argv[:at] + argv[at + 4 :]
+
+
 def session_args(argv: list[str]) -> list[str]:
     return [a for a in argv if a in ("--resume", "--session-id")]
 
@@ -180,8 +190,8 @@ async def test_spawn_first_turn_chooses_and_persists_session_then_resumes(rig: R
     session = rig.stored_session()
     assert session is not None
     assert saved == [(session, 0)]
-    assert first["argv"] == [*STREAM_FLAGS, "--session-id", session]
-    assert second["argv"] == [*STREAM_FLAGS, "--resume", session]
+    assert without_mcp(first["argv"]) == [*STREAM_FLAGS, "--session-id", session]
+    assert without_mcp(second["argv"]) == [*STREAM_FLAGS, "--resume", session]
     lines = rig.records("line")
     assert [(r["uuid"], r["text"], r["session"], r["history"]) for r in lines] == [
         ("dlv-1", "first text", session, 0),
@@ -345,7 +355,7 @@ async def test_stdin_one_process_many_turns_acked_per_turn(rig: Rig) -> None:
     assert not alive(pid)
     (start,) = rig.records("start")
     session = rig.stored_session()
-    assert start["argv"] == [*STREAM_FLAGS, "--session-id", session]
+    assert without_mcp(start["argv"]) == [*STREAM_FLAGS, "--session-id", session]
     assert [(r["uuid"], r["history"]) for r in rig.records("line")] == [("dlv-1", 0), ("dlv-2", 1)]
     assert rig.records("start")[0]["env"]["AGENTMAIL_DELIVERY"] == "stdin"
 
