@@ -220,8 +220,10 @@ def remove(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     out({"ok": True, "removed": name}, as_json, lambda: typer.echo(f"removed {name}"))
 
 
-def register(agents_app: typer.Typer) -> None:
-    """The commands onto ``agentmaild agents``, in the order ``--help`` lists them."""
+def register(app: typer.Typer) -> None:
+    """The ``agentmaild agents`` group and its commands, in the order ``--help`` lists them."""
+    agents_app = typer.Typer(help="Register and manage agents (recipients).", no_args_is_help=True)
+    app.add_typer(agents_app, name="agents")
     for name, fn in (("add", add), ("update", update), ("list", list_agents), ("show", show),
                      ("set-state", set_state), ("remove", remove)):  # fmt: skip
         agents_app.command(name)(fn)

@@ -196,8 +196,10 @@ def limits_reset(
     )
 
 
-def register(app: typer.Typer, limits_app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     """``send`` and ``reply`` at the top, ``reset`` under ``agentmaild limits``."""
     app.command()(send)
     app.command()(reply)
+    limits_app = typer.Typer(help="Administer sending limits.", no_args_is_help=True)
+    app.add_typer(limits_app, name="limits")
     limits_app.command("reset")(limits_reset)
