@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 from typer.main import get_group
 
 # command (or group) name → the module under agentmaild.cli whose ``register(app)`` declares it,
@@ -84,6 +84,19 @@ class _LazyCommands(MutableMapping[str, Any]):
 
     def __contains__(self, name: object) -> bool:
         return name in COMMANDS or name in self._loaded
+
+
+_typer_display_type = TyperOption.display_type_rich
+
+
+def _display_type(self: TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value, so ``--help`` shows no type for it (typer shows ``<bool>``)."""
+    if self.is_flag and self.metavar is None:
+        return None
+    return _typer_display_type(self, ctx)
+
+
+TyperOption.display_type_rich = _display_type  # type: ignore[method-assign]
 
 
 class LazyGroup(TyperGroup):

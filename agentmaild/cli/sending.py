@@ -22,7 +22,7 @@ from agentmaild.cli.common import (
     sender_of,
 )
 from agentmaild.errors import UsageError
-from agentmaild.hot.access import read_body
+from agentmaild.hot.access import check_priority, read_body
 from agentmaild.ids import check_message_id, check_name
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ def send(
     as_json: JsonOpt = False,
 ) -> None:
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
+    check_priority(priority)
     api = remote(url, token)
     if api is not None:
         if anycast:
@@ -137,6 +138,7 @@ def reply(
     as_json: JsonOpt = False,
 ) -> None:
     """Reply in the thread: to the original sender (or, from the sender, to the recipient)."""
+    check_priority(priority)
     api = remote(url, token)
     if api is not None:
         check_message_id(message_id)
