@@ -31,7 +31,7 @@ if ! installed_ok; then
     # A private package.json keeps npm from walking up into some other project.
     [ -f "$DIR/package.json" ] || printf '{"name":"agentmaild-claude-cache","private":true}\n' >"$DIR/package.json"
     echo "install-claude.sh: installing @anthropic-ai/claude-code@$VERSION into $DIR" >&2
-    npm install --prefix "$DIR" --no-audit --no-fund --no-save --loglevel=error --include=optional \
+    npm install --prefix "$DIR" --no-audit --no-fund --no-progress --no-save --loglevel=error --include=optional \
         --foreground-scripts "@anthropic-ai/claude-code@$VERSION" >&2
     if ! installed_ok; then
         # npm versions that gate install scripts (allowScripts) may skip the postinstall; run it.

@@ -45,7 +45,7 @@ install_one() {
         [ -f "$dir/package.json" ] \
             || printf '{"name":"agentmaild-%s-cache","private":true}\n' "$vendor" >"$dir/package.json"
         echo "install-vendors.sh: installing $pkg@$version into $dir" >&2
-        npm install --prefix "$dir" --no-audit --no-fund --no-save --loglevel=error \
+        npm install --prefix "$dir" --no-audit --no-fund --no-progress --no-save --loglevel=error \
             --include=optional --foreground-scripts "$pkg@$version" >&2
         installed_ok "$dir" "$pkg" "$version" "$exe" \
             || { echo "install-vendors.sh: $vendor $version did not install correctly" >&2; exit 1; }

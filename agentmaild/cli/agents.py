@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from agentmaild.cli import common as cli
-from agentmaild.cli.common import DbOpt, JsonOpt, command, open_store, out
+from agentmaild.cli.common import DbOpt, JsonOpt, command, one_line, open_store, out
 from agentmaild.errors import NotFound, UsageError
 from agentmaild.ids import check_name
 from agentmaild.rules import members, queues
@@ -86,7 +86,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Register an agent and how mail reaches it."""
-    from agentmaild.cli.agents_fields import new_agent
+    from agentmaild.cli.agents_fields import missing_executable, new_agent
 
     agent = new_agent(
         name, db, capability=capability, parent=parent, channel=channel, command=command_,
@@ -102,6 +102,9 @@ def add(
         stored = store.add_agent(agent)
         joined = queues.join(store, name, wanted)
         cli.poke(store, None)
+    warning = missing_executable(stored)
+    if warning is not None:
+        typer.echo(f"warning: {one_line(warning)}", err=True)
     out(
         {"ok": True, "agent": stored.to_dict(), "queues": joined},
         as_json,
@@ -161,15 +164,13 @@ def update(
 @command
 def list_agents(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """List registered agents."""
-    from agentmaild.cli.agents_fields import agent_line
+    from agentmaild.cli.agents_fields import AGENT_HEADER, agent_line
 
     with open_store(db, readonly=True) as store:
         found = store.list_agents()
-    out(
-        {"ok": True, "agents": [a.to_dict() for a in found]},
-        as_json,
-        lambda: typer.echo("\n".join(agent_line(a) for a in found) or "no agents registered"),
-    )
+    lines = [AGENT_HEADER, *(agent_line(a) for a in found)] if found else ["no agents registered"]
+    out({"ok": True, "agents": [a.to_dict() for a in found]}, as_json,
+        lambda: typer.echo("\n".join(lines)))  # fmt: skip
 
 
 @command
@@ -180,11 +181,10 @@ def show(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
         agent = store.get_agent(name)
     if agent is None:
         raise NotFound(f"no agent named {name!r}")
-    out(
-        {"ok": True, "agent": agent.to_dict()},
-        as_json,
-        lambda: typer.echo("\n".join(f"{k}: {v}" for k, v in agent.to_dict().items())),
-    )
+    from agentmaild.cli.agents_fields import field_lines
+
+    out({"ok": True, "agent": agent.to_dict()}, as_json,
+        lambda: typer.echo("\n".join(field_lines(agent.to_dict()))))  # fmt: skip
 
 
 @command
@@ -220,8 +220,10 @@ def remove(name: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     out({"ok": True, "removed": name}, as_json, lambda: typer.echo(f"removed {name}"))
 
 
-def register(agents_app: typer.Typer) -> None:
-    """The commands onto ``agentmaild agents``, in the order ``--help`` lists them."""
+def register(app: typer.Typer) -> None:
+    """The ``agentmaild agents`` group and its commands, in the order ``--help`` lists them."""
+    agents_app = typer.Typer(help="Register and manage agents (recipients).", no_args_is_help=True)
+    app.add_typer(agents_app, name="agents")
     for name, fn in (("add", add), ("update", update), ("list", list_agents), ("show", show),
                      ("set-state", set_state), ("remove", remove)):  # fmt: skip
         agents_app.command(name)(fn)

@@ -5,7 +5,9 @@ Loaded by the commands when they run, not when the CLI starts (``--help`` stays 
 
 from __future__ import annotations
 
+import json
 import shlex
+import shutil
 import socket
 from pathlib import Path
 from typing import Any
@@ -53,7 +55,27 @@ def agent_line(a: Agent) -> str:
     where = a.tmux_target or (shlex.join(a.command) if a.command else "")
     turn = f" turn={a.turn_state}" if a.turn_state else ""
     host = f" host={a.host}" if a.host else ""
-    return f"{a.name:<20} {a.capability:<12} {a.state:<10} {a.channel:<6} {where}{turn}{host}"
+    return f"{a.name:<20} {a.capability:<12} {a.state:<10} {a.channel:<7} {where}{turn}{host}"
+
+
+# ``agents list``'s header, over ``agent_line``'s columns
+AGENT_HEADER = f"{'NAME':<20} {'CAPABILITY':<12} {'STATE':<10} {'CHANNEL':<7} COMMAND OR PANE"
+
+
+def field_lines(fields: dict[str, Any]) -> list[str]:
+    """``agents show``: ``key: value`` lines; nothing set is ``-``, never Python's ``None``."""
+    lines = []
+    for key, value in fields.items():
+        if value is None or value == "" or value == [] or value == {}:
+            shown = "-"
+        elif isinstance(value, list):
+            shown = shlex.join(str(v) for v in value)
+        elif isinstance(value, dict):
+            shown = json.dumps(value, ensure_ascii=False)
+        else:
+            shown = str(value)
+        lines.append(f"{key}: {shown}")
+    return lines
 
 
 def host_of(given: str | None, db: str | None) -> str | None:
@@ -170,3 +192,26 @@ def merge_changes(
     check_channel(
         merged["channel"], tuple(cmd) if cmd else None, merged["preset"], merged["tmux_target"]
     )
+
+
+# preset → (the executable it runs, how to install it)
+_INSTALLS = {
+    "claude": ("claude", "npm install -g @anthropic-ai/claude-code (in a checkout: make claude)"),
+    "codex": ("codex", "npm install -g @openai/codex (in a checkout: make vendors)"),
+    "gemini": ("gemini", "npm install -g @google/gemini-cli (in a checkout: make vendors)"),
+    "opencode": ("opencode", "npm install -g opencode-ai (in a checkout: make vendors)"),
+}
+
+
+def missing_executable(agent: Agent) -> str | None:
+    """A warning when the agent's preset runs an executable this PATH does not have (the
+    daemon's PATH is likely the same): the agent is still registered, but nothing can start."""
+    if agent.preset not in _INSTALLS:
+        return None
+    exe, hint = _INSTALLS[agent.preset]
+    exe = agent.command[0] if agent.command else exe
+    if shutil.which(exe) is not None:
+        return None
+    return (f"--preset {agent.preset}: no {exe!r} executable on PATH, so the daemon cannot start "
+            f"{agent.name} until there is one (the daemon's PATH must have it). "
+            f"Install it: {hint}")  # fmt: skip

@@ -1,7 +1,7 @@
 """The typer CLI: the app, its global options and ``run``; the commands live in this package's
-``sending`` (send, reply, limits reset), ``read``, ``agents``, ``daemon``,
-``deliveries``, ``logs``, ``store``, ``service``, ``hooks`` and ``tokens`` modules, registered here
-in the order ``--help`` lists them.
+``sending`` (send, reply, limits reset), ``read``, ``agents``, ``daemon``, ``deliveries``, ``logs``,
+``store``, ``service``, ``hooks``, ``tokens``, … modules, imported only when their command runs
+(``cli.lazy.COMMANDS`` names them, in the order ``--help`` lists them).
 
 Errors print one line, ``error: …``, on stderr and exit 1 (usage errors exit 2); with ``--json``
 the error is ``{"ok": false, "error": {"code", "message"}}`` on stdout.
@@ -16,8 +16,8 @@ from typing import Annotated
 import typer
 
 from agentmaild import __version__
-from agentmaild.cli import sending as cli_sending
 from agentmaild.cli.common import STATE, DbOpt, TokenOpt, UrlOpt
+from agentmaild.cli.lazy import LazyGroup
 
 app = typer.Typer(
     name="agentmaild",
@@ -26,11 +26,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
+    cls=LazyGroup,
 )
-agents_app = typer.Typer(help="Register and manage agents (recipients).", no_args_is_help=True)
-limits_app = typer.Typer(help="Administer sending limits.", no_args_is_help=True)
-app.add_typer(agents_app, name="agents")
-app.add_typer(limits_app, name="limits")
 
 
 def _print_version(value: bool) -> None:
@@ -63,40 +60,6 @@ def main_options(
     STATE.json = as_json
     STATE.url = url
     STATE.token = token
-
-
-cli_sending.register(app, limits_app)
-
-
-from agentmaild.cli import agents as cli_agents  # noqa: E402
-from agentmaild.cli import ask as cli_ask  # noqa: E402
-from agentmaild.cli import daemon as cli_daemon  # noqa: E402
-from agentmaild.cli import dashboard as cli_dashboard  # noqa: E402
-from agentmaild.cli import deliveries as cli_deliveries  # noqa: E402
-from agentmaild.cli import hooks as cli_hooks  # noqa: E402
-from agentmaild.cli import logs as cli_logs  # noqa: E402
-from agentmaild.cli import mcp as cli_mcp  # noqa: E402
-from agentmaild.cli import read as cli_read  # noqa: E402
-from agentmaild.cli import relay as cli_relay  # noqa: E402
-from agentmaild.cli import service as cli_service  # noqa: E402
-from agentmaild.cli import store as cli_store  # noqa: E402
-from agentmaild.cli import tokens as cli_tokens  # noqa: E402
-from agentmaild.cli import trust as cli_trust  # noqa: E402
-
-cli_ask.register(app)
-cli_read.register(app)
-cli_agents.register(agents_app)
-cli_daemon.register(app)
-cli_dashboard.register(app)
-cli_deliveries.register(app)
-cli_logs.register(app)
-cli_service.register(app)
-cli_store.register(app)
-cli_hooks.register(app)
-cli_tokens.register(app)
-cli_trust.register(app)
-cli_relay.register(app)
-cli_mcp.register(app)
 
 
 def _show_help(exc: typer.TyperException) -> None:

@@ -32,10 +32,11 @@ def register(app: typer.Typer) -> None:
 
         Exit 0 with the reply; exit 3 when none came in time (the question stays answerable).
         """
-        from agentmaild.hot.access import read_body
+        from agentmaild.hot.access import check_priority, read_body
         from agentmaild.rules.ask import ask as ask_and_wait
         from agentmaild.rules.ask import parse_timeout, timeout_message
 
+        check_priority(priority)
         wait_s = parse_timeout(timeout)
         asker = cli.sender_of(sender)
         with open_store(db) as store:

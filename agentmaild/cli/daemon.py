@@ -16,6 +16,7 @@ from agentmaild.cli.common import (
     JsonOpt,
     command,
     db_location,
+    echo_text,
     one_line,
     open_store,
     out,
@@ -203,7 +204,10 @@ def ctl(
         if cmd == "metrics":
             typer.echo(result["text"], nl=False)
         else:
-            typer.echo(json.dumps(result, indent=2))
+            from agentmaild.cli.ctl_view import text_lines
+
+            for line in text_lines(result):
+                echo_text(line)
 
     out({"ok": True, "result": result}, as_json, human)
 

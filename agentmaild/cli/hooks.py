@@ -103,10 +103,12 @@ def install(
     otherwise the hook finds it the usual way from the session's directory.
     """
     store = db or STATE.db
+    project = (directory or Path.cwd()).absolute()
     if vendor != "claude":
         from agentmaild.cli.hooks_vendor import install_vendor
 
         install_vendor(vendor, directory, agent, store, exe or default_exe(), codex, as_json)
+        _warn_if_unknown(agent, store, project)
         return
     from agentmaild.cli.hooks_vendor import register_mcp
 

@@ -23,7 +23,7 @@ from agentmaild.cli.common import (
     sender_of,
 )
 from agentmaild.errors import UsageError
-from agentmaild.hot.access import read_body
+from agentmaild.hot.access import check_priority, read_body
 from agentmaild.ids import check_message_id, check_name
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ def send(
     as_json: JsonOpt = False,
 ) -> None:
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
+    check_priority(priority)
     api = remote(url, token)
     if api is not None:
         if anycast:
@@ -138,6 +139,7 @@ def reply(
     as_json: JsonOpt = False,
 ) -> None:
     """Reply in the thread: to the original sender (or, from the sender, to the recipient)."""
+    check_priority(priority)
     api = remote(url, token)
     if api is not None:
         check_message_id(message_id)
@@ -199,8 +201,8 @@ def limits_reset(
 
 @command
 def limits_show(db: DbOpt = None, as_json: JsonOpt = False) -> None:
-    """The team rules every send on the store is judged by: its daemon's [limits], else the
-    built-in defaults (a sender's own config never counts for them)."""
+    """The team rules every send on the store is judged by: its daemon's limits section, else
+    the built-in defaults (a sender's own config never counts for them)."""
     from agentmaild.config import TEAM_RULES, team_limits, team_values
 
     with open_store(db, readonly=True) as store:
@@ -220,9 +222,11 @@ def limits_show(db: DbOpt = None, as_json: JsonOpt = False) -> None:
         as_json, human)  # fmt: skip
 
 
-def register(app: typer.Typer, limits_app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     """``send`` and ``reply`` at the top, ``reset`` and ``show`` under ``agentmaild limits``."""
     app.command()(send)
     app.command()(reply)
+    limits_app = typer.Typer(help="Administer sending limits.", no_args_is_help=True)
+    app.add_typer(limits_app, name="limits")
     limits_app.command("reset")(limits_reset)
     limits_app.command("show")(limits_show)

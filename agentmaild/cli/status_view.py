@@ -34,7 +34,7 @@ _COLUMNS = (
     "MEMBER",
     "EXEC",
     "LOOP",
-    "BUSY",
+    "IN TURN",  # the channel's busy signal now; MEMBER's ``busy`` is the registry's "in service"
     "UNREAD",
     "IN FLIGHT",
     "LAST DELIVERY",
@@ -108,9 +108,7 @@ def print_status(status: dict[str, Any]) -> None:
             f"last: {last['what']} {last['since']} to {last['until'] or 'now'}: {last['error']})"
         )
     for h in status.get("hosts") or ():
-        echo_text(
-            f"host {h['host']}: {h['state']} (pid {h['pid']}, last beat {h['age_s']:g}s ago)"
-        )
+        echo_text(f"host {h['host']}: {h['state']} (pid {h['pid']}, last beat {h['age_s']:g}s ago)")
     t = status["totals"]
     echo_text(f"store: {status['store']} ({t['messages']} messages, {t['unread']} unread)")
     print_operator(status.get("operator_unread"))

@@ -83,8 +83,13 @@ def _json(report: CheckReport) -> dict[str, object]:
     return data
 
 
+_NO_AMCHECK = "--full: the amcheck extension is not installed"
+
+
 def _print(report: CheckReport) -> None:
     kind = report.kind()
+    if kind == "pg_amcheck" and any(w.startswith(_NO_AMCHECK) for w in report.warnings):
+        kind = "pg_schema"  # amcheck did not run: say what did (the warning says why)
     typer.echo(f"store: {report.path}")
     typer.echo(f"{kind}: {'ok' if report.ok else f'{len(report.problems)} problem(s)'}")
     for problem in report.problems:

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from agentmaild.errors import ValidationError
+from agentmaild.errors import UsageError, ValidationError
 from agentmaild.ids import check_name
 from agentmaild.mail.mailer import Mailer
 from agentmaild.overstory.flavor import default_identity
@@ -25,9 +25,17 @@ from agentmaild.store.location import StoreLocation
 def store_at(
     target: str | StoreLocation, *, readonly: bool = False, create: bool = True
 ) -> MailStore:
-    """The store ``target`` names (a path, a DSN or a location), under the config's flavor."""
+    """The store ``target`` names (a path, a DSN or a location), under the config's flavor; one
+    line on stderr when this made a new store file (where it is)."""
     location = StoreLocation.of(target)
-    return open_store(location, readonly=readonly, create=create, flavor=flavor())
+    new = create and not readonly and location.is_file and not os.path.lexists(location.local)
+    store = open_store(location, readonly=readonly, create=create, flavor=flavor())
+    if new and location.target != ":memory:":
+        # never silently: a typo'd --db or a command run outside the project makes a new store
+        where = os.path.abspath(location.local)
+        sys.stderr.write(f"agentmaild: created a new store at {where}\n")
+        sys.stderr.flush()
+    return store
 
 
 def mailer(store: MailStore) -> Mailer:
@@ -42,6 +50,15 @@ def sender_of(flag: str | None, store: MailStore | None = None) -> str:
     ov = store is not None and store.overstory is not None
     default = default_identity(ov)
     return check_name(flag or os.environ.get("AGENTMAIL_AGENT") or default, "sender", loose=ov)
+
+
+def check_priority(value: str | None) -> str | None:
+    """``--priority`` outside the vocabulary is a usage error (exit 2), caught before the store."""
+    from agentmaild.mail.vocab import PRIORITIES
+
+    if value is not None and value not in PRIORITIES:
+        raise UsageError(f"priority: unknown {value!r}; one of {', '.join(PRIORITIES)}")
+    return value
 
 
 def flavor() -> str:

@@ -18,6 +18,16 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _hoist_db(argv: list[str]) -> list[str]:
+    """``--db PATH send …`` as ``send … --db PATH``: the global option and the command's own are
+    one store, so the fast send serves both spellings (given twice, it defers to typer)."""
+    if argv[:1] == ["--db"] and len(argv) > 2:
+        return [*argv[2:], "--db", argv[1]]
+    if argv[:1] and argv[0].startswith("--db="):
+        return [*argv[1:], argv[0]]
+    return argv
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["hook"] and len(argv) > 1 and not argv[1].startswith("-"):
@@ -29,10 +39,11 @@ def main() -> None:
         from agentmaild.hot import check as fast
         if fast.parse_check(argv[1:]) is not None:
             _exit_now(fast.run_check(argv[1:]))
-    if argv[:1] == ["send"] or argv[:1] == ["reply"]:
+    sending = _hoist_db(argv)
+    if sending[:1] == ["send"] or sending[:1] == ["reply"]:
         from agentmaild.hot import send as fast_send
-        if fast_send.parse_send(argv[1:], argv[0]) is not None:
-            _exit_now(fast_send.run_send(argv[1:], argv[0]))
+        if fast_send.parse_send(sending[1:], sending[0]) is not None:
+            _exit_now(fast_send.run_send(sending[1:], sending[0]))
     from agentmaild.cli.app import run
 
     run()

@@ -78,9 +78,10 @@ def run_send(argv: Sequence[str], command: str = "send") -> int:
 
 
 def _send(command: str, opts: dict[str, str]) -> Sent:
-    from agentmaild.hot.access import mailer, poke, read_body, sender_of, store_at
+    from agentmaild.hot.access import check_priority, mailer, poke, read_body, sender_of, store_at
     from agentmaild.store.location import resolve_location
 
+    check_priority(opts.get("priority"))
     store = store_at(resolve_location(opts.get("db")))
     try:
         if command == "reply":

@@ -552,7 +552,8 @@ def test_groups_payloads_idempotency_and_reply(cli: Cli) -> None:
 def test_error_shape_human_and_json(cli: Cli) -> None:
     human = cli.run("send", "--to", "ghost", "--subject", "x")
     assert human.stdout == ""
-    lines = human.stderr.splitlines()
+    note, *lines = human.stderr.splitlines()  # the first command here makes the store: it says so
+    assert note.startswith("agentmaild: created a new store at ")
     assert len(lines) == 1 and lines[0].startswith("error: ") and "ghost" in lines[0]
     assert human.returncode == 1
 

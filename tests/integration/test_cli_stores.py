@@ -165,9 +165,13 @@ def test_store_check_full_on_a_dsn_runs_amcheck_when_installed(
         "--full: the amcheck extension is not installed in this database, so the indexes' "
         "structure was not checked (CREATE EXTENSION amcheck enables it)"
     ]
+    text = cli(env, "--db", pg_dsn, "store", "check", "--full").stdout
+    assert "pg_amcheck: ok" not in text and "pg_schema: ok" in text  # it did not run
+    assert "amcheck extension is not installed" in text
     store = PostgresMailStore(pg_dsn)
     store.connection.execute("CREATE EXTENSION amcheck")
     store.close()
+    assert "pg_amcheck: ok" in cli(env, "--db", pg_dsn, "store", "check", "--full").stdout
     assert check(env, pg_dsn, "--full") == (0, {
         "ok": True, "store": report["store"], "check": "pg_amcheck", "problems": [],
         "warnings": [],

@@ -155,3 +155,21 @@ def test_it_loads_no_cli_framework(template: Path) -> None:
     loaded = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if "|" in line}
     assert "agentmaild.hot.send" in loaded and "agentmaild.mail.mailer" in loaded
     assert not {m for m in loaded if m.split(".")[0] in FORBIDDEN}
+
+
+@pytest.mark.parametrize("spelling", [["--db", "{db}"], ["--db={db}"]])
+def test_the_global_db_option_takes_the_same_path(template: Path, spelling: list[str]) -> None:
+    """``agentmaild --db PATH send …`` is as quick as ``AGENTMAIL_DB=PATH agentmaild send …``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTMAIL_DB", "AGENTMAIL_URL")}
+    db = [a.replace("{db}", str(template)) for a in spelling]
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agentmaild", *db, "send", "--from", "lead",
+         "--to", "bob", "-s", "hi"],
+        capture_output=True, text=True, env=env, timeout=60, check=True,
+    )  # fmt: skip
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if "|" in line}
+    assert "agentmaild.hot.send" in loaded
+    assert not {m for m in loaded if m.split(".")[0] in FORBIDDEN}
+    store = SqliteMailStore(template)
+    assert [m.subject for m in store.list_messages() if m.from_agent == "lead"] == ["hi"]
+    store.close()

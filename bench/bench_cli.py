@@ -1,0 +1,151 @@
+"""Cold everyday commands (issue 32 item 1): each ≤ 3.0x ``python -c "import sqlite3, json"``.
+
+Every command runs through the installed console script as a person or an agent types it, one
+fresh process each, against a SQLite store with two agents and some mail and a running daemon
+(``ctl ping`` needs one; ``send`` pokes it). The store is named by ``AGENTMAIL_DB`` except in
+the ``--db`` rows, which name it with the global option instead (``agentmaild --db PATH …``).
+Each of N rounds runs every command and the baseline once, in a shuffled order; a row's figure
+is the command's median wall time, its ratio the median of the per-round ratios to the baseline
+run in the same round (load from elsewhere hits both). One untimed run of each first writes the
+``.pyc`` files. One row times ``inbox`` on a PostgreSQL store (``AGENTMAIL_TEST_PG`` or a private
+cluster), beside the same baseline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from benchlib import Figure, agentmaild_script, clean_env, timed_run
+
+TARGET = ("<=", 3.0)
+BASE = "import sqlite3, json"
+
+
+def _interpreter(script: Path) -> str:
+    first = script.read_text(encoding="utf-8").splitlines()[0]
+    return first[2:].strip() if first.startswith("#!") else sys.executable
+
+
+def _ok(argv: list[str], env: dict[str, str], cwd: str) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[1:])} failed ({proc.returncode}): {proc.stderr}")
+    return proc.stdout.strip()
+
+
+def _commands(am: str, msg: str, db: str) -> dict[str, list[str]]:
+    """Row name → argv (every one must exit 0)."""
+    return {
+        "send": [am, "send", "--from", "alice", "--to", "bob", "-s", "hi", "-b", "x"],
+        "send --db": [am, "--db", db, "send", "--from", "alice", "--to", "bob", "-s", "hi"],
+        "reply": [am, "reply", msg, "--from", "bob", "-b", "ok"],
+        "inbox": [am, "inbox", "--agent", "bob"],
+        "inbox --db": [am, "--db", db, "inbox", "--agent", "bob"],
+        "read": [am, "read", msg],
+        "ack": [am, "ack", msg],
+        "check": [am, "check", "--agent", "alice"],
+        "thread": [am, "thread", msg],
+        "list": [am, "list", "--limit", "20"],
+        "status": [am, "status"],
+        "agents list": [am, "agents", "list"],
+        "ctl ping": [am, "ctl", "ping"],
+    }
+
+
+@contextlib.contextmanager
+def _daemon(am: str, env: dict[str, str], cwd: str) -> Iterator[None]:
+    proc = subprocess.Popen([am, "serve"], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while subprocess.run([am, "ctl", "ping"], env=env, cwd=cwd,
+                             capture_output=True).returncode != 0:  # fmt: skip
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("the bench daemon did not answer ctl ping")
+            time.sleep(0.2)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _seed(am: str, env: dict[str, str], cwd: str) -> str:
+    _ok([am, "agents", "add", "alice", "-c", "lead"], env, cwd)
+    _ok([am, "agents", "add", "bob", "-c", "builder"], env, cwd)
+    for i in range(20):
+        _ok([am, "send", "--from", "alice", "--to", "bob", "-s", f"step {i}", "-b", "y"], env, cwd)
+    return _ok([am, "send", "--from", "alice", "--to", "bob", "-s", "q", "-b", "z"], env, cwd)
+
+
+def _env_for(kind: str, env: dict[str, str]) -> dict[str, str]:
+    """A ``--db`` row names the store on its command line only."""
+    return {k: v for k, v in env.items() if k != "AGENTMAIL_DB"} if kind.endswith("--db") else env
+
+
+def _rounds(rows: dict[str, list[str]], py: str, n: int, env: dict[str, str], cwd: str
+            ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per row: wall times (ms) and per-round ratios to the round's baseline."""
+    kinds = ["base", *rows]
+    for kind, argv in rows.items():  # untimed: writes the .pyc files
+        subprocess.run(argv, env=_env_for(kind, env), cwd=cwd, capture_output=True)
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    rng = random.Random(32)
+    for _ in range(n):
+        rng.shuffle(kinds)
+        got: dict[str, float] = {}
+        for kind in kinds:
+            argv = [py, "-c", BASE] if kind == "base" else rows[kind]
+            t, proc = timed_run(argv, env=_env_for(kind, env), cwd=cwd)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{kind} failed ({proc.returncode}): {proc.stderr}")
+            got[kind] = 1000 * t
+        for kind, ms in got.items():
+            times[kind].append(ms)
+    ratios = {k: [a / b for a, b in zip(times[k], times["base"], strict=True)] for k in rows}
+    return times, ratios
+
+
+def _figures(times: dict[str, list[float]], ratios: dict[str, list[float]], where: str
+             ) -> list[Figure]:
+    base = statistics.median(times["base"])
+    return [
+        Figure(name=f"cold `{kind}` ({where})", ours=statistics.median(times[kind]), unit="ms",
+               baseline=base, baseline_label=BASE, ratio=statistics.median(ratios[kind]),
+               target=TARGET, notes=[f"median of {len(times[kind])} interleaved rounds"])
+        for kind in ratios
+    ]  # fmt: skip
+
+
+def _postgres(am: str, py: str, n: int, tmp: str) -> list[Figure]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench_postgres import _server
+
+    with _server() as databases:
+        env = {**clean_env(tmp), "AGENTMAIL_DB": databases.create()}
+        _seed(am, env, tmp)
+        times, ratios = _rounds({"inbox": [am, "inbox", "--agent", "bob"]}, py, n, env, tmp)
+    return _figures(times, ratios, "PostgreSQL")
+
+
+def run(quick: bool) -> list[Figure]:
+    script = agentmaild_script()
+    am, py = str(script), _interpreter(script)
+    n = 5 if quick else 15
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
+        db = os.path.join(tmp, "mail.db")
+        env = {**clean_env(tmp), "AGENTMAIL_DB": db}
+        msg = _seed(am, env, tmp)
+        with _daemon(am, env, tmp):
+            times, ratios = _rounds(_commands(am, msg, db), py, n, env, tmp)
+        figures = _figures(times, ratios, "SQLite")
+        figures += _postgres(am, py, n, tmp)
+    return figures
