@@ -45,7 +45,8 @@ ENV_WORDS: dict[str, str] = {
     "route (default: `domain.key` beside the store; required for a PostgreSQL store).",
     "AGENTMAILD_CONFIG": "The config file (must exist); default "
     "`$XDG_CONFIG_HOME/agentmaild/config.toml`. `--config` wins over it.",
-    "AGENTMAILD_CLAUDE_BIN": "Test suite only: the Claude Code executable the end-to-end tests run.",
+    "AGENTMAILD_CLAUDE_BIN": "Test suite only: the Claude Code executable the end-to-end tests "
+    "run.",
     "AGENTMAILD_RELIABILITY_SEED": "Test suite only: replays a reliability test's random kill "
     "moments (the seed is printed on failure).",
     "AGENTMAILD_REGENERATE_EXAMPLES": "Test suite only: rewrites the examples a test compares "
@@ -218,11 +219,12 @@ def config_page() -> str:
         "`$XDG_CONFIG_HOME/agentmaild/config.toml` (`~/.config/agentmaild/config.toml`) when it",
         "exists; `config.example.toml` in the repository lists every key at its default. Every key",
         "can be overridden from the environment by the variable in its row (booleans: true/false,",
-        "1/0, yes/no, on/off; an empty `AGENTMAILD_STORE_DB` means unset). Precedence: defaults <",
-        "file < environment. Durations are seconds; relative paths are relative to the file. An",
-        "unknown key, a wrong type, a value out of bounds and an `AGENTMAILD_*` variable that names",
-        "no key are each one error naming it. The hooks read only their `AGENTMAILD_HOOKS_*`",
-        "variables, never the file. `SIGHUP` (`agentmaild ctl reload`) makes the daemon read it again.",
+        "1/0, yes/no, on/off; an empty `AGENTMAILD_STORE_DB` means unset). Precedence:",
+        "defaults < file < environment. Durations are seconds; relative paths are relative to the",
+        "file. An unknown key, a wrong type, a value out of bounds and an `AGENTMAILD_*` variable",
+        "that names no key are each one error naming it. The hooks read only their",
+        "`AGENTMAILD_HOOKS_*` variables, never the file. `SIGHUP` (`agentmaild ctl reload`) makes",
+        "the daemon read it again.",
         "",
     ]
     for section, (_, cls) in _SECTIONS.items():
@@ -286,12 +288,12 @@ def main(argv: list[str]) -> int:
     if "--check" in argv:
         stale = stale_pages()
         for name in stale:
-            print(f"stale: docs/reference/{name} (run: python scripts/gen_reference.py)")
+            sys.stdout.write(f"stale: docs/reference/{name} (python scripts/gen_reference.py)\n")
         return 1 if stale else 0
     REFERENCE.mkdir(parents=True, exist_ok=True)
     for name, build in PAGES.items():
         (REFERENCE / name).write_text(build(), encoding="utf-8")
-        print(f"wrote docs/reference/{name}")
+        sys.stdout.write(f"wrote docs/reference/{name}\n")
     return 0
 
 
