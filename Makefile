@@ -51,7 +51,7 @@ reference: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-# The dashboard's screenshots in docs/screenshots/ (README "Dashboard"), taken by its browser tests.
+# The dashboard's screenshots in docs/screenshots/ (docs/guides/dashboard.md), taken by its browser tests.
 screenshots: $(STAMP)
 	SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest -q -n 0 tests/browser
 
