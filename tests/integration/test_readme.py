@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -98,6 +99,7 @@ def script(blocks: list[Block]) -> str:
     for b in blocks:
         parts.append(f'echo "### {b.source} line {b.line} at $(date +%s.%N)" >&2')
         parts.append(b.text)
+    parts.append('echo "### end line 0 at $(date +%s.%N)" >&2')
     return "\n".join(parts) + "\n"
 
 
@@ -229,6 +231,15 @@ def run_readme(env: dict[str, str], text: str, tmp: Path) -> subprocess.Complete
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
+def seconds_per_source(stderr: str) -> dict[str, float]:
+    """How long each file's blocks ran, from the ``### SOURCE line N at T`` marks."""
+    marks = re.findall(r"^### (\S+) line \d+ at ([\d.]+)$", stderr, re.MULTILINE)
+    spent: dict[str, float] = {}
+    for (source, start), (_, end) in itertools.pairwise(marks):
+        spent[source] = spent.get(source, 0.0) + float(end) - float(start)
+    return spent
+
+
 def stop_team_daemon(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The "Teams across machines" daemon, when the README failed before its ``ctl shutdown``."""
     from agentmaild.control.client import request
@@ -266,6 +277,8 @@ def test_readme_commands_run_as_written(
             )
             wait_for(lambda: lock_is_free(lock), 20, "the README's daemon to have exited")
         # each delivery path really ran: a spawned process, a headless `claude -p`, a tmux paste
+    for source, spent in seconds_per_source(done.stderr).items():
+        print(f"[docs run] {source}: {spent:.1f} s")  # shown with -s: where the budget goes
     acked = {e.get("agent") for e in log_events(done.stderr) if e.get("event") == "delivery.acked"}
     assert {"demo", "coder", "reviewer", "ui-dev", "far"} <= acked, acked
     turns = [r for r in stub.messages_requests() if "Reply with one word" in r.last_user_text()]
