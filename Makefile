@@ -7,12 +7,12 @@ PKG_STAMP := $(VENV)/.installed-pkg
 DB      ?= $(CURDIR)/.agentmail/mail.db
 PYTEST_ARGS ?=
 
-.PHONY: test check bench mutate serve lint venv clean claude vendors screenshots
+.PHONY: test check bench mutate serve lint venv clean claude vendors screenshots docs reference
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,dev]'
+	$(BIN)/pip install -q -e '.[test,dev,docs]'
 	touch $(STAMP)
 
 # The package alone (what `make serve` needs to run the daemon): no test or lint tools.
@@ -46,17 +46,24 @@ check: lint
 	$(BIN)/python scripts/layout.py
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal tests/unit tests/contract $(PYTEST_ARGS)
 
+# The docs site into site/ (mkdocs.yml); `make reference` rewrites its generated reference pages.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+reference: $(STAMP)
+	$(BIN)/python scripts/gen_reference.py
+
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-# The dashboard's screenshots in docs/screenshots/ (README "Dashboard"), taken by its browser tests.
+# The dashboard's screenshots in docs/screenshots/ (docs/guides/dashboard.md), taken by its browser tests.
 screenshots: $(STAMP)
 	SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest -q -n 0 tests/browser
 
 # Mutation testing of the delivery core (bench/mutation.md; minutes, not part of `make test`).
 MUTATE_STAMP := $(VENV)/.installed-mutate
 $(MUTATE_STAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[test,dev,mutate]'
+	$(BIN)/pip install -q -e '.[test,dev,docs,mutate]'
 	touch $(MUTATE_STAMP)
 
 mutate: $(MUTATE_STAMP)
@@ -74,4 +81,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache mutants
+	rm -rf $(VENV) .pytest_cache mutants site

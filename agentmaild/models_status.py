@@ -1,5 +1,5 @@
 """The status words of the agent-team design: a member's status and an agent's execution status,
-and how our registry, loop and turn states map onto them (README "Team rules")."""
+and how our registry, loop and turn states map onto them (docs/guides/team-rules.md)."""
 
 from __future__ import annotations
 

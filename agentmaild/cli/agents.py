@@ -198,7 +198,7 @@ def set_state(
     """Move an agent to a state or member status (guarded by the transition tables).
 
     States: booting working idle stalled completed zombie. Member statuses: ready busy
-    shutdown_requested shutdown error (stored as a state; see README "Team rules").
+    shutdown_requested shutdown error (stored as a state; see docs/guides/team-rules.md).
     """
     check_name(name, loose=cli.overstory_mode_of(db))
     with open_store(db) as store:

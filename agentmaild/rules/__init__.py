@@ -1,4 +1,4 @@
-"""The team rules on top of the mail layer (README "Team rules"), configured under ``[limits]``.
+"""The team rules on top of the mail layer (docs/guides/team-rules.md), set under ``[limits]``.
 
 ``loopguard`` (duplicate collapse, the ping-pong cap and its escalation), ``ask`` (send a question
 and wait for the first reply), ``escalate`` (long-unread mail, checked by the daemon), ``members``

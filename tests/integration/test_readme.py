@@ -1,4 +1,11 @@
-"""README.md's ``sh`` blocks, run as written, in order, in one bash process with ``set -eu``.
+"""The ``sh`` blocks of README.md and of the docs site, run as written, in order, in one bash
+process with ``set -eu``.
+
+The order is README.md first, then each page of ``mkdocs.yml``'s ``nav`` in nav order (its home,
+``index.md``, is README.md itself): a page's blocks may use what README.md or an earlier page left
+(the demo repository ``~/agentmail-demo``, its agents, the daemon the README started until "The
+delivery daemon" stops it). A page that is not in the nav fails ``mkdocs build --strict``
+(``tests/integration/test_docs_site.py``), so no page's blocks are left out.
 
 A doc that is tested stays true: any command in an ``sh`` block that fails fails this test. The
 shell starts in this checkout (the README's Install block runs ``make venv`` and ``make claude``
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -38,10 +46,12 @@ pytestmark = [pytest.mark.claude, pytest.mark.tmux, pytest.mark.timeout(420)]
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+MKDOCS = REPO / "mkdocs.yml"
 VENV_BIN = REPO / ".venv" / "bin"
 DEMO = "agentmail-demo"  # the README's throw-away repository, under ~
 FENCE = re.compile(r"^```(\S*)[ \t]*$")
-RUN_TIMEOUT_S = 360  # the whole README, run as written; about 100 s on an idle 2-core machine
+RUN_TIMEOUT_S = 360  # README and docs, run as written; about 100 s on an idle 2-core machine
+NAV_PAGE = re.compile(r"^\s*- (?:[^:]+: )?(\S+\.md)\s*$")  # "- Title: path.md" or "- path.md"
 
 
 @dataclass(frozen=True)
@@ -49,9 +59,27 @@ class Block:
     lang: str
     line: int  # of the opening fence, 1-based
     text: str
+    source: str = "README.md"
 
 
-def fenced_blocks(markdown: str) -> list[Block]:
+def doc_sources() -> list[Path]:
+    """README.md, then the docs pages in ``mkdocs.yml``'s nav order (``index.md`` is README.md)."""
+    lines = MKDOCS.read_text().splitlines()
+    nav = lines[lines.index("nav:") + 1 :]
+    pages = [m.group(1) for line in nav if (m := NAV_PAGE.match(line))]
+    return [README, *(REPO / "docs" / p for p in pages if p != "index.md")]
+
+
+def sh_blocks() -> list[Block]:
+    return [
+        b
+        for path in doc_sources()
+        for b in fenced_blocks(path.read_text(), str(path.relative_to(REPO)))
+        if b.lang == "sh"
+    ]
+
+
+def fenced_blocks(markdown: str, source: str = "README.md") -> list[Block]:
     blocks: list[Block] = []
     lines = markdown.splitlines()
     i = 0
@@ -61,7 +89,7 @@ def fenced_blocks(markdown: str) -> list[Block]:
             i += 1
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-        blocks.append(Block(opening.group(1), i + 1, "\n".join(lines[i + 1 : end])))
+        blocks.append(Block(opening.group(1), i + 1, "\n".join(lines[i + 1 : end]), source))
         i = end + 1
     return blocks
 
@@ -69,22 +97,39 @@ def fenced_blocks(markdown: str) -> list[Block]:
 def script(blocks: list[Block]) -> str:
     parts = ["set -eu", "trap 'echo \"[README] failed: $BASH_COMMAND\" >&2' ERR"]
     for b in blocks:
-        parts.append(f'echo "### README.md line {b.line} at $(date +%s.%N)" >&2')
+        parts.append(f'echo "### {b.source} line {b.line} at $(date +%s.%N)" >&2')
         parts.append(b.text)
+    parts.append('echo "### end line 0 at $(date +%s.%N)" >&2')
     return "\n".join(parts) + "\n"
 
 
 def test_every_fence_says_whether_it_runs() -> None:
-    blocks = fenced_blocks(README.read_text())
-    unlabelled = [b.line for b in blocks if b.lang not in ("sh", "text", "toml", "json")]
-    assert not unlabelled, f"README fences need `sh` (run by this test) or `text`: {unlabelled}"
+    blocks = [
+        b
+        for path in doc_sources()
+        for b in fenced_blocks(path.read_text(), str(path.relative_to(REPO)))
+    ]
+    unlabelled = [
+        f"{b.source}:{b.line}" for b in blocks if b.lang not in ("sh", "text", "toml", "json")
+    ]
+    assert not unlabelled, f"fences need `sh` (run by this test) or `text`: {unlabelled}"
     for b in blocks:
         if b.lang == "sh":
             assert "&&" not in b.text and "||" not in b.text, (
-                f"README.md line {b.line}: write one command per line; set -e ignores a "
+                f"{b.source} line {b.line}: write one command per line; set -e ignores a "
                 "failure left of && or ||"
             )
-    assert sum(b.lang == "sh" for b in blocks) >= 6
+    assert sum(b.lang == "sh" for b in blocks if b.source == "README.md") >= 4
+    assert sum(b.lang == "sh" for b in blocks if b.source != "README.md") >= 12
+
+
+def test_docs_run_after_the_readme_in_nav_order() -> None:
+    sources = [str(p.relative_to(REPO)) for p in doc_sources()]
+    assert sources[0] == "README.md"
+    assert "docs/index.md" not in sources  # the site's home page is README.md itself
+    assert sources.index("docs/guides/mail.md") < sources.index("docs/guides/daemon.md")
+    assert sources.index("docs/guides/daemon.md") < sources.index("docs/guides/machines.md")
+    assert all((REPO / s).is_file() for s in sources)
 
 
 def test_extractor_runs_exactly_the_sh_blocks() -> None:
@@ -186,6 +231,15 @@ def run_readme(env: dict[str, str], text: str, tmp: Path) -> subprocess.Complete
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
+def seconds_per_source(stderr: str) -> dict[str, float]:
+    """How long each file's blocks ran, from the ``### SOURCE line N at T`` marks."""
+    marks = re.findall(r"^### (\S+) line \d+ at ([\d.]+)$", stderr, re.MULTILINE)
+    spent: dict[str, float] = {}
+    for (source, start), (_, end) in itertools.pairwise(marks):
+        spent[source] = spent.get(source, 0.0) + float(end) - float(start)
+    return spent
+
+
 def stop_team_daemon(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The "Teams across machines" daemon, when the README failed before its ``ctl shutdown``."""
     from agentmaild.control.client import request
@@ -204,7 +258,7 @@ def test_readme_commands_run_as_written(
     tmp_path: Path, pg_databases: PgDatabases, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     claude_binary()  # `make claude` in the README is then a quick check, not an npm install
-    blocks = [b for b in fenced_blocks(README.read_text()) if b.lang == "sh"]
+    blocks = sh_blocks()
     home = tmp_path / "home"
     demo = home / DEMO
     isolated_home(tmp_path, demo)  # the trust / API-key dialogs a user answers once by hand
@@ -218,15 +272,20 @@ def test_readme_commands_run_as_written(
             finally:
                 stop_team_daemon(env, monkeypatch)
             assert done.returncode == 0, (
-                f"a README command failed (exit {done.returncode});\n"
+                f"a README or docs command failed (exit {done.returncode});\n"
                 f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-6000:]}"
             )
             wait_for(lambda: lock_is_free(lock), 20, "the README's daemon to have exited")
         # each delivery path really ran: a spawned process, a headless `claude -p`, a tmux paste
+    for source, spent in seconds_per_source(done.stderr).items():
+        print(f"[docs run] {source}: {spent:.1f} s")  # shown with -s: where the budget goes
     acked = {e.get("agent") for e in log_events(done.stderr) if e.get("event") == "delivery.acked"}
-    assert {"demo", "reviewer", "ui-dev"} <= acked, acked
+    assert {"demo", "coder", "reviewer", "ui-dev", "far"} <= acked, acked
     turns = [r for r in stub.messages_requests() if "Reply with one word" in r.last_user_text()]
     assert len(turns) >= 2, "the headless and the tmux agent both reach the model"
     assert "first delivery" in (demo / "demo-inbox.jsonl").read_text()
     assert (demo / ".agentmail" / ".gitignore").read_text().splitlines()[-1] == "*"
     assert not (home / ".config" / "systemd" / "user" / "agentmaild.service").exists()
+    assert "coder handled dlv-" in done.stdout, "the keyless try-out's answer reached planner"
+    # every page ran in the demo repository or a directory of its own: no store was made in ~
+    assert not (home / ".agentmail").exists(), "a docs block ran outside its directory"
