@@ -137,6 +137,31 @@ def _without_ours(text: str) -> str:
     return "".join(out).rstrip("\n") + ("\n" if out else "")
 
 
+def _with_ours(text: str, table: str) -> str:
+    """``text`` with our table put where it was (so a second install changes nothing, whatever
+    was written after it since), else appended after a blank line."""
+    out: list[str] = []
+    blanks: list[str] = []
+    skipping = placed = False
+    for line in text.splitlines(keepends=True):
+        head = line.strip()
+        if head.startswith("["):
+            skipping = head == _TOML_HEAD or head.startswith(f"[mcp_servers.{SERVER}.")
+            out += blanks  # the blank lines that ended our table still part what follows
+            blanks = []
+            if skipping and not placed:
+                out.append(table)
+                placed = True
+        if not skipping:
+            out.append(line)
+        elif not head:
+            blanks.append(line)
+    if placed:
+        return "".join(out)
+    rest = "".join(out).rstrip("\n")
+    return (rest + "\n\n" if rest.strip() else "") + table
+
+
 def _toml_install(path: Path, argv: list[str]) -> bool:
     import json
     import tomllib
@@ -146,11 +171,10 @@ def _toml_install(path: Path, argv: list[str]) -> bool:
         tomllib.loads(before)
     except tomllib.TOMLDecodeError as exc:
         raise base._settings_error(path, f"not valid TOML ({exc})") from exc
-    rest = _without_ours(before)
     table = (f"{_TOML_HEAD}\ncommand = {json.dumps(argv[0])}\n"
              f"args = [{', '.join(json.dumps(a) for a in argv[1:])}]\n"
              'default_tools_approval_mode = "approve"\n')  # fmt: skip
-    text = (rest + "\n" if rest.strip() else "") + table
+    text = _with_ours(before, table)
     tomllib.loads(text)  # what we write must read back
     return _write_text(path, before, text)
 

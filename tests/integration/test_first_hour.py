@@ -351,7 +351,7 @@ def test_make_serve_installs_the_package_without_test_tools(tmp_path: Path) -> N
     serve = [line for line in _pip_installs("serve", venv) if "--upgrade pip" not in line]
     assert serve and all(line.rstrip().endswith("install -q -e .") for line in serve), serve
     test = _pip_installs("test", venv)
-    assert any(".[test,dev]" in line for line in test), test
+    assert any(".[test,dev,docs]" in line for line in test), test
 
 
 # ---- 7. operator mail ------------------------------------------------------------------------

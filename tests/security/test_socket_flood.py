@@ -34,7 +34,7 @@ def test_ping_gets_through_a_flood_of_idle_connections(daemon: DaemonProc) -> No
     flood = Flooder(daemon.sock, FLOOD)
     try:
         for _ in range(3):
-            done, took = timed(daemon.cli, "ctl", "ping", timeout=30)
+            done, took = timed(daemon.cli, "ctl", "ping", "--json", timeout=30)
             assert done.returncode == 0, done.stderr
             assert '"pong": true' in done.stdout
             assert took < CLI_WITHIN_S, f"`ctl ping` took {took:.2f}s under the flood"

@@ -98,3 +98,22 @@ def test_a_broken_config_is_left_unchanged_with_one_line(tmp_path: Path) -> None
     assert done.returncode == 1 and path.read_text() == "[broken\n"
     assert done.stderr.startswith("error: ") and "not valid TOML" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_codex_table_written_after_ours_does_not_make_a_second_install_change(
+    tmp_path: Path,
+) -> None:
+    """Codex's project trust is written after our server's table; installing again keeps our
+    table where it is, so the file is the very same (it used to move ours to the end)."""
+    path = tmp_path / ".codex" / "config.toml"
+    install = ["hooks", "install", "--vendor", "codex", "--agent", "bob", "--dir", str(tmp_path),
+               "--exe", EXE, "--json"]  # fmt: skip
+    first = _run(tmp_path, *install)
+    assert first.returncode == 0, first.stderr
+    path.write_text(path.read_text() + '\n[projects."/w"]\ntrust_level = "trusted"\n')
+    written = path.read_text()
+    again = _run(tmp_path, *install)
+    assert again.returncode == 0, again.stderr
+    assert path.read_text() == written
+    assert _ours("codex", path) is not None
+    assert tomllib.loads(written)["projects"]["/w"]["trust_level"] == "trusted"
