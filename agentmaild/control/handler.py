@@ -12,9 +12,8 @@ from agentmaild import __version__
 from agentmaild.control.protocol import seconds_arg
 from agentmaild.errors import NotFound, ValidationError
 from agentmaild.ids import check_message_id, check_name
-from agentmaild.models import Agent
 from agentmaild.rules.ask import DAEMON_WAIT_MAX_S, ReplyWaiters
-from agentmaild.rules.members import status_fields
+from agentmaild.rules.members import status_row
 from agentmaild.rules.report import rules_metrics, rules_status
 
 if TYPE_CHECKING:
@@ -105,7 +104,7 @@ class ControlHandler:
         counts = await d.store.counts()
         totals = await d.store.totals()
         loops = d.supervisor.snapshot()
-        rows = [_status_row(a, counts.get(a.name), loops.get(a.name)) for a in agents]
+        rows = [status_row(a, counts.get(a.name), loops.get(a.name)) for a in agents]
         rules = await d.store.run_sync(rules_status, d.store.sync)
         return {"daemon": self._info(), "agents": rows, "totals": totals, "rules": rules}
 
@@ -170,24 +169,6 @@ class ControlHandler:
         rules = await self._d.store.run_sync(rules_status, self._d.store.sync)
         text += "".join(line + "\n" for line in rules_metrics(rules))
         return {"content_type": "text/plain; version=0.0.4", "text": text}
-
-
-def _status_row(agent: Agent, counts: Any, loop: dict[str, Any] | None) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "agent": agent.name,
-        "channel": agent.channel,
-        "state": agent.state,
-        "turn_state": agent.turn_state,
-        "unread": counts.unread if counts else 0,
-        "in_flight": counts.in_flight if counts else 0,
-        "dead_letters": counts.dead_letters if counts else 0,
-        "loop": None,
-        **status_fields(agent, loop["state"] if loop is not None else None),
-    }
-    if loop is not None:
-        row["loop"] = loop["state"]
-        row.update({k: v for k, v in loop.items() if k not in ("state", "channel")})
-    return row
 
 
 _METRICS = (

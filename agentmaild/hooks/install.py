@@ -198,3 +198,18 @@ def _remove_settings(path: Path) -> bool:
     except OSError:
         pass  # other files live there
     return True
+
+
+def write_text(path: Path, before: str | None, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically (a temporary file renamed over it) unless it is
+    ``before`` already; True when the file changed."""
+    if text == before:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True

@@ -176,7 +176,7 @@ def _toml_install(path: Path, argv: list[str]) -> bool:
              'default_tools_approval_mode = "approve"\n')  # fmt: skip
     text = _with_ours(before, table)
     tomllib.loads(text)  # what we write must read back
-    return _write_text(path, before, text)
+    return base.write_text(path, before, text)
 
 
 def _toml_uninstall(path: Path) -> bool:
@@ -187,17 +187,4 @@ def _toml_uninstall(path: Path) -> bool:
     if not text.strip():
         path.unlink()
         return True
-    return _write_text(path, before, text)
-
-
-def _write_text(path: Path, before: str, text: str) -> bool:
-    if text == before:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return True
+    return base.write_text(path, before, text)

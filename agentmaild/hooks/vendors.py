@@ -136,15 +136,7 @@ def _install_plugin(path: Path, agent: str, db: Path | None, exe: str) -> dict[s
         raise base._settings_error(path, f"cannot read it ({exc})") from exc
     if before is not None and PLUGIN_MARK not in before:
         raise base._settings_error(path, "it is not agentmaild's plugin")
-    changed = before != text
-    if changed:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+    changed = base.write_text(path, before, text)
     return {"ok": True, "vendor": "opencode", "path": str(path), "agent": agent,
             "changed": changed, "events": ["chat.message", "event"]}  # fmt: skip
 

@@ -40,6 +40,26 @@ def status_fields(agent: Agent, loop_state: str | None) -> dict[str, Any]:
     return {"member": agent.member_status, "exec": execution_status(agent, loop_state)}
 
 
+def status_row(agent: Agent, counts: Any, loop: dict[str, Any] | None) -> dict[str, Any]:
+    """One agent's row of ``status``: the store's counts (``AgentCounts`` or None) and, when a
+    daemon answers, its loop's state (None: no loop runs — offline status)."""
+    row: dict[str, Any] = {
+        "agent": agent.name,
+        "channel": agent.channel,
+        "state": agent.state,
+        "turn_state": agent.turn_state,
+        "unread": counts.unread if counts else 0,
+        "in_flight": counts.in_flight if counts else 0,
+        "dead_letters": counts.dead_letters if counts else 0,
+        "loop": None,
+        **status_fields(agent, loop["state"] if loop is not None else None),
+    }
+    if loop is not None:
+        row["loop"] = loop["state"]
+        row.update({k: v for k, v in loop.items() if k not in ("state", "channel")})
+    return row
+
+
 def set_status(store: MailStore, name: str, word: str, *, force: bool = False) -> Agent:
     """Move ``name`` to a registry state or a member status (see the module docstring)."""
     if word in STATE_TRANSITIONS:

@@ -14,7 +14,7 @@ from agentmaild.store.location import StoreLocation
 def offline_status(location: StoreLocation) -> dict[str, Any]:
     """The status rows from the store alone (no daemon: nothing is in a turn, no loop runs)."""
     from agentmaild.hot.access import store_at
-    from agentmaild.rules.members import status_fields
+    from agentmaild.rules.members import status_row
     from agentmaild.rules.report import rules_status
 
     store = store_at(location.target, readonly=True)
@@ -23,22 +23,7 @@ def offline_status(location: StoreLocation) -> dict[str, Any]:
         rules = rules_status(store)
     finally:
         store.close()
-    rows = []
-    for agent in agents:
-        c = counts.get(agent.name)
-        rows.append(
-            {
-                "agent": agent.name,
-                "channel": agent.channel,
-                "state": agent.state,
-                "turn_state": agent.turn_state,
-                "unread": c.unread if c else 0,
-                "in_flight": c.in_flight if c else 0,
-                "dead_letters": c.dead_letters if c else 0,
-                "loop": None,
-                **status_fields(agent, None),
-            }
-        )
+    rows = [status_row(agent, counts.get(agent.name), None) for agent in agents]
     return {"daemon": None, "agents": rows, "totals": totals, "rules": rules}
 
 
