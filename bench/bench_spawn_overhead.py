@@ -1,12 +1,14 @@
 """The spawn channel's overhead per batch over a bare ``claude -p`` (issue 4 item 6).
 
 Ours: ``ClaudeSpawnChannel.deliver`` of a batch rendered from real messages in a real store
-(argv, env, session id persisted on the first turn, ``--resume`` afterwards, the turn log, the
-stream-json parse and the ack decision), timed from the call to its return. Baseline: the same
-pinned ``claude`` binary run directly with the same flags, the same kind of input line and
-``--resume`` of its own session, through ``subprocess.run``. Both talk to the same loopback
-Messages API stand-in (tests/support/anthropic_stub.py) with an isolated HOME. N rounds run both
-once each, in alternating order; the ratio is the median of the per-round ratios. Target ≤ 1.2.
+(argv, env, session id persisted on the first turn, ``--resume`` afterwards, the turn's MCP
+server — the preset's relay to the daemon's MCP socket, served here as the daemon serves it —
+the turn log, the stream-json parse and the ack decision), timed from the call to its return.
+Baseline: the same pinned ``claude`` binary run directly with the same flags (no MCP server), the
+same kind of input line and ``--resume`` of its own session, through ``subprocess.run``. Both talk
+to the same loopback Messages API stand-in (tests/support/anthropic_stub.py) with an isolated
+HOME. N rounds run both once each, in alternating order; the ratio is the median of the per-round
+ratios. Target ≤ 1.2.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ if str(REPO) not in sys.path:
 from agentmaild.channels.claude import STREAM_JSON_FLAGS, ClaudeSpawnChannel  # noqa: E402
 from agentmaild.channels.commands import user_line  # noqa: E402
 from agentmaild.config import Config  # noqa: E402
+from agentmaild.control.protocol import socket_path_for  # noqa: E402
 from agentmaild.ids import iso_now, new_id  # noqa: E402
+from agentmaild.mcpserver.hosted import McpSocket  # noqa: E402
 from agentmaild.models import Agent, Batch, Message  # noqa: E402
 from agentmaild.render.framing import render_batch  # noqa: E402
+from agentmaild.store.location import StoreLocation  # noqa: E402
 from agentmaild.store.records import InsertRequest  # noqa: E402
 from agentmaild.store.sqlite import SqliteMailStore  # noqa: E402
 from tests.support.anthropic_stub import AnthropicStub  # noqa: E402
@@ -84,7 +89,10 @@ async def _measure(
     )
     bare_session = str(uuid.uuid4())
     pairs: list[tuple[float, float]] = []
-    async with ClaudeSpawnChannel(agent, Config(), db) as channel:
+    location = StoreLocation.of(str(db))
+    hosted = McpSocket(socket_path_for(location), location)  # as the daemon serves its turns
+    async with anyio.create_task_group() as tg, ClaudeSpawnChannel(agent, Config(), db) as channel:
+        await tg.start(hosted.serve, True)
         for n in range(rounds + 1):  # round 0 warms both up (and creates both sessions)
             msg = Message(
                 id=new_id("msg"),
@@ -112,6 +120,7 @@ async def _measure(
             store.ack_delivery(batch.delivery_id, now=time.time())
             if n:
                 pairs.append((mine, base))
+        tg.cancel_scope.cancel()
     store.close()
     return pairs
 

@@ -1,8 +1,10 @@
 """The spawn channel's overhead per batch over a bare Codex, Gemini CLI and OpenCode turn.
 
 Ours: ``VendorSpawnChannel.deliver`` of a batch rendered from real messages in a real store (the
-preset's argv, env scrub, session id stored on the first turn and resumed afterwards, the turn
-log, the JSON event parse and the ack decision), timed from the call to its return. Baseline: the
+preset's argv, env scrub, session id stored on the first turn and resumed afterwards, the turn's
+MCP server where the preset wires one — the relay to the daemon's MCP socket, served here as the
+daemon serves it — the turn log, the JSON event parse and the ack decision), timed from the call
+to its return. Baseline: the
 same pinned CLI run directly with the same argv (``VendorPreset.build_argv``), the same text on
 stdin and a resume of its own session, through ``subprocess.run``. Both talk to the same loopback
 stand-in of the vendor's API (tests/support) with an isolated HOME. N rounds run both once each,
@@ -31,9 +33,12 @@ if str(REPO) not in sys.path:
 from agentmaild.channels.vendor_spawn import VendorSpawnChannel  # noqa: E402
 from agentmaild.channels.vendors import PRESETS, VendorPreset  # noqa: E402
 from agentmaild.config import Config  # noqa: E402
+from agentmaild.control.protocol import socket_path_for  # noqa: E402
 from agentmaild.ids import iso_now, new_id  # noqa: E402
+from agentmaild.mcpserver.hosted import McpSocket  # noqa: E402
 from agentmaild.models import Agent, Batch, Message  # noqa: E402
 from agentmaild.render.framing import render_batch  # noqa: E402
+from agentmaild.store.location import StoreLocation  # noqa: E402
 from agentmaild.store.records import InsertRequest  # noqa: E402
 from agentmaild.store.sqlite import SqliteMailStore  # noqa: E402
 from tests.support.loopback_api import LoopbackApi  # noqa: E402
@@ -81,9 +86,12 @@ async def _measure(
     )  # fmt: skip
     bare = _Bare(PRESETS[vendor], binary, env, project)
     pairs: list[tuple[float, float]] = []
-    async with VendorSpawnChannel(
+    location = StoreLocation.of(str(tmp / "store" / "mail.db"))
+    hosted = McpSocket(socket_path_for(location), location)  # as the daemon serves its turns
+    async with anyio.create_task_group() as tg, VendorSpawnChannel(
         agent, Config(), tmp / "store" / "mail.db", preset=PRESETS[vendor]
     ) as channel:
+        await tg.start(hosted.serve, True)
         for n in range(rounds + 1):  # round 0 warms both up (and creates both sessions)
             msg = Message(id=new_id("msg"), from_agent="bob", to_agent="alice",
                           subject=f"round {n}", body=f"body {n}", created_at=iso_now())  # fmt: skip
@@ -101,6 +109,7 @@ async def _measure(
             store.ack_delivery(batch.delivery_id, now=time.time())
             if n:
                 pairs.append((mine, base))
+        tg.cancel_scope.cancel()
     store.close()
     return pairs
 

@@ -9,8 +9,9 @@
 - gemini: no flag or variable adds a server to a headless turn; ``hooks install --vendor gemini
   --dir <the agent's cwd>`` registers it in the project's ``.gemini/settings.json``.
 
-The server is this interpreter's ``-m agentmaild mcp --agent NAME``; the store comes from the
-turn's ``AGENTMAIL_DB`` (a DSN never lands on a command line).
+The server is this interpreter's ``-m agentmaild.hot.mcp_relay --agent NAME``, relayed to the
+daemon's MCP socket (``mcpserver.hosted``), else ``agentmaild mcp`` started cold; the store comes
+from the turn's ``AGENTMAIL_DB`` (a DSN never lands on a command line).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ SERVER_ENV = ("AGENTMAIL_DB", "AGENTMAIL_AGENT", "AGENTMAILD_CONFIG", "XDG_CONFI
 
 
 def server_argv(agent: str) -> list[str]:
-    return [sys.executable, "-m", "agentmaild", "mcp", "--agent", agent]
+    """The relay to the daemon's MCP socket (``hot.mcp_relay``; ``agentmaild mcp`` when no daemon
+    listens): a turn's CLI waits for its servers before its first request, and the relay starts
+    in a tenth of the time the SDK takes to load."""
+    return [sys.executable, "-m", "agentmaild.hot.mcp_relay", "--agent", agent]
 
 
 def claude_flags(agent: str) -> list[str]:

@@ -174,6 +174,7 @@ class Daemon:
                 # Loops first: the socket is bound (connections wait in its backlog), but a
                 # command is answered only once every registered agent has its loop.
                 await tg.start(self._run_supervisor)
+                await tg.start(self._serve_mcp)  # bound before a ping is answered
                 await tg.start(server.serve)
                 await tg.start(self.services.wakes.run, self.on_wake)  # senders reach us now
                 if self.config.http.listen:  # the HTTP face (agentmaild.http), off by default
@@ -199,6 +200,14 @@ class Daemon:
             await server.aclose()
         log.info("daemon.stopped", forced=self.forced, store_lost=self.store_lost)
         return STORE_LOST_EXIT if self.store_lost else 1 if self.forced else 0
+
+    async def _serve_mcp(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """The spawned turns' MCP servers (``mcpserver.hosted``); the SDK loaded now if a preset
+        agent will want it."""
+        from agentmaild.mcpserver.hosted import McpSocket
+
+        presets = any(a.preset for a in await self.store.list_agents())
+        await McpSocket(self.socket, self.services.location).serve(presets, task_status=task_status)
 
     def on_wake(self, agents: list[str] | None) -> None:
         """A wake-up from the store's seam (``store.wake``): the named agents have new mail; None:

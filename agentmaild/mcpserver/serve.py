@@ -167,8 +167,10 @@ class MailServer:
         except Exception:  # the client went away: the read side ends the server
             return
 
-    async def run(self) -> None:
-        async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+    async def run(self, streams: tuple[Any, Any] | None = None) -> None:
+        """Serve on stdin/stdout, or on ``streams`` (lines in, text out: the daemon's socket)."""
+        wire = stdio_server(*streams) if streams is not None else stdio_server()
+        async with wire as (read, write), anyio.create_task_group() as tg:
             tg.start_soon(self.watch)
             await self.server.run(read, write, self.server.create_initialization_options())
             tg.cancel_scope.cancel()

@@ -24,6 +24,7 @@ from tests.support.claude_env import (
     run_print,
     user_line,
 )
+from tests.support.daemon import DaemonProc
 
 pytestmark = [pytest.mark.claude, pytest.mark.timeout(120)]
 EXE = str(Path(sys.executable).parent / "agentmaild")
@@ -123,11 +124,13 @@ def test_claude_checks_mail_through_the_installed_server(
     assert store.inbox("alice", unread_only=True) == []
 
 
+@pytest.mark.parametrize("daemon", [True, False], ids=["daemon-served", "cold"])
 def test_the_spawn_presets_flags_give_claude_the_server(
-    claude_bin: str, stub: AnthropicStub, tmp_path: Path
+    claude_bin: str, stub: AnthropicStub, tmp_path: Path, daemon: bool
 ) -> None:
     """No file installed: the flags the claude preset adds to each turn (``--mcp-config``,
-    ``--allowedTools mcp__agentmail``) and the turn's AGENTMAIL_DB are enough."""
+    ``--allowedTools mcp__agentmail``) and the turn's AGENTMAIL_DB are enough. The relay they
+    start is served by the store's daemon when one runs, else it is ``agentmaild mcp``."""
     from agentmaild.channels.mcp_wiring import claude_flags
 
     project, db = tmp_path / "proj", tmp_path / "store" / "mail.db"
@@ -138,9 +141,16 @@ def test_the_spawn_presets_flags_give_claude_the_server(
     stub.reply = _calls("send", {"to": "bob", "subject": "from a spawned turn"})
     env = claude_env(isolated_home(tmp_path, project), stub.base_url)
     env.update(AGENTMAIL_DB=str(db), AGENTMAIL_AGENT="alice")
-    run = run_print(claude_bin, [user_line("tell bob MARKER-P")], env=env, cwd=project,
-                    extra_args=claude_flags("alice"))  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    [m] = store.inbox("bob")
-    assert (m.from_agent, m.subject) == ("alice", "from a spawned turn")
-    assert m.id in _result_text(stub)
+    served = DaemonProc(db, tmp_path).start() if daemon else None
+    try:
+        run = run_print(claude_bin, [user_line("tell bob MARKER-P")], env=env, cwd=project,
+                        extra_args=claude_flags("alice"))  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        [m] = store.inbox("bob")
+        assert (m.from_agent, m.subject) == ("alice", "from a spawned turn")
+        assert m.id in _result_text(stub)
+        if served is not None:
+            assert [e["agent"] for e in served.events("mcp.session")] == ["alice"]
+    finally:
+        if served is not None:
+            served.stop()

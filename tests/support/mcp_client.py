@@ -7,7 +7,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -31,15 +31,17 @@ class Heard:
 
 @asynccontextmanager
 async def mcp_session(
-    env: dict[str, str], *args: str
+    env: dict[str, str],
+    *args: str,
+    module: tuple[str, ...] = ("agentmaild", "mcp"),
+    errlog: TextIO = sys.stderr,
 ) -> AsyncIterator[tuple[ClientSession, Heard]]:
-    """An initialized session with ``agentmaild mcp ARGS`` under ``env``."""
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "agentmaild", "mcp", *args], env=env
-    )
+    """An initialized session with ``agentmaild mcp ARGS`` (or ``python -m MODULE ARGS``) under
+    ``env``; the server's stderr goes to ``errlog``."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", *module, *args], env=env)
     heard = Heard()
     async with (
-        stdio_client(params) as (read, write),
+        stdio_client(params, errlog=errlog) as (read, write),
         ClientSession(read, write, message_handler=heard) as session,
     ):
         await session.initialize()

@@ -160,7 +160,7 @@ def without_mcp(argv: list[str]) -> list[str]:
     at = argv.index("--mcp-config")
     assert argv[at + 2 : at + 4] == ["--allowedTools", "mcp__agentmail"]
     assert json.loads(argv[at + 1])["mcpServers"]["agentmail"]["args"][:3] == [
-        "-m", "agentmaild", "mcp"]  # fmt: skip
+        "-m", "agentmaild.hot.mcp_relay", "--agent"]  # fmt: skip
     return argv[:at] + argv[at + 4 :]
 
 
