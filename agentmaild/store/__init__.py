@@ -115,8 +115,8 @@ reached as the query ``send_one`` when the connector ``offers`` it, arguments fr
   send, an idempotent send) on a held thread: ``checks.held_pair`` over ``held_pairs``, asked by
   ``Mailer``.
 - the team rules themselves (windows, caps, sizes; ``config.TEAM_RULES``): the store's
-  ``team_rules`` (``am_settings``, written by its daemon), read by ``Mailer.rules`` on every send;
-  never the sender's config.
+  ``team_rules`` (``am_settings``, written by its daemon), read by ``Mailer.rules`` on every send
+  (a store keeps a read for ``rule_state.TEAM_RULES_FRESH_S``); never the sender's config.
 - idempotency: ``checks.idempotency_conflict`` (lookup and insert), ``replays`` (a key whose
   messages are all gone is free); read and written in ``send`` (``find_idempotent``).
 - the locks a send holds on PostgreSQL (advisory, ``Tx.lock``): ``send.lock_keys``.

@@ -5,6 +5,7 @@ checks inside a send live in ``send``.)"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,11 @@ from agentmaild.store.guard import RULE_COUNTERS
 from agentmaild.store.rows import message_from_row
 
 TEAM_RULES_SETTING = "team_rules"  # its name in am_settings
+# Every send asks for the team rules, and on PostgreSQL that read is a round trip as long as the
+# send's own. A store keeps what it read this long: rules its daemon writes reach a long-lived
+# sender (the daemon's HTTP face, an MCP session) within it, a new process (each CLI send) at once,
+# and ``set_team_rules`` on the same store at once.
+TEAM_RULES_FRESH_S = 1.0
 
 
 def _cutoffs(after_s: dict[str, float], now: float) -> dict[str, str]:
@@ -57,15 +63,26 @@ class StoreRuleState(OverConnector):
         rows = self.db.fetch_all("thread_held_pairs", {"thread": thread_id})
         return {str(r["pair"]) for r in rows}
 
+    _rules_read: tuple[float, dict[str, Any]] | None = None  # (monotonic when read, the rules)
+
     def team_rules(self) -> dict[str, Any]:
+        kept = self._rules_read
+        if kept is not None and time.monotonic() - kept[0] < TEAM_RULES_FRESH_S:
+            return dict(kept[1])
+
         def run(tx: Tx) -> dict[str, Any]:
             row = tx.fetch_one("setting_get", {"name": TEAM_RULES_SETTING})
             found = None if row is None else tx.from_json(row["value"])
             return dict(found) if isinstance(found, dict) else {}
 
-        return self.db.read(run)
+        read_at = time.monotonic()
+        rules = self.db.read(run)
+        self._rules_read = (read_at, rules)
+        return dict(rules)
 
     def set_team_rules(self, rules: Mapping[str, Any], *, now: float) -> bool:
+        self._rules_read = None
+
         def run(tx: Tx) -> bool:
             row = tx.fetch_one("setting_get", {"name": TEAM_RULES_SETTING})
             if row is not None and tx.from_json(row["value"]) == dict(rules):

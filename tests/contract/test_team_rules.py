@@ -4,6 +4,8 @@ judged by them whatever limits its caller gives it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agentmaild.config import TEAM_RULES, LimitsConfig, team_limits, team_values
@@ -12,6 +14,10 @@ from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.base import MailStore
 from agentmaild.store.checks import held_error, held_pair, thread_pair
+from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.rule_state import TEAM_RULES_FRESH_S
+from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.waiting import wait_for
 
 T0 = 1_700_000_000.0
 
@@ -24,6 +30,29 @@ def test_the_team_rules_are_kept_replaced_and_reported_changed(any_store: MailSt
     assert any_store.set_team_rules(rules, now=T0 + 1) is False  # the same again: no change
     assert any_store.set_team_rules({"pingpong_max": 6}, now=T0 + 2) is True
     assert any_store.team_rules() == {"pingpong_max": 6}  # replaced whole, not merged
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_another_store_on_the_target_sees_new_rules_within_the_freshness_window(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A store keeps a read of the rules for ``TEAM_RULES_FRESH_S`` (one round trip less per send
+    on PostgreSQL); the daemon's write reaches a long-lived sender's store within it."""
+    if kind == "postgres":
+        dsn = request.getfixturevalue("pg_dsn")
+        daemon, sender = PostgresMailStore(dsn), PostgresMailStore(dsn)
+    else:
+        daemon, sender = SqliteMailStore(tmp_path / "m.db"), SqliteMailStore(tmp_path / "m.db")
+    try:
+        assert sender.team_rules() == {}  # read once, and kept
+        daemon.set_team_rules({"pingpong_max": 3}, now=T0)
+        wait_for(lambda: sender.team_rules() == {"pingpong_max": 3},
+                   TEAM_RULES_FRESH_S + 5, "the new rules to reach the other store")  # fmt: skip
+        sender.set_team_rules({"pingpong_max": 4}, now=T0 + 1)  # its own write: seen at once
+        assert sender.team_rules() == {"pingpong_max": 4}
+    finally:
+        daemon.close()
+        sender.close()
 
 
 def test_held_pairs_are_the_holds_of_one_thread(any_store: MailStore) -> None:
