@@ -49,10 +49,9 @@ class _LinesIn:
     async def __anext__(self) -> str:
         try:
             line = await self.buffered.receive_until(b"\n", _LINE_MAX)
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound):
-            raise StopAsyncIteration from None
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            raise StopAsyncIteration from None
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound,
+                anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):  # fmt: skip
+            raise StopAsyncIteration from None  # the relay is gone, or sent a line too long
         return line.decode("utf-8", "replace")
 
 

@@ -81,8 +81,6 @@ class StoreRuleState(OverConnector):
         return dict(rules)
 
     def set_team_rules(self, rules: Mapping[str, Any], *, now: float) -> bool:
-        self._rules_read = None
-
         def run(tx: Tx) -> bool:
             row = tx.fetch_one("setting_get", {"name": TEAM_RULES_SETTING})
             if row is not None and tx.from_json(row["value"]) == dict(rules):
@@ -91,4 +89,6 @@ class StoreRuleState(OverConnector):
             tx.execute("setting_put", {"name": TEAM_RULES_SETTING, "value": value, "at": now})
             return True
 
-        return self.db.write(run)
+        changed = self.db.write(run)
+        self._rules_read = None  # after the commit: a read racing the write is not kept
+        return changed
