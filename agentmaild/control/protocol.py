@@ -47,6 +47,9 @@ COMMANDS: tuple[str, ...] = (
 SOCKET_NAME = "agentmaild.sock"
 # sun_path is 108 bytes on Linux and 104 on the BSDs/macOS, both including the trailing NUL.
 MAX_SOCKET_PATH_BYTES = 103 if sys.platform == "darwin" else 107
+# The daemon binds siblings of its control socket, named by a suffix (the wake socket ".wake", the
+# MCP socket ".mcp"): the control socket's path leaves room for the longest of them.
+SIBLING_SUFFIX_BYTES = len(".wake")
 
 _REQUEST_FIELDS = frozenset({"v", "cmd", "args"})
 
@@ -165,7 +168,7 @@ def fallback_dir() -> Path:
 
 
 def _fits(path: Path) -> bool:
-    return len(os.fsencode(path)) <= MAX_SOCKET_PATH_BYTES
+    return len(os.fsencode(path)) + SIBLING_SUFFIX_BYTES <= MAX_SOCKET_PATH_BYTES
 
 
 def _dumps(obj: dict[str, Any]) -> bytes:

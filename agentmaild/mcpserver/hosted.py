@@ -91,7 +91,13 @@ class McpSocket:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         self.path.unlink(missing_ok=True)  # ours: the control socket's bind proved no daemon runs
-        listener = await anyio.create_unix_listener(self.path, mode=0o600)
+        try:
+            listener = await anyio.create_unix_listener(self.path, mode=0o600)
+        except OSError as exc:  # e.g. a configured control socket too long for the suffix
+            # Not fatal: a preset's relay finds no socket and starts `agentmaild mcp` itself.
+            log.warning("mcp.socket_unbound", path=str(self.path), error=str(exc))
+            task_status.started()
+            return
         task_status.started()
         try:
             if preload_now:

@@ -7,13 +7,17 @@ SDK's client.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from agentmaild.channels.mcp_wiring import server_argv
+from agentmaild.control import protocol
 from agentmaild.hot.mcp_relay import mcp_socket_of
 from tests.support.daemon import DaemonProc
 from tests.support.mcp_client import mcp_session, text_of
@@ -136,3 +140,24 @@ def test_a_bad_first_line_is_refused_and_the_daemon_goes_on(
             s.sendall(b'{"agent": "alice"}\n' + json.dumps(hello).encode() + b"\n")
     wait_for(lambda: len(d.events("mcp.session_ended")) == 3, 20, "three sessions to end")
     assert d.ctl("ping")["pong"] and d.alive()
+
+
+def test_a_socket_path_too_long_for_the_mcp_socket_leaves_the_daemon_serving(
+    daemons: Callable[..., DaemonProc],
+) -> None:
+    """``[daemon] socket`` set to a path with no room for ``.mcp``: the MCP socket is not bound
+    (logged) and the daemon serves on; it had stopped with "AF_UNIX path too long"."""
+    base = Path(tempfile.mkdtemp(prefix="am-long-", dir="/tmp"))
+    try:
+        room = protocol.MAX_SOCKET_PATH_BYTES - len(os.fsencode(base / "s.sock")) - 2
+        sock = base / ("s" * (room + 2) + ".sock")  # fits, but "<sock>.mcp" does not
+        assert len(os.fsencode(sock)) == protocol.MAX_SOCKET_PATH_BYTES - 1
+        d = daemons(start=False)
+        d.env["AGENTMAILD_DAEMON_SOCKET"] = str(sock)
+        d.sock = sock
+        d.start()
+        assert d.ctl("ping")["pong"]
+        [unbound] = d.events("mcp.socket_unbound")
+        assert "too long" in unbound["error"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

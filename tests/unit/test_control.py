@@ -332,6 +332,22 @@ def test_long_store_path_falls_back_to_xdg_runtime_dir(
     assert path != protocol.socket_path_for(long_store(tmp_path / "other"))
 
 
+def test_the_control_socket_leaves_room_for_its_siblings(
+    tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose socket would fit beside it only without ".wake"/".mcp" falls back: the
+    daemon binds those suffixed siblings too (an MCP socket that did not fit stopped the daemon)."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_dir))
+    pad = protocol.MAX_SOCKET_PATH_BYTES - 2 - len(os.fsencode(tmp_path / protocol.SOCKET_NAME))
+    store = tmp_path / ("p" * (pad - 1)) / "mail.db"  # its beside-socket: 2 bytes to spare
+    beside = store.parent / protocol.SOCKET_NAME
+    assert len(os.fsencode(beside)) == protocol.MAX_SOCKET_PATH_BYTES - 2
+    path = protocol.socket_path_for(store)
+    assert path.parent == short_dir
+    for suffix in (".wake", ".mcp"):
+        assert len(os.fsencode(f"{path}{suffix}")) <= protocol.MAX_SOCKET_PATH_BYTES
+
+
 async def test_long_store_path_without_xdg_serves_from_private_tmp_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
