@@ -78,6 +78,12 @@ class StoreUsage(OverConnector):
         rows = self.db.read(lambda tx: tx.fetch_all("usage_by_agent", {"since": since}))
         return [_totals(r) for r in rows]
 
+    def usage_by_thread(self, since: float, limit: int = 50) -> list[dict[str, Any]]:
+        """Per thread since ``since`` (the costliest first): as ``usage_by_agent``."""
+        params = {"since": since, "limit": limit}
+        rows = self.db.read(lambda tx: tx.fetch_all("usage_by_thread", params))
+        return [_totals(r) for r in rows]
+
     def cost_since(self, agent: str, since: float) -> float:
         row = self.db.read(
             lambda tx: tx.fetch_one("usage_agent_cost", {"agent": agent, "since": since})
@@ -103,6 +109,7 @@ class MemoryUsage:
     """The same operations over lists, for the in-memory fake (its own lock)."""
 
     def _usage_state(self) -> tuple[threading.Lock, list[UsageRecord], dict[str, BudgetMark]]:
+        state: tuple[threading.Lock, list[UsageRecord], dict[str, BudgetMark]] | None
         state = self.__dict__.get("_usage")
         if state is None:
             state = self.__dict__.setdefault("_usage", (threading.Lock(), [], {}))
@@ -122,10 +129,19 @@ class MemoryUsage:
         return sorted(found, key=lambda r: -r.at)[:limit]
 
     def usage_by_agent(self, since: float) -> list[dict[str, Any]]:
+        return self._totals(since, lambda r: r.agent)
+
+    def usage_by_thread(self, since: float, limit: int = 50) -> list[dict[str, Any]]:
+        found = self._totals(since, lambda r: r.thread_id)
+        return sorted(found, key=lambda t: -(t["cost_usd"] or 0.0))[:limit]
+
+    def _totals(self, since: float, key: Any) -> list[dict[str, Any]]:
         per: dict[str, dict[str, Any]] = {}
         for r in self.usage_since(since, limit=len(self._usage_state()[1])):
-            t = per.setdefault(r.agent, {"name": r.agent, "turns": 0, "tokens_in": 0,
-                                         "tokens_out": 0, "cost_usd": None})  # fmt: skip
+            if key(r) is None:
+                continue
+            t = per.setdefault(key(r), {"name": key(r), "turns": 0, "tokens_in": 0,
+                                        "tokens_out": 0, "cost_usd": None})  # fmt: skip
             t["turns"] += 1
             t["tokens_in"] += r.tokens_in
             t["tokens_out"] += r.tokens_out

@@ -5,8 +5,8 @@ one turn; EOF ends the process (one-shot ``-p`` = stdin closed after one line).
 
 Per turn, like Claude Code 2.1.332: command_lifecycle queued/started (command_uuid = the line's
 uuid), system/init (session_id), the user line replayed (same uuid, isReplay), an assistant
-message, a result (is_error, usage, total_cost_usd), command_lifecycle completed/cancelled. Exit 1 when the last turn
-failed, as the real CLI does.
+message, a result (is_error, usage, total_cost_usd), command_lifecycle completed/cancelled. Exit 1
+when the last turn failed, as the real CLI does.
 
 Sessions live in ``$HOME/.fake-claude/<id>.jsonl`` (one line per turn): ``--resume`` of an unknown
 id fails like the real CLI ("No conversation found"), ``--session-id`` of a known one fails with

@@ -584,3 +584,9 @@ INSERT INTO am_budgets (agent, day, raised_usd, reset_at, updated_at)
 VALUES (:agent, :day, :raised_usd, :reset_at, :at)
 ON CONFLICT (agent) DO UPDATE SET day = EXCLUDED.day, raised_usd = EXCLUDED.raised_usd,
   reset_at = EXCLUDED.reset_at, updated_at = EXCLUDED.updated_at;
+
+-- name: usage_by_thread
+SELECT thread_id AS name, count(*) AS turns, sum(tokens_in) AS tokens_in,
+       sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd
+FROM am_usage WHERE at >= :since AND thread_id IS NOT NULL GROUP BY thread_id
+ORDER BY sum(coalesce(cost_usd, 0)) DESC, sum(tokens_in + tokens_out) DESC LIMIT :limit;
