@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 HOUR_S = 3600.0
 DAY_S = 86400.0
 THREADS = 20
+SETTLE_S = 900.0
 
 BudgetOpt = Annotated[
     float | None,
@@ -55,7 +56,8 @@ def with_usage(store: Any, found: list[Attempt]) -> list[dict[str, Any]]:
     """The attempts as ``deliveries --json`` shows them, each with its ``usage`` (or None)."""
     if not found:
         return []
-    oldest = min(a.at for a in found)
+    # A usage row is written just before its attempt's (the ack or release may retry a while).
+    oldest = min(a.at for a in found) - SETTLE_S
     agents = {a.agent for a in found}
     rows = store.usage_since(oldest, agent=next(iter(agents)) if len(agents) == 1 else None)
     usage = {(u.delivery_id, u.attempt): u.to_dict() for u in rows}
