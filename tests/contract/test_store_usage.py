@@ -4,12 +4,20 @@ or the team's, raised and reset for one UTC day, over once spent, clear the next
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from agentmaild.models import Agent
 from agentmaild.rules.budget import DAY_S, budget_status, raise_budget, reset_budget
 from agentmaild.store.base import MailStore
+from agentmaild.store.kinds import open_reader
+from agentmaild.store.postgres import PostgresMailStore
+from agentmaild.store.sqlite import SqliteMailStore
 from agentmaild.store.usage import UsageRecord
+from tests.support.pg import PgDatabases
 
 NOON = 1_796_392_800.0 + 12 * 3600  # 2026-12-04 12:00 UTC
 DAY_START = NOON - 12 * 3600
@@ -88,3 +96,51 @@ def test_a_budget_is_judged_raised_reset_and_renewed_each_day(any_store: MailSto
     team = budget_status(any_store, "bob", NOON)
     assert team is not None and team.budget_usd == 2.0 and team.over
     assert budget_status(any_store, "nobody", NOON) is None
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MailStore]:
+    if request.param == "sqlite":
+        store: MailStore = SqliteMailStore(tmp_path / "mail.db")
+        yield store
+        store.close()
+        return
+    databases: PgDatabases = request.getfixturevalue("pg_databases")
+    dsn = databases.create()
+    store = PostgresMailStore(dsn)
+    yield store
+    store.close()
+    databases.drop(dsn)
+
+
+def test_the_dashboard_reader_shows_costs_and_who_is_over_budget(sql_store: MailStore) -> None:
+    now = time.time()
+    sql_store.add_agent(Agent(name="alice", capability="builder", settings={"budget_usd": 0.5}))
+    sql_store.add_agent(Agent(name="bob", capability="builder"))
+    sql_store.add_agent(Agent(name="carol", capability="builder"))
+    sql_store.set_team_rules({"agent_budget_usd": 10.0}, now=now)  # carol's, bob's default
+    used(sql_store, "alice", 0.3, at=now - 30, thread="t1")
+    used(sql_store, "alice", 0.3, at=now - 7200, thread="t2", n=2)  # this UTC day, or not
+    used(sql_store, "bob", None, at=now - 20, thread="t1")
+    reader = open_reader(sql_store)
+    try:
+        figures = reader.costs(now)
+        assert [(a["name"], a["cost_usd"], a["tokens_in"]) for a in figures["hour"]["agents"]] == [
+            ("alice", 0.3, 100), ("bob", None, 100)]  # fmt: skip
+        assert [(t["thread"], t["turns"]) for t in figures["hour"]["threads"]] == [("t1", 2)]
+        assert {a["name"]: a["cost_usd"] for a in figures["day"]["agents"]} == {
+            "alice": 0.6, "bob": None}  # fmt: skip
+        team = {a["name"]: a["cost"] for a in reader.team()}
+        assert team["alice"]["cost_usd"] == 0.6 and team["carol"] is None
+        expected = budget_status(sql_store, "alice", now)
+        assert expected is not None
+        over = reader.over_budget(now)
+        assert [b["agent"] for b in over] == (["alice"] if expected.over else [])
+        assert over == ([expected.to_dict()] if expected.over else [])
+        raise_budget(sql_store, "alice", 1.0, now)
+        assert reader.over_budget(now) == []
+        used(sql_store, "carol", 10.5, at=now - 10)
+        [carol] = reader.over_budget(now)
+        assert (carol["agent"], carol["budget_usd"], carol["over"]) == ("carol", 10.0, True)
+    finally:
+        reader.close()

@@ -7,17 +7,21 @@ agent over its daily budget gets no more mail (status says why), and `agents bud
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agentmaild.control.client import poke
 from agentmaild.mail.mailer import Mailer
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.browser import dashboard_url
 from tests.support.daemon import DaemonProc, agent_cmd, daemon_factory
+from tests.support.http_api import base_url, http_env
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -57,7 +61,7 @@ def deliver(d: DaemonProc, store: SqliteMailStore, to: str, subject: str) -> str
 def test_a_spawn_turns_tokens_and_cost_land_in_deliveries_and_status(
     store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
 ) -> None:
-    d = daemons()
+    d = daemons(http_env())
     add_claude(d, "alice")  # the stand-in's default price: $0.0042 a turn
     mid = deliver(d, store, "alice", "first")
     thread = store.get_message(mid).thread_id or mid  # type: ignore[union-attr]
@@ -81,6 +85,13 @@ def test_a_spawn_turns_tokens_and_cost_land_in_deliveries_and_status(
     assert status["costs"]["day"]["agents"][0]["cost_usd"] == 0.0042
     text = d.cli("status")
     assert "cost, last day: alice $0.0042 (22 tokens)" in text.stdout
+    # The dashboard: the team page's cost column, the mail page's per-thread cost.
+    client = httpx.Client(base_url=base_url(d), timeout=20)
+    assert client.get(dashboard_url(d), follow_redirects=False).status_code == 303
+    team = client.get("/").text
+    assert re.search(r'<td class="num cost">\$0\.0042</td>', team), team
+    mail = client.get("/mail").text
+    assert re.search(r'<td class="num cost">\$0\.0042</td>', mail), mail
 
 
 def test_an_agent_over_budget_is_paused_listed_then_raised_and_reset(

@@ -126,3 +126,6 @@ FROM am_agents a LEFT JOIN am_budgets b ON b.agent = a.name ORDER BY a.name LIMI
 
 -- name: budget_rules
 SELECT value FROM am_settings WHERE name = 'team_rules';
+
+-- name: usage_agent_cost
+SELECT coalesce(sum(cost_usd), 0) AS cost_usd FROM am_usage WHERE agent = :agent AND at >= :since;
