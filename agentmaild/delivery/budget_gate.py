@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from agentmaild.delivery.types import Clock
 from agentmaild.errors import AgentmaildError
 from agentmaild.models import Batch
-from agentmaild.rules.budget import budget_status
+from agentmaild.rules.budget import BudgetState, budget_status
+from agentmaild.store.hops import quick_read
 from agentmaild.store.usage import UsageRecord
 
 if TYPE_CHECKING:
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
     from agentmaild.store.aio import AsyncMailStore
 
 RECHECK_S = 2.0
+
+
+@quick_read  # a few rows by key: with the store's thread idle, no thread hop (``store.hops``)
+def _status(store: Any, agent: str, now: float) -> BudgetState | None:
+    return budget_status(store, agent, now)
 
 
 def record_usage(store: Any, record: UsageRecord) -> None:
@@ -58,9 +64,7 @@ class BudgetGate:
         if self._clock() < self._due:
             return self.reason
         try:
-            state = await self._store.run_sync(
-                budget_status, self._store.sync, self._agent, self._wall()
-            )
+            state = await self._store.run_sync(_status, self._store.sync, self._agent, self._wall())
         except AgentmaildError as exc:  # keep the last answer; look again soon
             self._log.warning("delivery.budget_unknown", error=exc.message)
             self._due = self._clock() + RECHECK_S
