@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import abc
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from agentmaild.models import Batch
+
+if TYPE_CHECKING:
+    from agentmaild.channels.usage import Usage
 
 
 class Channel(abc.ABC):
@@ -21,6 +25,9 @@ class Channel(abc.ABC):
     """
 
     kind: str = "abstract"
+    # What the last turn cost, where the agent's output says (``channels.usage``); the delivery
+    # loop takes it (and sets it back to None) for the delivery history.
+    last_usage: Usage | None = None
 
     @abc.abstractmethod
     async def is_busy(self) -> bool: ...

@@ -31,6 +31,7 @@ from agentmaild.channels.commands import (
     store_of,
     user_line,
 )
+from agentmaild.channels.usage import UsageMeter
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.mail.jsoninput import storable
@@ -59,6 +60,7 @@ class StreamJsonEvents:
     lifecycle: dict[str, str] = field(default_factory=dict)  # uuid -> last command_lifecycle state
     lines: int = 0
     unparsed: int = 0
+    usage: UsageMeter = field(default_factory=UsageMeter)  # what the turn cost (channels.usage)
 
     def feed(self, line: Line) -> None:
         self.lines += 1
@@ -71,6 +73,7 @@ class StreamJsonEvents:
             self.unparsed += 1
             return
         if isinstance(event, dict):
+            self.usage.feed(event)
             self._record(event)
 
     def _record(self, event: dict[str, Any]) -> None:
@@ -215,6 +218,7 @@ class SpawnChannel(Channel):
             raise AgentUnavailable(str(exc)) from exc
         finally:
             self._child = None
+            self.last_usage = events.usage.total()  # the loop takes it for the history
             turn_log.close()
         self._last_exit = done
         bound.info(

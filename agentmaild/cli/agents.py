@@ -11,6 +11,7 @@ import typer
 
 from agentmaild.cli import common as cli
 from agentmaild.cli.common import DbOpt, JsonOpt, command, one_line, open_store, out
+from agentmaild.cli.costs import BudgetOpt, budget, with_budget
 from agentmaild.errors import NotFound, UsageError
 from agentmaild.ids import check_name
 from agentmaild.rules import members, queues
@@ -82,6 +83,7 @@ def add(
     setting: SettingOpt = None,
     queue: QueueOpt = None,
     host: HostOpt = None,
+    budget_usd: BudgetOpt = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -91,7 +93,7 @@ def add(
     agent = new_agent(
         name, db, capability=capability, parent=parent, channel=channel, command=command_,
         cwd=cwd, tmux_target=tmux_target, tmux_socket=tmux_socket, preset=preset,
-        poll_interval=poll_interval, setting=setting, host=host,
+        poll_interval=poll_interval, setting=with_budget(setting, budget_usd), host=host,
     )  # fmt: skip
     wanted = queues.names_to_join(queue or [], agent.channel)
     with open_store(db) as store:
@@ -129,6 +131,7 @@ def update(
     leave_queue: Annotated[
         list[str] | None, typer.Option("--leave-queue", help="Leave the work queue NAME.")
     ] = None,
+    budget_usd: BudgetOpt = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -152,7 +155,7 @@ def update(
         if v is not None
     }
     with open_store(db) as store:
-        merge_changes(store.get_agent(name), changes, setting, preset)
+        merge_changes(store.get_agent(name), changes, with_budget(setting, budget_usd), preset)
         agent = store.update_agent(name, changes)
         queues.join(store, name, queues.names_to_join(queue or [], agent.channel))
         for left in leave_queue or []:
@@ -225,5 +228,5 @@ def register(app: typer.Typer) -> None:
     agents_app = typer.Typer(help="Register and manage agents (recipients).", no_args_is_help=True)
     app.add_typer(agents_app, name="agents")
     for name, fn in (("add", add), ("update", update), ("list", list_agents), ("show", show),
-                     ("set-state", set_state), ("remove", remove)):  # fmt: skip
+                     ("set-state", set_state), ("budget", budget), ("remove", remove)):  # fmt: skip
         agents_app.command(name)(fn)

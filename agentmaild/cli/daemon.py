@@ -21,6 +21,7 @@ from agentmaild.cli.common import (
     open_store,
     out,
 )
+from agentmaild.cli.costs import costs_of
 from agentmaild.cli.status_view import print_status
 from agentmaild.errors import (
     DaemonNotRunning,
@@ -109,6 +110,7 @@ def _status(location: StoreLocation) -> dict[str, Any]:
     if location.shared_by_hosts:
         result["hosts"] = _hosts(location)
     result["operator_unread"] = _operator_unread(location)
+    result["costs"] = costs_of(location.target, time.time())  # what the team costs (cli.costs)
     return result
 
 

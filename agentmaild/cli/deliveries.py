@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from agentmaild.cli import costs
 from agentmaild.cli.common import DbOpt, JsonOpt, one_line, open_store, out
 from agentmaild.errors import NotFound
 from agentmaild.ids import check_message_id, check_name, iso_now
@@ -101,8 +102,10 @@ def deliveries(
         found = store.list_attempts(agent=agent, message_id=message_id, since=since, limit=limit)
         if not found:
             _check_known(store, agent, message_id)  # removed agents keep their history
+        shown = {"attempts": costs.with_usage(store, found),
+                 "cost": costs.figures(store, time.time())}  # fmt: skip
     out(
-        {"ok": True, "attempts": [a.to_dict() for a in found]},
+        {"ok": True, **shown},
         as_json,
         lambda: typer.echo("\n".join(_line(a) for a in found) or "no delivery attempts"),
     )

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from agentmaild.cli.common import echo_text, one_line
+from agentmaild.cli.costs import cost_lines
 from agentmaild.rules.report import queue_lines, rules_line
 
 
@@ -115,7 +116,7 @@ def print_status(status: dict[str, Any]) -> None:
     rules = rules_line(status.get("rules"))
     if rules is not None:
         echo_text(rules)
-    for line in queue_lines(status.get("rules")):
+    for line in [*queue_lines(status.get("rules")), *cost_lines(status.get("costs"))]:
         echo_text(line)
     rows = [_COLUMNS, *(_row(r) for r in status["agents"])]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]

@@ -1,8 +1,7 @@
 """The configuration's shape: one frozen dataclass per TOML section, their bounds, and ``Config``.
 
-What every section shares (bounds, field kinds, the checks) is ``fields``.
-
-Only the standard library: the CLI loads this on every command.
+What every section shares (bounds, field kinds, the checks) is ``fields``. Only the standard
+library: the CLI loads this on every command.
 """
 
 from __future__ import annotations
@@ -64,6 +63,7 @@ class LimitsConfig(Section):
     unread_escalate_after_normal_s: float = 0.0
     unread_escalate_after_low_s: float = 0.0
     unread_escalate_interval_s: float = 30.0  # how often the daemon looks (one store-wide query)
+    agent_budget_usd: float = 0.0  # an agent's daily budget (UTC day) unless its own; 0: none
 
     _bounds: ClassVar[Mapping[str, Bound]] = {
         "subject_max_chars": AT_LEAST_ONE,
@@ -80,6 +80,7 @@ class LimitsConfig(Section):
         "unread_escalate_after_normal_s": NON_NEGATIVE,
         "unread_escalate_after_low_s": NON_NEGATIVE,
         "unread_escalate_interval_s": POSITIVE,
+        "agent_budget_usd": NON_NEGATIVE,
     }
 
 
@@ -88,7 +89,7 @@ class LimitsConfig(Section):
 # ``refuse_unknown_recipients`` is the caller's own; ``unread_escalate_*`` only the daemon reads.
 TEAM_RULES = ("subject_max_chars", "body_max_bytes", "payload_max_bytes", "unread_max",
               "rate_limit_max", "rate_limit_window_s", "duplicate_window_s", "pingpong_max",
-              "pingpong_window_s")  # fmt: skip
+              "pingpong_window_s", "agent_budget_usd")  # fmt: skip
 _TEAM_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(LimitsConfig)
                                   if f.name in TEAM_RULES}  # fmt: skip
 _MERGED: dict[object, LimitsConfig] = {}  # team_limits' answers (a handful per process)

@@ -13,6 +13,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from agentmaild.delivery.bookkeeping import Bookkeeper
+from agentmaild.delivery.budget_gate import BudgetGate
 from agentmaild.delivery.busy import BusySpell, why_not
 from agentmaild.delivery.types import HISTORY_OUTCOMES, Clock, LoopSettings, Outcome, StepResult
 from agentmaild.ids import iso_now
@@ -29,6 +30,8 @@ _MAX_BACKOFF_EXPONENT = 32
 
 class LoopFigures:
     """The figures of one agent's loop, on the loop's clocks and bound logger."""
+
+    channel: Any  # the loop's channel (``DeliveryLoop``): what its last turn cost is read there
 
     def __init__(
         self,
@@ -48,6 +51,7 @@ class LoopFigures:
         self._rng = rng or random.Random()
         self._log = log
         self._books = Bookkeeper(agent, store, mailer, wall=wall, log=log)
+        self._budget = BudgetGate(agent, store, wall=wall, clock=clock, log=log)
         self._abort_reason: str | None = None  # set when the agent was removed mid-delivery
         self.paused = False
         self.state = "starting"
@@ -65,6 +69,7 @@ class LoopFigures:
     async def _settle(self, batch: Batch, outcome: Outcome, started: float) -> StepResult:
         result = outcome.result
         spent_s = self._clock() - started
+        await self._budget.charge(batch, self.channel)  # what the turn cost, into the history
         if result is StepResult.DELIVERED:
             acked = await self._books.ack(batch, duration_s=spent_s)
             self.failures, self.backoff_until = 0, 0.0
@@ -129,6 +134,14 @@ class LoopFigures:
             duration_s=spent_s,
         )
 
+    async def _held(self) -> bool:
+        """Over its daily budget (``rules.budget``): no claim; looked at again later."""
+        if await self._budget.holds() is None:
+            return False
+        self.state = "over_budget"
+        self._spell.clear()
+        return True
+
     def _next_backoff(self) -> float:
         s = self.settings
         exponent = min(max(self.failures - 1, 0), _MAX_BACKOFF_EXPONENT)
@@ -175,7 +188,7 @@ class LoopFigures:
         return {
             "state": self.state,
             "busy": self.state in ("busy", "delivering"),
-            "busy_reason": why_not(
+            "busy_reason": self._budget.reason or why_not(
                 self._spell,
                 paused=self.paused,
                 backoff_s=backoff_s,

@@ -67,8 +67,7 @@ class DeliveryLoop(LoopFigures):
         self._wake = anyio.Event()
         self._stopping = False
         self._deliver_scope: anyio.CancelScope | None = None
-        self._aborted = False
-        self._confirmed = False
+        self._aborted = self._confirmed = False
         self._lease_until = 0.0  # the lease the batch in flight holds (extended during its turn)
         self._more = True  # the last batch's claim may have left mail behind (more_after)
         self._retry_s: float | None = None  # an empty claim's advice: claim again after this
@@ -126,6 +125,8 @@ class DeliveryLoop(LoopFigures):
             self.state = "backoff"
             self._spell.clear()
             return StepResult.BACKOFF
+        if await self._held():  # over its daily budget: looked at again after the poll interval
+            return StepResult.BUSY
         if await self.channel.is_busy():
             self.state = "busy"
             self._spell.busy(self.channel.busy_reason() or "busy", self._clock())

@@ -18,7 +18,8 @@ Owns, by part:
 - the logic written once: ``connector`` (the thin ABC it runs over) and the seams over it
   (``messages`` with ``send``, ``agents``, ``queues``, ``deliveries`` with ``claim``,
   ``history``, ``procs``,
-  ``tokens``, ``trust``, ``rule_state``), ``queries`` (the one loader of named queries),
+  ``tokens``, ``trust``, ``rule_state``, ``usage`` (what each turn cost, budget marks; its
+  in-memory twin too)), ``queries`` (the one loader of named queries),
   ``rows`` (rows to models);
 - SQLite: ``sqlite`` (the store), ``sqlite_tx`` (its transactions and connector),
   ``sqlite_group`` (grouped writes), ``sqlite_open`` (opening a file), ``migrate`` (its schema
@@ -36,7 +37,8 @@ Owns, by part:
   daemon's lock, heartbeat, listener, checkpoints, outages; ``checkpoints``, ``file_lock``),
   ``ports`` / ``port_sqlite`` / ``port_postgres`` (the cold paths' port: hook work, mail taken for
   injection within a budget, the tmux channel's reads), ``reader`` / ``reader_sqlite`` /
-  ``reader_postgres`` (the dashboard's read-only reader), ``check`` / ``check_postgres``
+  ``reader_postgres`` (the dashboard's read-only reader; ``reader_costs``: its cost figures),
+  ``check`` / ``check_postgres``
   (``store check``), ``copy`` / ``copy_postgres`` / ``copy_tables`` (``store copy``);
 - the wake-up and the change mark: ``wake`` (``notify`` / ``run``; ``postgres_listen.NotifyWakes``
   is its LISTEN/NOTIFY side), ``marks`` (each store's one change mark: the poll gate, the

@@ -44,6 +44,10 @@ TABLES: dict[str, tuple[str, ...]] = {
     "am_relayed": ("message_id", "peer", "relayed_at"),
     # Schema 8 (PostgreSQL schema 10): the store's settings (the team rules its daemon wrote).
     "am_settings": ("name", "value", "updated_at"),
+    # Schema 10 (PostgreSQL schema 12): what the team costs.
+    "am_usage": ("id", "delivery_id", "attempt", "agent", "thread_id", "tokens_in", "tokens_out",
+                 "cost_usd", "at"),
+    "am_budgets": ("agent", "day", "raised_usd", "reset_at", "updated_at"),
 }  # fmt: skip
 # Stored as JSON text by SQLite, as jsonb by PostgreSQL.
 JSON_COLUMNS = frozenset(
@@ -57,7 +61,8 @@ FLOAT_COLUMNS = frozenset(
      ("am_tokens", "created_at"), ("am_tokens", "expires_at"), ("am_tokens", "revoked_at"),
      ("am_recent_sends", "at"), ("am_thread_log", "at"), ("am_escalated", "at"),
      ("am_peers", "created_at"), ("am_nonces", "expires_at"), ("am_relayed", "relayed_at"),
-     ("am_settings", "updated_at")}
+     ("am_settings", "updated_at"), ("am_usage", "cost_usd"), ("am_usage", "at"),
+     ("am_budgets", "raised_usd"), ("am_budgets", "reset_at"), ("am_budgets", "updated_at")}
 )  # fmt: skip
 
 def canonical(table: str, rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:

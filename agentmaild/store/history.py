@@ -84,4 +84,9 @@ class StoreHistory(OverConnector):
         if older_than is None and agent is None and not everything:
             return 0
         params = {"older": older_than, "agent": agent}
-        return self.db.write(lambda tx: tx.execute("attempts_purge", params))
+
+        def run(tx: Tx) -> int:
+            tx.execute("usage_purge", params)  # what the attempts cost goes with them
+            return tx.execute("attempts_purge", params)
+
+        return self.db.write(run)

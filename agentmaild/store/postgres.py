@@ -32,6 +32,7 @@ from agentmaild.store.queues import StoreQueues
 from agentmaild.store.rule_state import StoreRuleState
 from agentmaild.store.tokens import StoreTokens
 from agentmaild.store.trust import StoreTrust
+from agentmaild.store.usage import StoreUsage
 
 __all__ = ["PostgresMailStore"]
 
@@ -47,6 +48,7 @@ class PostgresMailStore(
     StoreTrust,
     StoreRuleState,
     StoreQueues,
+    StoreUsage,
     MailStore,
 ):
     """One connection, used from one thread at a time (the daemon's ``AsyncMailStore`` sees to

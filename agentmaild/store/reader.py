@@ -23,6 +23,7 @@ import anyio
 import anyio.to_thread
 
 from agentmaild.errors import StoreError
+from agentmaild.store import reader_costs
 
 T = TypeVar("T")
 TIMELINE_ROWS = 60
@@ -119,6 +120,7 @@ class Reader:
     # -- team ---------------------------------------------------------------------------
     def team(self) -> list[dict[str, Any]]:
         unread = {r["to_agent"]: r["n"] for r in self.rows("unread")}
+        spent = {r["name"]: r for r in reader_costs.day(self.rows, "usage_agents")}
         out = []
         for a in self.rows("agents"):
             deliveries = self.rows("agent_deliveries", agent=a["name"])
@@ -129,9 +131,16 @@ class Reader:
                 "unread": unread.get(a["name"], 0),
                 "claimed": [d for d in deliveries if d["state"] == "claimed"],
                 "dead": sum(1 for d in deliveries if d["state"] == "dead"),
-                "last": last[0] if last else None,
+                "last": last[0] if last else None, "cost": spent.get(a["name"]),
             })  # fmt: skip
         return out
+
+    # -- what the team costs (``reader_costs``) -------------------------------------------
+    def costs(self, now: float | None = None) -> dict[str, Any]:
+        return reader_costs.costs(self.rows, now)
+
+    def over_budget(self, now: float | None = None) -> list[dict[str, Any]]:
+        return reader_costs.over_budget(self.rows, now)
 
     # -- timeline -----------------------------------------------------------------------
     def timeline(self, agent: str | None, limit: int = TIMELINE_ROWS) -> dict[str, Any]:
@@ -169,7 +178,9 @@ class Reader:
 
     # -- mail ---------------------------------------------------------------------------
     def threads(self) -> list[dict[str, Any]]:
-        return self.rows("threads", window=THREAD_WINDOW, limit=THREADS)
+        spent = {r["thread"]: r for r in reader_costs.day(self.rows, "usage_threads")}
+        return [{**t, "cost": spent.get(t["thread"])}
+                for t in self.rows("threads", window=THREAD_WINDOW, limit=THREADS)]  # fmt: skip
 
     def thread(self, thread_id: str) -> list[dict[str, Any]]:
         out = []

@@ -31,6 +31,7 @@ from agentmaild.store.sqlite_open import check_path, connect_readonly
 from agentmaild.store.sqlite_tx import SqliteTransactions
 from agentmaild.store.tokens import StoreTokens
 from agentmaild.store.trust import StoreTrust
+from agentmaild.store.usage import StoreUsage
 
 if TYPE_CHECKING:
     from agentmaild.store.looks import Looks
@@ -100,6 +101,7 @@ class SqliteMailStore(
     StoreTrust,
     StoreRuleState,
     StoreQueues,
+    StoreUsage,
     MailStore,
 ):
     """The product store. One connection, used from one thread at a time.

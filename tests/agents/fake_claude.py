@@ -5,8 +5,8 @@ one turn; EOF ends the process (one-shot ``-p`` = stdin closed after one line).
 
 Per turn, like Claude Code 2.1.332: command_lifecycle queued/started (command_uuid = the line's
 uuid), system/init (session_id), the user line replayed (same uuid, isReplay), an assistant
-message, a result (is_error), command_lifecycle completed/cancelled. Exit 1 when the last turn
-failed, as the real CLI does.
+message, a result (is_error, usage, total_cost_usd), command_lifecycle completed/cancelled. Exit 1
+when the last turn failed, as the real CLI does.
 
 Sessions live in ``$HOME/.fake-claude/<id>.jsonl`` (one line per turn): ``--resume`` of an unknown
 id fails like the real CLI ("No conversation found"), ``--session-id`` of a known one fails with
@@ -210,6 +210,11 @@ def turn(session: Session, line: bytes) -> bool:
             "is_error": failed,
             "session_id": session.id,
             "result": "API Error: 500 stand-in failure" if failed else f"seen {text[:40]}",
+            # As Claude Code reports them: this turn's tokens and its price
+            # (FAKE_CLAUDE_COST_USD sets the price, for the budget tests).
+            "usage": {"input_tokens": 12, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 3, "output_tokens": 7},
+            "total_cost_usd": float(os.environ.get("FAKE_CLAUDE_COST_USD", "0.0042")),
         }
     )
     state("cancelled" if failed else "completed")

@@ -65,7 +65,9 @@ async def test_the_look_sees_a_read_elsewhere_without_a_store_call(tmp_path: Pat
     ((batch, text),) = channel.delivered
     assert batch.message_ids == (first, second)
     assert "BODY-two" in text and "BODY-one" not in text and first in text  # the note names it
-    assert store.hops.inline == 0  # the look never reached the store's connection
+    # The look never reached the store's connection; the one quick read is the loop's first
+    # look at the agent's budget (delivery.budget_gate).
+    assert store.hops.inline == 1
     m = sync.get_message(first)
     assert m is not None and m.acked_by == "elsewhere"
     await store.aclose()

@@ -16,6 +16,7 @@ from agentmaild.store.memory.agents import MemoryAgents, MemoryQueues
 from agentmaild.store.memory.deliveries import MemoryDeliveries
 from agentmaild.store.memory.ledgers import MemoryHistory, MemoryProcs, MemoryTokens, MemoryTrust
 from agentmaild.store.memory.messages import MemoryMessages
+from agentmaild.store.usage import MemoryUsage
 
 __all__ = ["MemoryMailStore"]
 
@@ -29,6 +30,7 @@ class MemoryMailStore(
     MemoryTokens,
     MemoryTrust,
     MemoryQueues,
+    MemoryUsage,
     MailStore,
 ):
     """Dicts behind one lock; every public method is one atomic step, as one SQL transaction is."""

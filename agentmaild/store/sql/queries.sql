@@ -551,3 +551,42 @@ ON CONFLICT (message_id) DO NOTHING;
 SELECT * FROM messages
 WHERE to_agent LIKE 'peer:%' AND id NOT IN (SELECT message_id FROM am_relayed)
 ORDER BY created_at, id LIMIT :limit;
+
+-- name: usage_insert
+-- What one attempt cost (store/usage.py); written beside its am_attempts row.
+INSERT INTO am_usage (delivery_id, attempt, agent, thread_id, tokens_in, tokens_out, cost_usd, at)
+VALUES (:delivery_id, :attempt, :agent, :thread_id, :tokens_in, :tokens_out, :cost_usd, :at);
+
+-- name: usage_since
+-- The usage rows of a history listing's window (its oldest attempt on), newest first.
+SELECT delivery_id, attempt, agent, thread_id, tokens_in, tokens_out, cost_usd, at FROM am_usage
+WHERE at >= :since AND (CAST(:agent AS text) IS NULL OR agent = :agent)
+ORDER BY at DESC LIMIT :limit;
+
+-- name: usage_by_agent
+SELECT agent AS name, count(*) AS turns, sum(tokens_in) AS tokens_in,
+       sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd
+FROM am_usage WHERE at >= :since GROUP BY agent ORDER BY agent LIMIT 500;
+
+-- name: usage_agent_cost
+SELECT coalesce(sum(cost_usd), 0) AS cost_usd FROM am_usage WHERE agent = :agent AND at >= :since;
+
+-- name: usage_purge
+DELETE FROM am_usage
+WHERE (CAST(:older AS double precision) IS NULL OR at < :older)
+  AND (CAST(:agent AS text) IS NULL OR agent = :agent);
+
+-- name: budget_get
+SELECT agent, day, raised_usd, reset_at FROM am_budgets WHERE agent = :agent;
+
+-- name: budget_put
+INSERT INTO am_budgets (agent, day, raised_usd, reset_at, updated_at)
+VALUES (:agent, :day, :raised_usd, :reset_at, :at)
+ON CONFLICT (agent) DO UPDATE SET day = EXCLUDED.day, raised_usd = EXCLUDED.raised_usd,
+  reset_at = EXCLUDED.reset_at, updated_at = EXCLUDED.updated_at;
+
+-- name: usage_by_thread
+SELECT thread_id AS name, count(*) AS turns, sum(tokens_in) AS tokens_in,
+       sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd
+FROM am_usage WHERE at >= :since AND thread_id IS NOT NULL GROUP BY thread_id
+ORDER BY sum(coalesce(cost_usd, 0)) DESC, sum(tokens_in + tokens_out) DESC LIMIT :limit;

@@ -107,3 +107,25 @@ DELETE FROM temp.am_search;
 -- name: search_index_fill
 INSERT INTO temp.am_search (subject, body, mid)
 SELECT subject, body, id FROM messages ORDER BY rowid DESC LIMIT :window;
+
+-- name: usage_agents
+-- What each agent's turns cost since :since (store/usage.py, rules/budget.py).
+SELECT agent AS name, count(*) AS turns, sum(tokens_in) AS tokens_in,
+       sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd
+FROM am_usage WHERE at >= :since GROUP BY agent ORDER BY agent LIMIT 500;
+
+-- name: usage_threads
+SELECT thread_id AS thread, count(*) AS turns, sum(tokens_in) AS tokens_in,
+       sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd
+FROM am_usage WHERE at >= :since AND thread_id IS NOT NULL GROUP BY thread_id
+ORDER BY sum(coalesce(cost_usd, 0)) DESC, sum(tokens_in + tokens_out) DESC LIMIT :limit;
+
+-- name: budget_agents
+SELECT a.name, a.settings, b.day, b.raised_usd, b.reset_at
+FROM am_agents a LEFT JOIN am_budgets b ON b.agent = a.name ORDER BY a.name LIMIT 500;
+
+-- name: budget_rules
+SELECT value FROM am_settings WHERE name = 'team_rules';
+
+-- name: usage_agent_cost
+SELECT coalesce(sum(cost_usd), 0) AS cost_usd FROM am_usage WHERE agent = :agent AND at >= :since;

@@ -222,3 +222,29 @@ CREATE TABLE IF NOT EXISTS am_settings (
   value TEXT NOT NULL,          -- JSON
   updated_at REAL NOT NULL      -- unix seconds
 );
+-- Schema 10. What a delivery attempt cost, where the agent's output said (channels/usage.py): one
+-- row per attempt with usage, beside its am_attempts row (same delivery_id and attempt). thread_id:
+-- the thread of the batch's newest message. cost_usd NULL: the CLI reports tokens only.
+CREATE TABLE IF NOT EXISTS am_usage (
+  id INTEGER PRIMARY KEY,
+  delivery_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  agent TEXT NOT NULL,
+  thread_id TEXT,
+  tokens_in INTEGER NOT NULL,
+  tokens_out INTEGER NOT NULL,
+  cost_usd REAL,
+  at REAL NOT NULL              -- unix seconds, when the attempt ended
+);
+CREATE INDEX IF NOT EXISTS am_idx_usage_agent ON am_usage(agent, at);
+CREATE INDEX IF NOT EXISTS am_idx_usage_at ON am_usage(at);
+CREATE INDEX IF NOT EXISTS am_idx_usage_delivery ON am_usage(delivery_id);
+-- Schema 10. The operator's word on an agent's daily budget (`agents budget`): a raise for one
+-- UTC day, and a reset (spending before reset_at does not count that day).
+CREATE TABLE IF NOT EXISTS am_budgets (
+  agent TEXT PRIMARY KEY,
+  day TEXT NOT NULL,            -- the UTC date (YYYY-MM-DD) raised_usd and reset_at are for
+  raised_usd REAL NOT NULL DEFAULT 0,
+  reset_at REAL,
+  updated_at REAL NOT NULL
+);

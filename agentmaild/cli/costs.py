@@ -1,0 +1,147 @@
+"""What the team costs, for the CLI: the figures ``deliveries --json`` and ``status`` show, and the
+``agents budget`` command (see, raise or reset an agent's daily budget).
+
+The figures: per agent and per thread over the last hour and the last day (``HOUR_S``/``DAY_S``,
+rolling), each with turns, tokens in and out and the cost in USD (None when no turn of it was
+priced by its CLI), and the agents with a budget (``rules.budget``: per UTC day). Light at import:
+the store and the rule are imported when a command runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from agentmaild.cli.common import DbOpt, JsonOpt, command, open_store, out
+
+if TYPE_CHECKING:
+    from agentmaild.models import Attempt
+
+HOUR_S = 3600.0
+DAY_S = 86400.0
+THREADS = 20
+SETTLE_S = 900.0
+
+BudgetOpt = Annotated[
+    float | None,
+    typer.Option("--budget-usd", min=0.0, metavar="USD",
+                 help="Daily budget (UTC day): delivery pauses once the agent's turns cost this "
+                      "much; 0: the team's ([limits] agent_budget_usd)."),
+]  # fmt: skip
+
+
+def with_budget(setting: list[str] | None, budget_usd: float | None) -> list[str] | None:
+    """``--budget-usd`` as the agent setting it is stored as (``settings.budget_usd``)."""
+    if budget_usd is None:
+        return setting
+    return [*(setting or []), f"budget_usd={budget_usd:g}"]
+
+
+def figures(store: Any, now: float) -> dict[str, Any]:
+    """Cost per agent and per thread, last hour and last day; budgets of agents that have one."""
+    from agentmaild.rules.budget import budget_status
+
+    windows = {}
+    for label, span in (("hour", HOUR_S), ("day", DAY_S)):
+        since = now - span
+        windows[label] = {"agents": store.usage_by_agent(since),
+                          "threads": store.usage_by_thread(since, THREADS)}  # fmt: skip
+    states = [budget_status(store, a.name, now) for a in store.list_agents()]
+    budgets = [s.to_dict() for s in states if s is not None and s.budget_usd is not None]
+    return {**windows, "budgets": budgets}
+
+
+def with_usage(store: Any, found: list[Attempt]) -> list[dict[str, Any]]:
+    """The attempts as ``deliveries --json`` shows them, each with its ``usage`` (or None)."""
+    if not found:
+        return []
+    # A usage row is written just before its attempt's (the ack or release may retry a while).
+    oldest = min(a.at for a in found) - SETTLE_S
+    agents = {a.agent for a in found}
+    rows = store.usage_since(oldest, agent=next(iter(agents)) if len(agents) == 1 else None)
+    usage = {(u.delivery_id, u.attempt): u.to_dict() for u in rows}
+    return [{**a.to_dict(), "usage": usage.get((a.delivery_id, a.attempt))} for a in found]
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def cost_lines(costs: dict[str, Any] | None) -> list[str]:
+    """``status``'s lines: the day's cost per agent, and every agent over its budget."""
+    if not costs:
+        return []
+    day = costs.get("day", {}).get("agents") or []
+    lines = []
+    if day:
+        parts = [f"{t['name']} {_money(t['cost_usd'])} ({t['tokens_in'] + t['tokens_out']} tokens)"
+                 for t in day]  # fmt: skip
+        lines.append("cost, last day: " + ", ".join(parts))
+    over = [b for b in costs.get("budgets") or () if b["over"]]
+    lines.extend(f"over budget: {b['agent']} spent {_money(b['spent_usd'])} of "
+                 f"{_money(b['limit_usd'])} today (UTC): paused" for b in over)  # fmt: skip
+    return lines
+
+
+def costs_of(target: str | None, now: float) -> dict[str, Any] | None:
+    """``figures`` of the store at ``target``; None when it cannot be read."""
+    from agentmaild.errors import AgentmaildError
+
+    try:
+        with open_store(target, readonly=True) as store:
+            return figures(store, now)
+    except AgentmaildError:
+        return None
+
+
+@command
+def budget(
+    name: Annotated[str, typer.Argument(help="The agent.")],
+    raise_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--raise",
+            min=0.0,
+            metavar="USD",
+            help="Add USD to today's budget (UTC day); delivery resumes within seconds.",
+        ),
+    ] = None,
+    reset: Annotated[
+        bool, typer.Option("--reset", help="Count today's spending again from now.")
+    ] = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show an agent's daily budget and what it spent today; raise or reset it."""
+    import time
+
+    from agentmaild.errors import NotFound, UsageError
+    from agentmaild.ids import check_name
+    from agentmaild.rules.budget import budget_status, raise_budget, reset_budget
+
+    check_name(name)
+    if raise_usd is not None and reset:
+        raise UsageError("agents budget: give --raise USD or --reset, not both")
+    now = time.time()
+    with open_store(db, readonly=raise_usd is None and not reset) as store:
+        if store.get_agent(name) is None:
+            raise NotFound(f"no agent named {name!r}")
+        if raise_usd is not None:
+            state = raise_budget(store, name, raise_usd, now)
+        elif reset:
+            state = reset_budget(store, name, now)
+        else:
+            state = budget_status(store, name, now)
+    assert state is not None
+    shown = state.to_dict()
+    out({"ok": True, "budget": shown}, as_json, lambda: typer.echo(_budget_line(shown)))
+
+
+def _budget_line(b: dict[str, Any]) -> str:
+    if b["budget_usd"] is None:
+        return f"{b['agent']}: no budget; spent {_money(b['spent_usd'])} today (UTC)"
+    state = "over budget: paused" if b["over"] else "within budget"
+    return (f"{b['agent']}: spent {_money(b['spent_usd'])} of {_money(b['limit_usd'])} today "
+            f"(UTC; budget {_money(b['budget_usd'])}, raised {_money(b['raised_usd'])}): "
+            f"{state}")  # fmt: skip

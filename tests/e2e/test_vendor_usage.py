@@ -1,0 +1,71 @@
+"""What each vendor's turn costs, read from the REAL CLIs' own events through one daemon: a Claude
+Code agent and a Codex, a Gemini CLI and an OpenCode agent (spawn presets), each against its
+loopback stand-in. Each turn's tokens (and the price, where the CLI reports one) land in
+`deliveries --json` and in the per-agent figures."""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_mixed_team import _add
+from tests.support.anthropic_stub import AnthropicStub
+from tests.support.claude_env import claude_binary, claude_env, isolated_home
+from tests.support.daemon import FAST, daemon_factory
+from tests.support.vendor_env import VENDORS, vendor_binary
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.vendors, pytest.mark.claude, pytest.mark.timeout(180)]
+
+BOUND = 90.0
+AGENTS = {"cl": "claude", "cx": "codex", "gm": "gemini", "oc": "opencode"}
+
+
+def test_each_vendors_turn_records_its_tokens_and_price(tmp_path: Path) -> None:
+    db = tmp_path / "store" / "mail.db"
+    project = tmp_path / "proj"
+    project.mkdir()
+    with ExitStack() as stack:
+        make = stack.enter_context(daemon_factory(db, tmp_path, defaults=FAST, text=True))
+        daemon = make(start=False)
+        api = stack.enter_context(AnthropicStub("noted"))
+        home = isolated_home(tmp_path / "cl", project)
+        _add(daemon, "cl", "builder", "claude", claude_binary(), project,
+             claude_env(home, api.base_url))  # fmt: skip
+        for name, vendor in AGENTS.items():
+            if vendor == "claude":
+                continue
+            stand_in = stack.enter_context(VENDORS[vendor].api(f"{name} ok"))
+            _, env = VENDORS[vendor].setup(tmp_path / name, stand_in)
+            _add(daemon, name, "builder", vendor, vendor_binary(vendor), project, env)
+        daemon.start()
+        for name in AGENTS:
+            sent = daemon.cli("send", "--to", name, "-s", "work", "--body", "do it", "--json")
+            assert sent.returncode == 0, sent.stderr
+
+        def usage() -> dict[str, Any] | None:
+            shown = json.loads(daemon.cli("deliveries", "--json").stdout)
+            found = {a["agent"]: a["usage"] for a in shown["attempts"] if a["usage"]}
+            return shown if set(found) == set(AGENTS) else None
+
+        shown = wait_for(usage, BOUND, "every vendor's turn with its usage")
+        used = {a["agent"]: a["usage"] for a in shown["attempts"] if a["usage"]}
+        assert daemon.stop() == 0, daemon.tail()
+    # What each stand-in answered with, as each CLI reports it: Claude Code its result's usage
+    # and its own price; Codex turn.completed's usage; Gemini CLI the result's stats (its
+    # requests summed); OpenCode step_finish's tokens and its price (0: an unpriced model).
+    assert (used["cl"]["tokens_in"], used["cl"]["tokens_out"]) == (10, 5)
+    assert used["cl"]["cost_usd"] is not None and used["cl"]["cost_usd"] > 0
+    assert (used["cx"]["tokens_in"], used["cx"]["tokens_out"], used["cx"]["cost_usd"]) == (
+        10, 5, None)  # fmt: skip
+    assert used["gm"]["tokens_in"] >= 10 and used["gm"]["tokens_out"] >= 5
+    assert used["gm"]["cost_usd"] is None
+    assert (used["oc"]["tokens_in"], used["oc"]["tokens_out"], used["oc"]["cost_usd"]) == (
+        10, 5, 0.0)  # fmt: skip
+    per_agent = {t["name"]: t for t in shown["cost"]["hour"]["agents"]}
+    assert set(per_agent) == set(AGENTS) and per_agent["cl"]["cost_usd"] > 0
+    assert per_agent["cx"]["cost_usd"] is None and per_agent["cx"]["turns"] == 1
