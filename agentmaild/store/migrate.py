@@ -20,9 +20,10 @@ from agentmaild.store.queries import schema_statements
 # index on am_recent_sends(at) (it prunes in rowid order now); 7: am_idx_delivery holds only
 # claimed mail (``WHERE delivery_id IS NOT NULL``), so a send writes no page of it; 8: am_settings
 # (the store's own settings: the team rules its daemon writes); 9: am_queue_members.served_at
-# (when the member last took work from the queue: the queue's turn). Every upgrade step below is
+# (when the member last took work from the queue: the queue's turn); 10: the message type
+# ``interrupt`` in the type CHECK (the table is rebuilt). Every upgrade step below is
 # idempotent, so one function takes any older file (or Overstory's) to the current version.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.

@@ -26,9 +26,10 @@ from agentmaild.store.queries import read_sql
 # an agent's ending or removal also takes (a trigger), instead of a share lock on the agent's row;
 # the loop guard's recent sends unlogged; 10: am_settings (the store's own settings: the team
 # rules its daemons write; SQLite schema 8); 11: am_queue_members.served_at (the queue's turn) and
-# am_claim's new-mail claim written once (the redelivery part first, falling through to it).
+# am_claim's new-mail claim written once (the redelivery part first, falling through to it);
+# 12: the message type ``interrupt`` in the type CHECK.
 # An older database is brought up in the same locked transaction.
-PG_SCHEMA_VERSION = 11
+PG_SCHEMA_VERSION = 12
 # Step N is sql/migrations/pg_N.sql; a change of functions.sql that existing databases must
 # receive comes with a new version (its step may hold nothing but a comment).
 _STEPS: dict[int, str] = {v: f"migrations/pg_{v}.sql" for v in range(1, PG_SCHEMA_VERSION + 1)}

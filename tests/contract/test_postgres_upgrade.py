@@ -42,10 +42,10 @@ def _version_1(dsn: str) -> None:
 def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases) -> None:
     dsn = pg_databases.create(migrated=False)
     _version_1(dsn)
-    assert PG_SCHEMA_VERSION == 11
+    assert PG_SCHEMA_VERSION == 12
     store = PostgresMailStore(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (11,)
+        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (12,)
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
         assert {"am_idx_messages_fts", "am_idx_messages_newest"} <= indexes  # schema 5's
         found = conn.execute("SELECT to_regproc('am_send_one') IS NOT NULL").fetchone()
