@@ -84,6 +84,9 @@ def send(
     anycast: Annotated[
         bool, typer.Option("--anycast", help="With --to @group: one member, as a work queue.")
     ] = False,
+    interrupt: Annotated[
+        bool, typer.Option("--interrupt", help="Stop the agent's turn; this mail opens the next.")
+    ] = False,
     db: DbOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
@@ -91,6 +94,9 @@ def send(
 ) -> None:
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
     check_priority(priority)
+    if interrupt:
+        _send_interrupt(to, subject, read_body(body), sender, thread, db, url or anycast, as_json)
+        return
     api = remote(url, token)
     if api is not None:
         if anycast:
@@ -118,6 +124,20 @@ def send(
         if not sent.duplicate:
             poke(store, sorted({m.to_agent for m in sent.messages}))
     out(sent.to_dict(), as_json, lambda: typer.echo("\n".join(sent.ids)))
+
+
+def _send_interrupt(to: str, subject: str, body: str, sender: str | None, thread: str | None,
+                    db: str | None, other: object, as_json: bool) -> None:
+    """``send --interrupt``: one agent, through the store (``rules.interrupts``)."""
+    from agentmaild.cli.interrupting import ask_daemon, report
+    from agentmaild.rules.interrupts import send_interrupt
+
+    if other:
+        raise UsageError("send --interrupt takes one agent (--to NAME) and the store (--db)")
+    with open_store(db) as store:
+        message = send_interrupt(mailer(store), sender=sender_of(sender, store), to=to,
+                                 subject=subject, body=body, thread_id=thread)  # fmt: skip
+        report(message, ask_daemon(store, message, subject), as_json)
 
 
 @command

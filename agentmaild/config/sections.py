@@ -64,6 +64,8 @@ class LimitsConfig(Section):
     unread_escalate_after_normal_s: float = 0.0
     unread_escalate_after_low_s: float = 0.0
     unread_escalate_interval_s: float = 30.0  # how often the daemon looks (one store-wide query)
+    interrupt_max: int = 5  # interrupts between two agents per window, then refused (rules)
+    interrupt_window_s: float = 600.0
 
     _bounds: ClassVar[Mapping[str, Bound]] = {
         "subject_max_chars": AT_LEAST_ONE,
@@ -80,6 +82,8 @@ class LimitsConfig(Section):
         "unread_escalate_after_normal_s": NON_NEGATIVE,
         "unread_escalate_after_low_s": NON_NEGATIVE,
         "unread_escalate_interval_s": POSITIVE,
+        "interrupt_max": NON_NEGATIVE,
+        "interrupt_window_s": POSITIVE,
     }
 
 
@@ -88,7 +92,7 @@ class LimitsConfig(Section):
 # ``refuse_unknown_recipients`` is the caller's own; ``unread_escalate_*`` only the daemon reads.
 TEAM_RULES = ("subject_max_chars", "body_max_bytes", "payload_max_bytes", "unread_max",
               "rate_limit_max", "rate_limit_window_s", "duplicate_window_s", "pingpong_max",
-              "pingpong_window_s")  # fmt: skip
+              "pingpong_window_s", "interrupt_max", "interrupt_window_s")  # fmt: skip
 _TEAM_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(LimitsConfig)
                                   if f.name in TEAM_RULES}  # fmt: skip
 _MERGED: dict[object, LimitsConfig] = {}  # team_limits' answers (a handful per process)

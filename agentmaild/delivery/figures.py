@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentmaild.delivery.bookkeeping import Bookkeeper
 from agentmaild.delivery.busy import BusySpell, why_not
+from agentmaild.delivery.interrupt import Interrupting
 from agentmaild.delivery.types import HISTORY_OUTCOMES, Clock, LoopSettings, Outcome, StepResult
 from agentmaild.ids import iso_now
 from agentmaild.mail.mailer import Mailer
@@ -49,6 +50,7 @@ class LoopFigures:
         self._log = log
         self._books = Bookkeeper(agent, store, mailer, wall=wall, log=log)
         self._abort_reason: str | None = None  # set when the agent was removed mid-delivery
+        self.interrupting: Interrupting | None = None  # an interrupt is stopping the turn
         self.paused = False
         self.state = "starting"
         self.in_flight: Batch | None = None
@@ -72,8 +74,17 @@ class LoopFigures:
             self._remember(batch, result, None)
             self._line(batch, started, "delivery.acked", "info", acked=acked)
             return result
+        if self.interrupting is not None and self.interrupting.covers(batch.delivery_id):
+            # Whatever the stopped turn said, its batch (and the interrupt's mail in it) is
+            # released unread and uncounted: the next turn redelivers it under its id.
+            outcome = Outcome(StepResult.INTERRUPTED, self.interrupting.note)
+            result, self.interrupting = outcome.result, None
         error = outcome.error or result.value
         self._remember(batch, result, error)
+        if result is StepResult.INTERRUPTED:
+            await self._release(batch, outcome, error, spent_s, count=0)
+            self._line(batch, started, "delivery.interrupted", "info", reason=error)
+            return result
         if result is StepResult.CANCELLED:
             await self._release(batch, outcome, error, spent_s, count=0)
             if self._abort_reason is not None:
@@ -174,7 +185,7 @@ class LoopFigures:
         busy_for_s = self._spell.length(self._clock())
         return {
             "state": self.state,
-            "busy": self.state in ("busy", "delivering"),
+            "busy": self.state in ("busy", "delivering", "interrupting"),
             "busy_reason": why_not(
                 self._spell,
                 paused=self.paused,
