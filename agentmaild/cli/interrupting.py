@@ -11,8 +11,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentmaild.cli.common import DbOpt, FromOpt, JsonOpt, command, mailer, open_store, out
-from agentmaild.cli.common import sender_of as sender_of
+from agentmaild.cli.common import (
+    DbOpt,
+    FromOpt,
+    JsonOpt,
+    command,
+    mailer,
+    open_store,
+    out,
+    sender_of,
+)
 from agentmaild.errors import ControlError
 from agentmaild.hot.access import read_body
 from agentmaild.ids import check_name

@@ -56,6 +56,14 @@ def _anycast_to(store: MailStore, the_mailer: Mailer, to: str, who: str) -> str:
     return anycast_queue(store, the_mailer.expand(to, who)[0])
 
 
+_AnycastOpt = Annotated[
+    bool, typer.Option("--anycast", help="With --to @group: one member, as a work queue.")
+]
+_InterruptOpt = Annotated[
+    bool, typer.Option("--interrupt", help="Stop the agent's turn; this mail opens the next.")
+]
+
+
 # -- sending --------------------------------------------------------------------------------
 @command
 def send(
@@ -72,21 +80,15 @@ def send(
     priority: Annotated[
         str, typer.Option("--priority", "-p", help="low normal high urgent.")
     ] = "normal",
-    thread: Annotated[
-        str | None, typer.Option("--thread", help="Thread id (a message id).")
-    ] = None,
+    thread: Annotated[str | None, typer.Option("--thread", help="Thread id (a message id)")] = None,
     payload: Annotated[
         str | None, typer.Option("--payload", help="JSON payload (required for protocol types).")
     ] = None,
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="Same key + content → same ids.")
     ] = None,
-    anycast: Annotated[
-        bool, typer.Option("--anycast", help="With --to @group: one member, as a work queue.")
-    ] = False,
-    interrupt: Annotated[
-        bool, typer.Option("--interrupt", help="Stop the agent's turn; this mail opens the next.")
-    ] = False,
+    anycast: _AnycastOpt = False,
+    interrupt: _InterruptOpt = False,
     db: DbOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,

@@ -64,7 +64,7 @@ class LimitsConfig(Section):
     unread_escalate_after_normal_s: float = 0.0
     unread_escalate_after_low_s: float = 0.0
     unread_escalate_interval_s: float = 30.0  # how often the daemon looks (one store-wide query)
-    interrupt_max: int = 5  # interrupts between two agents per window, then refused (rules)
+    interrupt_max: int = 5  # interrupts between two agents per window, then refused
     interrupt_window_s: float = 600.0
 
     _bounds: ClassVar[Mapping[str, Bound]] = {
@@ -72,18 +72,15 @@ class LimitsConfig(Section):
         "body_max_bytes": AT_LEAST_ONE,
         "payload_max_bytes": AT_LEAST_ONE,
         "unread_max": AT_LEAST_ONE,
-        "rate_limit_max": NON_NEGATIVE,
-        "rate_limit_window_s": POSITIVE,
+        "rate_limit_max": NON_NEGATIVE, "rate_limit_window_s": POSITIVE,
         "duplicate_window_s": NON_NEGATIVE,
-        "pingpong_max": NON_NEGATIVE,
-        "pingpong_window_s": POSITIVE,
+        "pingpong_max": NON_NEGATIVE, "pingpong_window_s": POSITIVE,
         "unread_escalate_after_urgent_s": NON_NEGATIVE,
         "unread_escalate_after_high_s": NON_NEGATIVE,
         "unread_escalate_after_normal_s": NON_NEGATIVE,
         "unread_escalate_after_low_s": NON_NEGATIVE,
         "unread_escalate_interval_s": POSITIVE,
-        "interrupt_max": NON_NEGATIVE,
-        "interrupt_window_s": POSITIVE,
+        "interrupt_max": NON_NEGATIVE, "interrupt_window_s": POSITIVE,
     }
 
 

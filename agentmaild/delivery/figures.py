@@ -65,6 +65,7 @@ class LoopFigures:
 
     # -- bookkeeping (always shielded by the caller) ----------------------------------------
     async def _settle(self, batch: Batch, outcome: Outcome, started: float) -> StepResult:
+        outcome = self._as_interrupted(batch, outcome)
         result = outcome.result
         spent_s = self._clock() - started
         if result is StepResult.DELIVERED:
@@ -74,20 +75,13 @@ class LoopFigures:
             self._remember(batch, result, None)
             self._line(batch, started, "delivery.acked", "info", acked=acked)
             return result
-        if self.interrupting is not None and self.interrupting.covers(batch.delivery_id):
-            # Whatever the stopped turn said, its batch (and the interrupt's mail in it) is
-            # released unread and uncounted: the next turn redelivers it under its id.
-            outcome = Outcome(StepResult.INTERRUPTED, self.interrupting.note)
-            result, self.interrupting = outcome.result, None
         error = outcome.error or result.value
         self._remember(batch, result, error)
-        if result is StepResult.INTERRUPTED:
+        if result in (StepResult.CANCELLED, StepResult.INTERRUPTED):
             await self._release(batch, outcome, error, spent_s, count=0)
-            self._line(batch, started, "delivery.interrupted", "info", reason=error)
-            return result
-        if result is StepResult.CANCELLED:
-            await self._release(batch, outcome, error, spent_s, count=0)
-            if self._abort_reason is not None:
+            if result is StepResult.INTERRUPTED:
+                self._line(batch, started, "delivery.interrupted", "info", reason=error)
+            elif self._abort_reason is not None:
                 self._line(batch, started, "delivery.abandoned", "info", reason=error)
             else:
                 self._line(batch, started, "delivery.cancelled", "info", error=error)
@@ -127,6 +121,14 @@ class LoopFigures:
             backoff_s=round(delay, 3),
         )
         return result
+
+    def _as_interrupted(self, batch: Batch, outcome: Outcome) -> Outcome:
+        """Whatever a turn an interrupt stopped said, its batch (and the interrupt's mail in it)
+        is released unread and uncounted: the next turn redelivers it under its id."""
+        if self.interrupting is None or not self.interrupting.covers(batch.delivery_id):
+            return outcome
+        outcome, self.interrupting = Outcome(StepResult.INTERRUPTED, self.interrupting.note), None
+        return outcome
 
     async def _release(
         self, batch: Batch, outcome: Outcome, error: str, spent_s: float, *, count: int

@@ -34,7 +34,9 @@ def interrupt(d: DaemonProc, *args: str) -> tuple[int, dict[str, Any]]:
     return done.returncode, json.loads(done.stdout)
 
 
-def long_turn(store: SqliteMailStore, rec: Path, body: str = "LONG task") -> tuple[str, dict[str, Any]]:
+def long_turn(
+    store: SqliteMailStore, rec: Path, body: str = "LONG task"
+) -> tuple[str, dict[str, Any]]:
     mid = Mailer(store).send(sender="boss", to="worker", subject="work", body=body).ids[0]
     first = wait_for(lambda: records(rec), 20, "the long turn to start")[0]
     assert mid in first["text"]
@@ -85,7 +87,9 @@ def test_status_says_interrupting_while_a_stubborn_turn_is_stopped(
     d = daemons({"AGENTMAILD_CHANNELS_SPAWN_KILL_GRACE_S": "3"})
     _, first = long_turn(store, rec, "LONG and STUBBORN")  # ignores SIGINT: TERM after 3 s
     answers: list[tuple[int, dict[str, Any]]] = []
-    asking = threading.Thread(target=lambda: answers.append(interrupt(d, "worker", "--from", "lead")))
+    asking = threading.Thread(
+        target=lambda: answers.append(interrupt(d, "worker", "--from", "lead"))
+    )
     asking.start()
     row = wait_for(lambda: (r := d.status_row("worker"))["loop"] == "interrupting" and r, 10,
                    "status to say interrupting")  # fmt: skip
