@@ -148,3 +148,31 @@ def test_bad_input_is_one_line(store: SqliteMailStore, daemons: Callable[..., Da
         assert done.returncode != 0 and json.loads(done.stdout)["error"]["code"]
     done = d.cli("send", "--interrupt", "--to", "@all", "-s", "x", "--anycast")
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_a_daemon_killed_mid_interrupt_redelivers_once_after_restart(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    rec = tmp_path / "turns.jsonl"
+    team(store, rec)
+    slow = {"AGENTMAILD_CHANNELS_SPAWN_KILL_GRACE_S": "20"}  # the stop is still under way
+    d = daemons(slow)
+    mid, first = long_turn(store, rec, "LONG and STUBBORN")
+    dlv = wait_for(lambda: d.status_row("worker")["in_flight_delivery"], 10, "the delivery id")
+    asking = threading.Thread(target=lambda: interrupt(d, "worker", "--from", "boss", "-r", "halt"))
+    asking.start()
+    wait_for(lambda: d.status_row("worker")["loop"] == "interrupting", 10, "interrupting")
+    d.kill()  # SIGKILL: no settle, no release, no history row
+    asking.join(70)
+    [note] = store.list_messages(from_agent="boss", type="interrupt")
+    assert store.get_message(note.id).delivery_id == dlv  # type: ignore[union-attr]
+    again = daemons(slow)  # recovery stops the old turn's group, re-queues its claim
+    second = wait_for(lambda: records(rec)[1:], 30, "the redelivery after the restart")[0]
+    assert not alive(first["pid"]) and not group_alive(first["pgid"])
+    text = second["text"]
+    assert text.index(note.id) < text.index(mid) and f"of delivery {dlv}" in text
+    wait_for(lambda: store.get_message(mid).read and store.get_message(note.id).read,  # type: ignore[union-attr]
+             15, "the redelivery acked")  # fmt: skip
+    wait_for(lambda: again.status_row("worker")["loop"] == "idle", 10, "the loop idle")
+    assert len(records(rec)) == 2  # redelivered once, nothing lost
+    assert [a.outcome for a in store.list_attempts(agent="worker")] == ["acked"]
