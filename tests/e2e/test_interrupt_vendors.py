@@ -1,6 +1,7 @@
 """Interrupts with the REAL pinned vendor CLIs on their long-lived protocols, through a real
 `agentmaild serve`, against the loopback API stand-ins: ``codex app-server`` (``turn/interrupt``),
-``gemini --acp`` and ``opencode acp`` (``session/cancel``). A turn held at the model is stopped
+``gemini --acp`` and ``opencode acp`` (``session/cancel``), ``opencode serve`` (the session's
+abort). A turn held at the model is stopped
 within seconds; the next turn, in the same session, opens with the interrupt's mail and carries
 the interrupted batch again under its delivery id; both are acked once."""
 
@@ -22,19 +23,19 @@ from tests.support.waiting import wait_for
 pytestmark = [pytest.mark.vendors, pytest.mark.timeout(300)]
 
 BOUND = 120.0  # a node CLI's initialize took ~20 s on a loaded machine
-CASES = {
-    "codex-app": ("codex", ["app-server"], "turn/interrupt"),
-    "acp-gemini": ("gemini", ["--acp", "--skip-trust"], "session/cancel"),
-    "acp-opencode": ("opencode", ["acp"], "session/cancel"),
+CASES = {  # protocol, vendor, its arguments, what the interrupt's answer says it did
+    "codex-app": ("codex-app", "codex", ["app-server"], "turn/interrupt"),
+    "acp-gemini": ("acp", "gemini", ["--acp", "--skip-trust"], "session/cancel"),
+    "acp-opencode": ("acp", "opencode", ["acp"], "session/cancel"),
+    "opencode-server": ("opencode-server", "opencode", ["serve"], "session abort"),
 }
 
 
 @pytest.fixture(params=list(CASES))
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[World, str, str]]:
-    vendor, args, how = CASES[request.param]
-    protocol = request.param.split("-")[0]
+    protocol, vendor, args, how = CASES[request.param]
     with vendor_world(vendor, tmp_path, [vendor_binary(vendor), *args]) as world:
-        yield world, "codex-app" if protocol == "codex" else "acp", how
+        yield world, protocol, how
 
 
 def test_interrupt_stops_the_turn_and_the_next_opens_with_it(
