@@ -80,7 +80,7 @@ def send(
     priority: Annotated[
         str, typer.Option("--priority", "-p", help="low normal high urgent.")
     ] = "normal",
-    thread: Annotated[str | None, typer.Option("--thread", help="Thread id (a message id)")] = None,
+    thread: Annotated[str | None, typer.Option("--thread", help="Thread id: a message id.")] = None,
     payload: Annotated[
         str | None, typer.Option("--payload", help="JSON payload (required for protocol types).")
     ] = None,
