@@ -97,7 +97,7 @@ def send(
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
     check_priority(priority)
     if interrupt:
-        _send_interrupt(to, subject, read_body(body), sender, thread, db, url or anycast, as_json)
+        _send_interrupt(to, subject, body, sender, thread, db, (url, anycast, type), as_json)
         return
     api = remote(url, token)
     if api is not None:
@@ -129,16 +129,19 @@ def send(
 
 
 def _send_interrupt(to: str, subject: str, body: str, sender: str | None, thread: str | None,
-                    db: str | None, other: object, as_json: bool) -> None:
+                    db: str | None, other: tuple[str | None, bool, str], as_json: bool) -> None:
     """``send --interrupt``: one agent, through the store (``rules.interrupts``)."""
     from agentmaild.cli.interrupting import ask_daemon, report
     from agentmaild.rules.interrupts import send_interrupt
 
-    if other:
-        raise UsageError("send --interrupt takes one agent (--to NAME) and the store (--db)")
+    url, anycast, kind = other
+    if url or anycast or kind not in ("status", "interrupt"):
+        raise UsageError("send --interrupt takes one agent (--to NAME), the store (--db) and no "
+                         "--type (it sends type interrupt, urgent)")
     with open_store(db) as store:
-        message = send_interrupt(mailer(store), sender=sender_of(sender, store), to=to,
-                                 subject=subject, body=body, thread_id=thread)  # fmt: skip
+        who, text = sender_of(sender, store), read_body(body)
+        message = send_interrupt(mailer(store), sender=who, to=to, subject=subject, body=text,
+                                 thread_id=thread)  # fmt: skip
         report(message, ask_daemon(store, message, subject), as_json)
 
 

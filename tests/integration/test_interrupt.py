@@ -146,8 +146,11 @@ def test_bad_input_is_one_line(store: SqliteMailStore, daemons: Callable[..., Da
     for args in (("nobody",), ("Bad Name!",)):
         done = d.cli("interrupt", *args, "--json")
         assert done.returncode != 0 and json.loads(done.stdout)["error"]["code"]
-    done = d.cli("send", "--interrupt", "--to", "@all", "-s", "x", "--anycast")
-    assert done.returncode == 2 and "Traceback" not in done.stderr
+    for extra in (("--anycast",), ("--type", "question")):
+        done = d.cli("send", "--interrupt", "--to", "@all", "-s", "x", *extra)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert done.stderr.startswith("error: send --interrupt takes one agent")
+    assert store.list_messages(type="interrupt") == []
 
 
 def test_a_daemon_killed_mid_interrupt_redelivers_once_after_restart(
