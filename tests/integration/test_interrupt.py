@@ -10,11 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.procs.groups import group_alive
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.support.browser import dashboard_url
 from tests.support.daemon import DaemonProc, agent_cmd
+from tests.support.http_api import base_url, http_env
 from tests.support.waiting import alive, wait_for
 from tests.support.waiting import read_jsonl as records
 
@@ -179,3 +183,20 @@ def test_a_daemon_killed_mid_interrupt_redelivers_once_after_restart(
     wait_for(lambda: again.status_row("worker")["loop"] == "idle", 10, "the loop idle")
     assert len(records(rec)) == 2  # redelivered once, nothing lost
     assert [a.outcome for a in store.list_attempts(agent="worker")] == ["acked"]
+
+
+def test_the_dashboard_timeline_shows_who_interrupted_and_why(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    rec = tmp_path / "turns.jsonl"
+    team(store, rec)
+    d = daemons(http_env())
+    long_turn(store, rec)
+    code, answer = interrupt(d, "worker", "--from", "lead", "--reason", "rebase first")
+    assert code == 0 and answer["interrupted"] is True
+    with httpx.Client(base_url=base_url(d), timeout=20) as client:
+        assert client.get(dashboard_url(d), follow_redirects=False).status_code == 303  # a session
+        page = client.get("/timeline", params={"agent": "worker"})
+    assert page.status_code == 200
+    assert '<span class="outcome interrupted">interrupted</span>' in page.text
+    assert f"interrupted by lead: rebase first (mail {answer['id']})" in page.text
