@@ -4,6 +4,9 @@ group, the real CLI asking. Waits are on records, the store and the socket, unde
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +22,8 @@ from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.browser import dashboard_url
 from tests.support.daemon import DaemonProc, agent_cmd
 from tests.support.http_api import base_url, http_env
+from tests.support.net import daemon_answers
+from tests.support.store_targets import StoreTarget, ok
 from tests.support.waiting import alive, wait_for
 from tests.support.waiting import read_jsonl as records
 
@@ -200,3 +205,33 @@ def test_the_dashboard_timeline_shows_who_interrupted_and_why(
     assert page.status_code == 200
     assert '<span class="outcome interrupted">interrupted</span>' in page.text
     assert f"interrupted by lead: rebase first (mail {answer['id']})" in page.text
+
+
+def test_an_interrupt_on_each_store_kind(tmp_path: Path, store_target: StoreTarget) -> None:
+    """The same front door over a PostgreSQL store: the daemon found by the DSN's socket."""
+    env, rec = store_target.env, tmp_path / "turns.jsonl"
+    ok(env, "agents", "add", "boss", "--capability", "coordinator")
+    ok(env, "agents", "add", "worker", "--capability", "builder", "--channel", "spawn",
+       "--parent", "boss", "--command", " ".join(agent_cmd("long_turn_agent.py", str(rec))))
+    log = (tmp_path / "daemon.log").open("ab")
+    daemon = subprocess.Popen([sys.executable, "-m", "agentmaild", "serve"], env=env,
+                              stdout=log, stderr=log, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_for(lambda: daemon_answers(store_target.socket), 30, "the daemon's socket")
+        first = ok(env, "send", "--from", "boss", "--to", "worker", "-s", "w", "-b", "LONG")
+        wait_for(lambda: records(rec), 30, "the long turn")
+        answer = ok(env, "interrupt", "worker", "--from", "boss", "-r", "halt")
+        assert answer["interrupted"] is True and answer["attached"] is True, answer
+        nxt = wait_for(lambda: records(rec)[1:], 30, "the next turn")[0]["text"]
+        assert nxt.index(answer["id"]) < nxt.index(first["ids"][0]) and "REDELIVERY" in nxt
+        store = store_target.open()
+        try:
+            wait_for(lambda: store.totals()["unread"] == 0, 30, "both acked")
+            outcomes = [a.outcome for a in reversed(store.list_attempts(agent="worker"))]
+            assert outcomes == ["interrupted", "acked"]
+        finally:
+            store.close()
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(30)
+        log.close()
