@@ -33,8 +33,14 @@ if TYPE_CHECKING:
 _REQUEST_TIMEOUT_S = 60.0
 
 
-def ask_daemon(store: MailStore, message: Message, reason: str | None) -> dict[str, Any]:
-    """Ask the store's daemon to stop ``message.to_agent``'s turn for ``message``."""
+def ask_daemon(
+    store: MailStore, message: Message, reason: str | None, duplicate: bool
+) -> dict[str, Any]:
+    """Ask the store's daemon to stop ``message.to_agent``'s turn for ``message``; not for a
+    repeat the loop guard collapsed (the first one stopped the turn already)."""
+    if duplicate:
+        return {"interrupted": False, "duplicate": True,
+                "detail": "the same interrupt again within duplicate_window_s: not repeated"}
     from agentmaild.config import load_config
     from agentmaild.control.client import request
     from agentmaild.control.protocol import socket_path_for
@@ -79,9 +85,10 @@ def interrupt(
     with open_store(db) as store:
         who = sender_of(sender, store)
         subject = f"Interrupt from {who}" + (f": {body.splitlines()[0][:120]}" if body else "")
-        message = send_interrupt(mailer(store), sender=who, to=agent, subject=subject,
-                                 body=body or "Stop what you are doing and read this first.")
-        answer = ask_daemon(store, message, body or None)
+        text = body or "Stop what you are doing and read this first."
+        message, again = send_interrupt(mailer(store), sender=who, to=agent, subject=subject,
+                                        body=text)  # fmt: skip
+        answer = ask_daemon(store, message, body or None, again)
     report(message, answer, as_json)
 
 

@@ -140,9 +140,9 @@ def _send_interrupt(to: str, subject: str, body: str, sender: str | None, thread
                          "--type (it sends type interrupt, urgent)")
     with open_store(db) as store:
         who, text = sender_of(sender, store), read_body(body)
-        message = send_interrupt(mailer(store), sender=who, to=to, subject=subject, body=text,
-                                 thread_id=thread)  # fmt: skip
-        report(message, ask_daemon(store, message, subject), as_json)
+        message, again = send_interrupt(mailer(store), sender=who, to=to, subject=subject,
+                                        body=text, thread_id=thread)  # fmt: skip
+        report(message, ask_daemon(store, message, subject, again), as_json)
 
 
 @command

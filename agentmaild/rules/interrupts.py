@@ -89,10 +89,12 @@ def _escalation(to: str, subject: str, pair: str, cap: int, window: float) -> Me
 
 def send_interrupt(
     mailer: Mailer, *, sender: str, to: str, subject: str, body: str, thread_id: str | None = None
-) -> Message:
-    """Check who asks and how often, then write the interrupt's mail (urgent, one recipient)."""
+) -> tuple[Message, bool]:
+    """Check who asks and how often, then write the interrupt's mail (urgent, one recipient);
+    the mail, and whether it was a repeat the loop guard collapsed into an earlier one (then
+    no turn is stopped again)."""
     check_may_interrupt(mailer.store, sender, to)
     check_interrupt_rate(mailer, sender, to)
     sent = mailer.send(sender=sender, to=to, subject=subject, body=body, type=INTERRUPT_TYPE,
                        priority="urgent", thread_id=thread_id)  # fmt: skip
-    return sent.messages[0]
+    return sent.messages[0], sent.duplicate

@@ -126,6 +126,9 @@ def test_a_sibling_is_refused_and_the_turn_runs_on(
     assert alive(first["pid"]) and d.status_row("worker")["loop"] == "delivering"
     code, answer = interrupt(d, "worker", "--from", "boss")  # the parent may: clean up
     assert code == 0 and answer["interrupted"] is True
+    code, again = interrupt(d, "worker", "--from", "boss")  # the same again: collapsed
+    assert code == 0 and again["duplicate"] is True and again["interrupted"] is False
+    assert again["id"] == answer["id"]
 
 
 def test_an_interrupt_loop_between_two_leads_is_stopped(
