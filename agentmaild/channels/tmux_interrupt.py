@@ -21,6 +21,7 @@ from agentmaild.errors import DeliveryFailed
 
 INTERRUPT_KEY = "Escape"
 _REPRESS_S = 1.0
+_PUT_BACK_S = 0.5  # the prompt Claude puts back shows a moment after the footer goes
 _POLL_S = 0.05
 
 
@@ -45,8 +46,21 @@ async def stop_turn(
             shown = await composer()
             if shown is not None and not busy_footer(shown):
                 how = f"{INTERRUPT_KEY} x{presses}: the pane shows the turn stopped"
-                if shown.text and await clear():
-                    how += f"; its unanswered prompt ({len(shown.text)} chars) cleared"
+                text = await _put_back(composer)
+                if text and await clear():
+                    how += f"; its unanswered prompt ({len(text)} chars) cleared"
                 return how
     raise DeliveryFailed(f"pane {cmd.target} still shows a running turn {bound_s:g}s after "
                          f"{presses} x {INTERRUPT_KEY}")  # fmt: skip
+
+
+async def _put_back(composer: Callable[[], Awaitable[Composer | None]]) -> str:
+    """The text the composer shows within ``_PUT_BACK_S`` of the stop ("" if none)."""
+    until = anyio.current_time() + _PUT_BACK_S
+    while True:
+        shown = await composer()
+        if shown is not None and shown.text:
+            return shown.text
+        if anyio.current_time() >= until:
+            return ""
+        await anyio.sleep(_POLL_S)

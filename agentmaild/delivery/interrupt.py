@@ -75,16 +75,19 @@ async def interrupt_turn(
     note = interrupt_note(by, reason, message_id)
     settled = loop.quiet  # this turn's: the loop makes a new one for the next
     loop.interrupting = Interrupting(batch.delivery_id if batch else None, note)
-    loop.state = "interrupting"
+    was, loop.state = loop.state, "interrupting"
     bound = log.bind(agent=loop.agent.name, delivery_id=batch.delivery_id if batch else None)
     bound.info("delivery.interrupting", by=by, reason=reason, message_id=message_id)
     try:
         how = await loop.channel.interrupt()
     except AgentmaildError as exc:
         bound.warning("delivery.interrupt_failed", error=exc.message)
+        if batch is None:
+            loop.interrupting, loop.state = None, was
         return _reply(False, exc.message, started, delivery_id=_id(batch), attached=attached)
-    if batch is None:
-        loop.interrupting = None
+    if batch is None:  # a turn with no batch of ours (a TUI's): the mail may go in now
+        loop.interrupting, loop.state = None, was
+        loop.wake()
     else:
         with anyio.move_on_after(_SETTLE_WAIT_S):
             await settled.wait()
