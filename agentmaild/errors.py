@@ -149,6 +149,12 @@ class LoopHeld(MailError):
     code = "loop_held"
 
 
+class InterruptRefused(MailError):
+    """Only the agent's parent, a lead or the operator may interrupt its turn."""
+
+    code = "interrupt_refused"
+
+
 class StateError(MailError):
     code = "invalid_state"
 

@@ -30,6 +30,7 @@ class MessageType(enum.StrEnum):
     DISPATCH = "dispatch"
     ASSIGN = "assign"
     DECISION_GATE = "decision_gate"
+    INTERRUPT = "interrupt"
 
 
 SEMANTIC_TYPES = frozenset(vocab.SEMANTIC_TYPES)
@@ -228,7 +229,7 @@ class DeadLetter:
 
 
 # What a finished delivery attempt came to, as the delivery history (``am_attempts``) records it.
-ATTEMPT_OUTCOMES = ("acked", "failed", "unavailable", "dead", "released")
+ATTEMPT_OUTCOMES = ("acked", "failed", "unavailable", "dead", "released", "interrupted")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

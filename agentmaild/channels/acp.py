@@ -74,6 +74,10 @@ class AcpChannel(RpcChannel):
         params = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
         return await self._send(proc, "session/prompt", params)
 
+    async def _cancel_turn(self, proc: _Process) -> str:
+        await self._notify(proc, "session/cancel", {"sessionId": self._session_id_value})
+        return "session/cancel"
+
     def _verdict(self, call: Call) -> str | None:
         stop = call.result.get("stopReason") if isinstance(call.result, dict) else None
         if call.error is None and stop != "end_turn":

@@ -47,6 +47,7 @@ class CodexAppChannel(RpcChannel):
         super().__init__(*args, **kwargs)
         self._thread_active = False
         self._turn_error: str | None = None
+        self._turn_id: object = None
 
     async def _open_session(self, proc: _Process) -> str:
         self._thread_active = False
@@ -76,7 +77,14 @@ class CodexAppChannel(RpcChannel):
         await started.done.wait()
         if started.error is not None:
             turn.settle(error=f"turn/start: {started.error}")
+        answer = started.result.get("turn") if isinstance(started.result, dict) else None
+        self._turn_id = answer.get("id") if isinstance(answer, dict) else None
         return turn
+
+    async def _cancel_turn(self, proc: _Process) -> str:
+        params = {"threadId": self._session_id_value, "turnId": self._turn_id}
+        await self._send(proc, "turn/interrupt", params)  # turn/completed says "interrupted"
+        return "turn/interrupt"
 
     def _verdict(self, call: Call) -> str | None:
         if call.error is not None:

@@ -29,7 +29,7 @@ from structlog.typing import FilteringBoundLogger
 from agentmaild.channels.base import Channel
 from agentmaild.channels.claude import SessionSaver, agent_env, store_session_saver
 from agentmaild.channels.http_sse import Endpoint, HttpFailed, call, events
-from agentmaild.channels.opencode_turn import TurnWatch
+from agentmaild.channels.opencode_turn import TurnWatch, max_retries
 from agentmaild.channels.rpc_channel import START_TIMEOUT_S, positive_setting
 from agentmaild.channels.stdin import DELIVERY_MARKER
 from agentmaild.channels.stdin_host import StdinHost, _Process
@@ -43,7 +43,6 @@ from agentmaild.store.location import StoreLocation
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
 PROTOCOL = "opencode-server"
-DEFAULT_MAX_RETRIES = 2
 ABORT_WAIT_S = 10.0
 _LISTENING = re.compile(rb"listening on (http://[^\s]+)")
 
@@ -52,6 +51,7 @@ class OpencodeServerChannel(StdinHost, Channel):
     """One OpenCode server session; one prompt in flight at a time."""
 
     kind = "opencode-server"
+    interruptible = True
     protocol = PROTOCOL
     ends_on_eof = False
 
@@ -67,7 +67,7 @@ class OpencodeServerChannel(StdinHost, Channel):
         super().__init__(agent, config, store_path, procs)
         self._stall_s = self._stall_timeout_s or 0.0
         self._start_timeout_s = positive_setting(agent, "opencode_start_timeout_s", START_TIMEOUT_S)
-        self._max_retries = _max_retries(agent)
+        self._max_retries = max_retries(agent)
         self._save = save_session or store_session_saver(self.store, agent.name)
         self._env = agent_env(agent, db=self.store, delivery_id=DELIVERY_MARKER)
         self._auth = _auth(self._env)
@@ -121,6 +121,20 @@ class OpencodeServerChannel(StdinHost, Channel):
             self._log.info("opencode.turn_failed", delivery_id=batch.delivery_id, reason=reason)
             raise DeliveryFailed(reason)
         self._failures = 0
+
+    async def interrupt(self) -> str:
+        """``POST /session/{id}/abort``: the server ends our turn (its next idle)."""
+        endpoint, watch = self._known_endpoint(), self._watch
+        if endpoint is None or watch is None:
+            raise DeliveryFailed("no turn of this daemon is running")
+        try:
+            path = f"/session/{watch.session}/abort"
+            status, answer = await call(endpoint, "POST", path, {}, query=self._query())
+        except HttpFailed as exc:
+            raise DeliveryFailed(f"abort: {exc}") from None
+        if status not in (200, 204):
+            raise DeliveryFailed(f"abort: HTTP {status} {_message(answer)}")
+        return "session abort: the server ends the turn"
 
     def describe(self) -> dict[str, object]:
         proc = self._proc
@@ -277,13 +291,6 @@ def _attach_endpoint(agent: Agent, auth: str | None) -> Endpoint | None:
         return Endpoint.parse(str(url), auth=auth)
     except ValueError as exc:
         raise AgentUnavailable(f"settings.url: {exc}") from None
-
-
-def _max_retries(agent: Agent) -> int:
-    value = agent.settings.get("max_retries", DEFAULT_MAX_RETRIES)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise AgentUnavailable(f"settings.max_retries must be a whole number ≥ 0, got {value!r}")
-    return value
 
 
 def _message(answer: Any) -> str:

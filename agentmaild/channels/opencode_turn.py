@@ -11,9 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentmaild.errors import AgentUnavailable
 from agentmaild.mail.jsoninput import storable
+from agentmaild.models import Agent
 
 REASON_MAX = 200
+DEFAULT_MAX_RETRIES = 2
+
+
+def max_retries(agent: Agent) -> int:
+    """``settings.max_retries``: OpenCode's own retries of a turn before we give up on it."""
+    value = agent.settings.get("max_retries", DEFAULT_MAX_RETRIES)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise AgentUnavailable(f"settings.max_retries must be a whole number ≥ 0, got {value!r}")
+    return value
 
 
 class TurnWatch:

@@ -41,6 +41,7 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
 
     kind = "rpc"
     protocol = "rpc"
+    interruptible = True
     logger: FilteringBoundLogger
 
     def __init__(
@@ -83,6 +84,10 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
 
     def _on_notification(self, message: dict[str, Any]) -> None:
         """A notification from the agent (no id); ignored unless a protocol needs it."""
+
+    async def _cancel_turn(self, proc: _Process) -> str:
+        """Ask the agent to stop its running turn, the protocol's way; what was sent."""
+        raise DeliveryFailed(f"{self.protocol} has no interrupt")
 
     # -- the Channel API ------------------------------------------------------------------
     async def is_busy(self) -> bool:
@@ -128,6 +133,26 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
             self._log.info(f"{self.kind}.turn_failed", delivery_id=batch.delivery_id, reason=reason)
             raise DeliveryFailed(reason)
         self._failures = 0
+
+    async def interrupt(self) -> str:
+        """The protocol's own stop (``_cancel_turn``); a turn still running ``kill_grace_s``
+        later ends with the process group (SIGINT, then TERM and KILL), and the next deliver
+        starts the process again, resuming the session."""
+        proc, call = self._proc, self._prompt
+        if proc is None or proc.child is None or call is None or call.done.is_set():
+            raise DeliveryFailed("no turn of this daemon is running")
+        grace = self._spawn.kill_grace_s
+        try:
+            how = await self._cancel_turn(proc)
+        except DeliveryFailed as exc:
+            how = exc.message
+        else:
+            with anyio.move_on_after(grace):
+                await call.done.wait()
+            if call.done.is_set():
+                return f"{how}: the turn ended, the process stays"
+        await proc.child.interrupt(grace)
+        return f"{how}; process group {proc.child.pid} stopped"
 
     async def aclose(self) -> None:
         await super().aclose()

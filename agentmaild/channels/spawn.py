@@ -110,6 +110,7 @@ class SpawnChannel(Channel):
     """Runs ``agent.command`` once per batch; holds at most one child (one turn) at a time."""
 
     kind = "spawn"
+    interruptible = True
 
     def __init__(
         self,
@@ -166,12 +167,10 @@ class SpawnChannel(Channel):
             self._in_turn = False
 
     async def _deliver(self, batch: Batch, text: str) -> None:
-        launch = self._launch(batch)
-        events = StreamJsonEvents()
+        launch, events = self._launch(batch), StreamJsonEvents()
         bound = self._log.bind(delivery_id=batch.delivery_id, attempt=batch.attempt)
-        done, unread = await self._run_turn(
-            launch, user_line(text, batch.delivery_id), events, bound
-        )
+        line = user_line(text, batch.delivery_id)
+        done, unread = await self._run_turn(launch, line, events, bound)
         self._judge(done, unread, events)
 
     def _launch(self, batch: Batch) -> _Launch:
@@ -253,11 +252,17 @@ class SpawnChannel(Channel):
         if reason:
             raise DeliveryFailed(reason)
 
+    async def interrupt(self) -> str:
+        """The turn's process group: SIGINT, then TERM and KILL after ``kill_grace_s`` each."""
+        if self._child is None:
+            raise DeliveryFailed("no turn of this daemon is running")
+        done = await self._child.interrupt(self._spawn.kill_grace_s)
+        return f"process group {done.pid} stopped" + (" (killed)" if done.killed else "")
+
     async def aclose(self) -> None:
         self._closed = True
-        child = self._child
-        if child is not None:
-            await child.terminate()
+        if self._child is not None:
+            await self._child.terminate()
 
     def describe(self) -> dict[str, object]:
         last = self._last_exit

@@ -21,8 +21,10 @@ always ends in ``aclose()`` (close stdin, wait ``kill_grace_s``, then TERM/KILL 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import anyio
 import structlog
 from structlog.typing import FilteringBoundLogger
 
@@ -39,6 +41,7 @@ from agentmaild.channels.stdin_host import StdinHost
 from agentmaild.channels.stdin_turns import Turn
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
+from agentmaild.ids import new_id
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.journal import ProcJournal
 from agentmaild.store.location import StoreLocation
@@ -54,6 +57,7 @@ class StdinChannel(StdinHost, Channel):
     """Owns the agent's long-lived process; one turn in flight at a time."""
 
     kind = "stdin"
+    interruptible = True
 
     def __init__(
         self,
@@ -122,6 +126,25 @@ class StdinChannel(StdinHost, Channel):
             raise DeliveryFailed(turn.error)
         self._failures = 0
 
+    async def interrupt(self) -> str:
+        """The stream-json protocol's interrupt (Claude Code's ``control_request``) ends the turn
+        and keeps the process; a turn still running ``kill_grace_s`` later (or a command that
+        speaks no such protocol) ends with the process group: SIGINT, then TERM and KILL. The
+        next deliver starts the process again, resuming the session."""
+        proc, turn = self._proc, self._turn
+        if proc is None or proc.child is None or turn is None or turn.done.is_set():
+            raise DeliveryFailed("no turn of this daemon is running")
+        grace = self._spawn.kill_grace_s
+        if self._claude and await proc.child.send(interrupt_request()):
+            with anyio.move_on_after(grace):
+                await turn.done.wait()
+            if turn.done.is_set():
+                return "control_request interrupt: the turn ended, the process stays"
+        await proc.child.interrupt(grace)
+        with anyio.move_on_after(grace):
+            await proc.finished.wait()
+        return f"process group {proc.child.pid} stopped"
+
     async def aclose(self) -> None:
         await super().aclose()
         if self._turn is not None:
@@ -141,6 +164,13 @@ class StdinChannel(StdinHost, Channel):
 
     def _in_turn(self) -> bool:
         return self._writing or (self._turn is not None and not self._turn.done.is_set())
+
+
+def interrupt_request() -> bytes:
+    """Claude Code's stream-json input line that stops the running turn."""
+    request = {"type": "control_request", "request_id": new_id("req"),
+               "request": {"subtype": "interrupt"}}  # fmt: skip
+    return json.dumps(request, separators=(",", ":")).encode() + b"\n"
 
 
 def _ack_on(agent: Agent, default: str) -> str:

@@ -37,6 +37,7 @@ from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.base import Channel
 from agentmaild.channels.tmux_cmd import TmuxCommand
+from agentmaild.channels.tmux_interrupt import stop_turn
 from agentmaild.channels.tmux_screen import Composer, busy_footer, parse_screen, terminal_safe
 from agentmaild.channels.tmux_signals import (
     DEFAULT_STALE_S,
@@ -68,6 +69,7 @@ class TmuxChannel(Channel):
     """Delivers into ``agent.tmux_target`` on the tmux server ``agent.tmux_socket``."""
 
     kind = "tmux"
+    interruptible = True
 
     def __init__(self, agent: Agent, config: Config, store: StoreLocation | Path) -> None:
         if not agent.tmux_target:
@@ -118,6 +120,11 @@ class TmuxChannel(Channel):
                 )
             await self._paste(batch.delivery_id, text)
             await self._submit_or_clear(batch.delivery_id, bound)
+
+    async def interrupt(self) -> str:
+        async with self._lock:  # never between a paste and its Enter
+            return await stop_turn(self._cmd, self._composer, self._clear_composer,
+                                   self._tmux.verify_timeout_s)  # fmt: skip
 
     async def aclose(self) -> None:
         self._closed = True

@@ -92,7 +92,8 @@ def deliveries(
     """Delivery history, newest first: one row per finished attempt.
 
     Each row: time, delivery id, agent, attempt number, outcome (acked, failed, unavailable,
-    dead, released), duration, message ids and the error.
+    dead, released, interrupted), duration, message ids and the error (an interrupt's: who
+    asked and why).
     """
     if agent is not None:
         check_name(agent)

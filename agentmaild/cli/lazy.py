@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "send": "sending",
     "reply": "sending",
     "ask": "ask",
+    "interrupt": "interrupting",
     "inbox": "read",
     "read": "read",
     "ack": "read",

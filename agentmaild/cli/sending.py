@@ -56,6 +56,14 @@ def _anycast_to(store: MailStore, the_mailer: Mailer, to: str, who: str) -> str:
     return anycast_queue(store, the_mailer.expand(to, who)[0])
 
 
+_AnycastOpt = Annotated[
+    bool, typer.Option("--anycast", help="With --to @group: one member, as a work queue.")
+]
+_InterruptOpt = Annotated[
+    bool, typer.Option("--interrupt", help="Stop the agent's turn; this mail opens the next.")
+]
+
+
 # -- sending --------------------------------------------------------------------------------
 @command
 def send(
@@ -72,18 +80,15 @@ def send(
     priority: Annotated[
         str, typer.Option("--priority", "-p", help="low normal high urgent.")
     ] = "normal",
-    thread: Annotated[
-        str | None, typer.Option("--thread", help="Thread id (a message id).")
-    ] = None,
+    thread: Annotated[str | None, typer.Option("--thread", help="Thread id: a message id.")] = None,
     payload: Annotated[
         str | None, typer.Option("--payload", help="JSON payload (required for protocol types).")
     ] = None,
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="Same key + content → same ids.")
     ] = None,
-    anycast: Annotated[
-        bool, typer.Option("--anycast", help="With --to @group: one member, as a work queue.")
-    ] = False,
+    anycast: _AnycastOpt = False,
+    interrupt: _InterruptOpt = False,
     db: DbOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
@@ -91,6 +96,9 @@ def send(
 ) -> None:
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
     check_priority(priority)
+    if interrupt:
+        _send_interrupt(to, subject, body, sender, thread, db, (url, anycast, type), as_json)
+        return
     api = remote(url, token)
     if api is not None:
         if anycast:
@@ -118,6 +126,23 @@ def send(
         if not sent.duplicate:
             poke(store, sorted({m.to_agent for m in sent.messages}))
     out(sent.to_dict(), as_json, lambda: typer.echo("\n".join(sent.ids)))
+
+
+def _send_interrupt(to: str, subject: str, body: str, sender: str | None, thread: str | None,
+                    db: str | None, other: tuple[str | None, bool, str], as_json: bool) -> None:
+    """``send --interrupt``: one agent, through the store (``rules.interrupts``)."""
+    from agentmaild.cli.interrupting import ask_daemon, report
+    from agentmaild.rules.interrupts import send_interrupt
+
+    url, anycast, kind = other
+    if url or anycast or kind not in ("status", "interrupt"):
+        raise UsageError("send --interrupt takes one agent (--to NAME), the store (--db) and no "
+                         "--type (it sends type interrupt, urgent)")
+    with open_store(db) as store:
+        who, text = sender_of(sender, store), read_body(body)
+        message, again = send_interrupt(mailer(store), sender=who, to=to, subject=subject,
+                                        body=text, thread_id=thread)  # fmt: skip
+        report(message, ask_daemon(store, message, subject, again), as_json)
 
 
 @command

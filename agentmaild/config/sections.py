@@ -64,23 +64,24 @@ class LimitsConfig(Section):
     unread_escalate_after_low_s: float = 0.0
     unread_escalate_interval_s: float = 30.0  # how often the daemon looks (one store-wide query)
     agent_budget_usd: float = 0.0  # an agent's daily budget (UTC day) unless its own; 0: none
+    interrupt_max: int = 5  # interrupts between two agents per window, then refused
+    interrupt_window_s: float = 600.0
 
     _bounds: ClassVar[Mapping[str, Bound]] = {
         "subject_max_chars": AT_LEAST_ONE,
         "body_max_bytes": AT_LEAST_ONE,
         "payload_max_bytes": AT_LEAST_ONE,
         "unread_max": AT_LEAST_ONE,
-        "rate_limit_max": NON_NEGATIVE,
-        "rate_limit_window_s": POSITIVE,
+        "rate_limit_max": NON_NEGATIVE, "rate_limit_window_s": POSITIVE,
         "duplicate_window_s": NON_NEGATIVE,
-        "pingpong_max": NON_NEGATIVE,
-        "pingpong_window_s": POSITIVE,
+        "pingpong_max": NON_NEGATIVE, "pingpong_window_s": POSITIVE,
         "unread_escalate_after_urgent_s": NON_NEGATIVE,
         "unread_escalate_after_high_s": NON_NEGATIVE,
         "unread_escalate_after_normal_s": NON_NEGATIVE,
         "unread_escalate_after_low_s": NON_NEGATIVE,
         "unread_escalate_interval_s": POSITIVE,
         "agent_budget_usd": NON_NEGATIVE,
+        "interrupt_max": NON_NEGATIVE, "interrupt_window_s": POSITIVE,
     }
 
 
@@ -89,7 +90,8 @@ class LimitsConfig(Section):
 # ``refuse_unknown_recipients`` is the caller's own; ``unread_escalate_*`` only the daemon reads.
 TEAM_RULES = ("subject_max_chars", "body_max_bytes", "payload_max_bytes", "unread_max",
               "rate_limit_max", "rate_limit_window_s", "duplicate_window_s", "pingpong_max",
-              "pingpong_window_s", "agent_budget_usd")  # fmt: skip
+              "pingpong_window_s", "agent_budget_usd", "interrupt_max",
+              "interrupt_window_s")  # fmt: skip
 _TEAM_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(LimitsConfig)
                                   if f.name in TEAM_RULES}  # fmt: skip
 _MERGED: dict[object, LimitsConfig] = {}  # team_limits' answers (a handful per process)

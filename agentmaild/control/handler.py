@@ -30,6 +30,9 @@ class SupervisorPort(Protocol):
     def pause(self, agent: str | None = None) -> list[str]: ...
     def resume(self, agent: str | None = None) -> list[str]: ...
     async def drain(self, timeout_s: float) -> dict[str, Any]: ...
+    async def interrupt(
+        self, agent: str, *, message_id: str | None, by: str, reason: str | None
+    ) -> dict[str, Any]: ...
 
 
 class DaemonPort(Protocol):
@@ -134,6 +137,16 @@ class ControlHandler:
             self._d.config.daemon.poll_interval_s,
         )  # fmt: skip
         return {"message_id": found.id if found is not None else None}
+
+    async def _cmd_interrupt(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Stop an agent's running turn; the caller checked who may (``rules.interrupts``)."""
+        agent = check_name(str(_opt_str(args, "agent")), "agent")
+        mail = _opt_str(args, "message_id")
+        message_id = check_message_id(mail) if mail is not None else None
+        by = check_name(str(_opt_str(args, "by")), "by")
+        return await self._d.supervisor.interrupt(
+            agent, message_id=message_id, by=by, reason=_opt_str(args, "reason")
+        )
 
     async def _cmd_pause(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"paused": self._d.supervisor.pause(_opt_str(args, "agent"))}

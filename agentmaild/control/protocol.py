@@ -42,6 +42,7 @@ COMMANDS: tuple[str, ...] = (
     "shutdown",
     "metrics",
     "await_reply",
+    "interrupt",
 )
 
 SOCKET_NAME = "agentmaild.sock"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agentmaild.delivery.bookkeeping import Bookkeeper
 from agentmaild.delivery.budget_gate import BudgetGate
 from agentmaild.delivery.busy import BusySpell, why_not
+from agentmaild.delivery.interrupt import Interrupting
 from agentmaild.delivery.types import HISTORY_OUTCOMES, Clock, LoopSettings, Outcome, StepResult
 from agentmaild.ids import iso_now
 from agentmaild.mail.mailer import Mailer
@@ -53,6 +54,7 @@ class LoopFigures:
         self._books = Bookkeeper(agent, store, mailer, wall=wall, log=log)
         self._budget = BudgetGate(agent, store, wall=wall, clock=clock, log=log)
         self._abort_reason: str | None = None  # set when the agent was removed mid-delivery
+        self.interrupting: Interrupting | None = None  # an interrupt is stopping the turn
         self.paused = False
         self.state = "starting"
         self.in_flight: Batch | None = None
@@ -67,6 +69,7 @@ class LoopFigures:
 
     # -- bookkeeping (always shielded by the caller) ----------------------------------------
     async def _settle(self, batch: Batch, outcome: Outcome, started: float) -> StepResult:
+        outcome = self._as_interrupted(batch, outcome)
         result = outcome.result
         spent_s = self._clock() - started
         await self._budget.charge(batch, self.channel)  # what the turn cost, into the history
@@ -79,9 +82,11 @@ class LoopFigures:
             return result
         error = outcome.error or result.value
         self._remember(batch, result, error)
-        if result is StepResult.CANCELLED:
+        if result in (StepResult.CANCELLED, StepResult.INTERRUPTED):
             await self._release(batch, outcome, error, spent_s, count=0)
-            if self._abort_reason is not None:
+            if result is StepResult.INTERRUPTED:
+                self._line(batch, started, "delivery.interrupted", "info", reason=error)
+            elif self._abort_reason is not None:
                 self._line(batch, started, "delivery.abandoned", "info", reason=error)
             else:
                 self._line(batch, started, "delivery.cancelled", "info", error=error)
@@ -121,6 +126,14 @@ class LoopFigures:
             backoff_s=round(delay, 3),
         )
         return result
+
+    def _as_interrupted(self, batch: Batch, outcome: Outcome) -> Outcome:
+        """Whatever a turn an interrupt stopped said, its batch (and the interrupt's mail in it)
+        is released unread and uncounted: the next turn redelivers it under its id."""
+        if self.interrupting is None or not self.interrupting.covers(batch.delivery_id):
+            return outcome
+        outcome, self.interrupting = Outcome(StepResult.INTERRUPTED, self.interrupting.note), None
+        return outcome
 
     async def _release(
         self, batch: Batch, outcome: Outcome, error: str, spent_s: float, *, count: int
@@ -187,7 +200,7 @@ class LoopFigures:
         busy_for_s = self._spell.length(self._clock())
         return {
             "state": self.state,
-            "busy": self.state in ("busy", "delivering"),
+            "busy": self.state in ("busy", "delivering", "interrupting"),
             "busy_reason": self._budget.reason or why_not(
                 self._spell,
                 paused=self.paused,

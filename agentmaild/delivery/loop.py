@@ -19,6 +19,7 @@ import structlog
 
 from agentmaild.delivery.elsewhere import note, split_read_elsewhere
 from agentmaild.delivery.figures import LoopFigures
+from agentmaild.delivery.interrupt import interrupt_first
 from agentmaild.delivery.lease import LeaseKeeper, keep_lease, lease_interval
 from agentmaild.delivery.types import Clock, LoopSettings, Outcome, StepResult, wait_after
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
@@ -60,9 +61,8 @@ class DeliveryLoop(LoopFigures):
         super().__init__(
             agent.name, store, mailer, settings, clock=clock, wall=wall, rng=rng, log=bound
         )
-        self.agent = agent
-        self.channel = channel
-        self._store = store
+        self.agent, self.channel = agent, channel
+        self._store = self.store_io = store
         self._gated = gated
         self._wake = anyio.Event()
         self._stopping = False
@@ -171,7 +171,7 @@ class DeliveryLoop(LoopFigures):
                 with anyio.CancelScope(shield=True):
                     return await self._settle(batch, Outcome(StepResult.DELIVERED), started)
         text = render_batch(
-            kept,
+            interrupt_first(kept),
             agent=self.agent.name,
             delivery_id=batch.delivery_id,
             attempt=batch.attempt,

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 
+from agentmaild.delivery.interrupt import interrupt_turn
 from agentmaild.delivery.loop import DeliveryLoop
 from agentmaild.errors import AgentUnavailable, NotFound
 from agentmaild.models import Agent
@@ -164,6 +165,15 @@ class Roster:
             else:
                 self._poke.set()  # maybe an agent registered a moment ago
         return woken
+
+    async def interrupt(
+        self, agent: str, *, message_id: str | None, by: str, reason: str | None
+    ) -> dict[str, Any]:
+        """Stop ``agent``'s running turn (``delivery.interrupt``); NotFound without a loop."""
+        entry = self._entries.get(agent)
+        if entry is None or entry.loop is None:
+            raise NotFound(f"no delivery loop runs for {agent!r}")
+        return await interrupt_turn(entry.loop, message_id=message_id, by=by, reason=reason)
 
     def recheck(self) -> None:
         """Wake-ups may have been lost (a full wake queue): the next tick runs now and wakes every

@@ -23,6 +23,7 @@ class StepResult(enum.StrEnum):
     DEAD = "dead"  # that failure was the last allowed: dead letters, NDR sent
     TIMEOUT = "timeout"  # deliver_timeout_s passed; released with one failure
     CANCELLED = "cancelled"  # abort() during delivery; released without a failure
+    INTERRUPTED = "interrupted"  # an interrupt stopped the turn; released without a failure
     UNAVAILABLE = "unavailable"  # the agent cannot take mail at all; released, backing off
     PAUSED = "paused"  # paused or stopping: nothing claimed
     BACKOFF = "backoff"  # still backing off after a failure: nothing claimed
@@ -36,6 +37,7 @@ HISTORY_OUTCOMES: dict[StepResult, str] = {
     StepResult.TIMEOUT: "failed",
     StepResult.UNAVAILABLE: "unavailable",
     StepResult.CANCELLED: "released",
+    StepResult.INTERRUPTED: "interrupted",
     StepResult.BUSY: "released",
 }
 
@@ -85,7 +87,7 @@ class Outcome:
 
 
 # After these results run() steps again at once: there may be more mail waiting.
-_AGAIN = frozenset({StepResult.DELIVERED, StepResult.DEAD})
+_AGAIN = frozenset({StepResult.DELIVERED, StepResult.DEAD, StepResult.INTERRUPTED})
 _BACKING_OFF = frozenset(
     {StepResult.FAILED, StepResult.TIMEOUT, StepResult.UNAVAILABLE, StepResult.BACKOFF}
 )

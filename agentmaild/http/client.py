@@ -111,7 +111,7 @@ def error_from(code: str, message: str) -> AgentmaildError:
         errors.UsageError, errors.ConfigError, errors.StoreError, errors.NotFound,
         errors.AccessError, errors.Forbidden, errors.ValidationError, errors.RecipientRefused,
         errors.RateLimited, errors.InboxFull, errors.Conflict, errors.LoopHeld, errors.StateError,
-        errors.Untrusted,
+        errors.Untrusted, errors.InterruptRefused,
     ]  # fmt: skip
     for cls in classes:
         if cls.code == code:

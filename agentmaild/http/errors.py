@@ -25,6 +25,7 @@ STATUS = {
     "conflict": 409,
     "invalid_state": 409,
     "loop_held": 409,  # the loop guard holds the thread: retrying will not help, a reset will
+    "interrupt_refused": 403,  # only the agent's parent, a lead or the operator may interrupt
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "recipient_refused": 422,

@@ -18,7 +18,8 @@ PROTOCOL_TYPES = (
     "assign",
     "decision_gate",
 )
-MESSAGE_TYPES = SEMANTIC_TYPES + PROTOCOL_TYPES
+INTERRUPT_TYPE = "interrupt"  # the mail an interrupt carries: it opens the next turn, never a running one
+MESSAGE_TYPES = SEMANTIC_TYPES + PROTOCOL_TYPES + (INTERRUPT_TYPE,)
 PRIORITIES = ("low", "normal", "high", "urgent")
 
 # The human at the keyboard: the default sender, a recipient that needs no registration.

@@ -143,6 +143,16 @@ class Child:
             await self._drained.wait()
         return self._exit()
 
+    async def interrupt(self, grace_s: float) -> ChildExit:
+        """SIGINT the group (a CLI's own "stop this turn"); what still runs after ``grace_s``
+        is stopped as ``terminate`` stops it (TERM, grace, KILL), and reaped."""
+        if self._process.returncode is None:
+            self._log.info("proc.interrupting", signal="SIGINT")
+            signal_group(self.pid, signal.SIGINT)
+            with anyio.move_on_after(grace_s):
+                await self._exited.wait()
+        return await self.terminate()
+
     async def terminate(self) -> ChildExit:
         """SIGTERM the group, SIGKILL what is left after ``kill_grace_s``, reap. Idempotent."""
         if self._stop_done is None:

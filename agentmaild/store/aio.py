@@ -143,6 +143,9 @@ class AsyncMailStore:
 
         return await self.run_sync(look)
 
+    async def attach_to_delivery(self, message_id: str, delivery_id: str, agent: str) -> bool:
+        return await self.run_sync(self.sync.attach_to_delivery, message_id, delivery_id, agent)
+
     async def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
         return await self._grouped(self.sync.extend_lease, delivery_id, lease_s=lease_s, now=now)
 

@@ -238,6 +238,10 @@ class MailStore(Ledgers):
         """
 
     @abc.abstractmethod
+    def attach_to_delivery(self, message_id: str, delivery_id: str, agent: str) -> bool:
+        """Put unread, unclaimed mail of ``agent`` into its claimed delivery (an interrupt's)."""
+
+    @abc.abstractmethod
     def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool: ...
 
     @abc.abstractmethod

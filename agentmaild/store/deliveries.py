@@ -151,6 +151,10 @@ class StoreDeliveries(OverConnector):
         }
         return self.db.write(lambda tx: _release(tx, delivery_id, params, record))
 
+    def attach_to_delivery(self, message_id: str, delivery_id: str, agent: str) -> bool:
+        params = {"delivery": delivery_id, "id": message_id, "agent": agent}
+        return self.db.write(lambda tx: tx.execute("delivery_attach", params)) == 1
+
     def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
         params = {"until": now + lease_s, "id": delivery_id}
         return self.db.write(lambda tx: tx.execute("delivery_extend_lease", params)) == 1

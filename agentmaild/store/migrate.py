@@ -21,10 +21,10 @@ from agentmaild.store.queries import schema_statements
 # claimed mail (``WHERE delivery_id IS NOT NULL``), so a send writes no page of it; 8: am_settings
 # (the store's own settings: the team rules its daemon writes); 9: am_queue_members.served_at
 # (when the member last took work from the queue: the queue's turn); 10: am_usage (what each
-# attempt cost) and am_budgets (the operator's raise or reset of a daily budget). Every upgrade
-# step below is idempotent, so one function takes any older file (or Overstory's) to the current
-# version.
-SCHEMA_VERSION = 10
+# attempt cost) and am_budgets (the operator's raise or reset of a daily budget); 11: the message
+# type ``interrupt`` in the type CHECK (the table is rebuilt). Every upgrade step below is
+# idempotent, so one function takes any older file (or Overstory's) to the current version.
+SCHEMA_VERSION = 11
 
 
 # Columns agentmaild adds to Overstory's table: nullable, so Overstory's inserts never notice.

@@ -27,9 +27,10 @@ from agentmaild.store.queries import read_sql
 # the loop guard's recent sends unlogged; 10: am_settings (the store's own settings: the team
 # rules its daemons write; SQLite schema 8); 11: am_queue_members.served_at (the queue's turn) and
 # am_claim's new-mail claim written once (the redelivery part first, falling through to it);
-# 12: am_usage and am_budgets (what the team costs; SQLite schema 10).
+# 12: am_usage and am_budgets (what the team costs; SQLite schema 10); 13: the message type
+# ``interrupt`` in the type CHECK (SQLite schema 11).
 # An older database is brought up in the same locked transaction.
-PG_SCHEMA_VERSION = 12
+PG_SCHEMA_VERSION = 13
 # Step N is sql/migrations/pg_N.sql; a change of functions.sql that existing databases must
 # receive comes with a new version (its step may hold nothing but a comment).
 _STEPS: dict[int, str] = {v: f"migrations/pg_{v}.sql" for v in range(1, PG_SCHEMA_VERSION + 1)}

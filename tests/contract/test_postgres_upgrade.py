@@ -42,7 +42,7 @@ def _version_1(dsn: str) -> None:
 def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases) -> None:
     dsn = pg_databases.create(migrated=False)
     _version_1(dsn)
-    assert PG_SCHEMA_VERSION == 12
+    assert PG_SCHEMA_VERSION == 13
     store = PostgresMailStore(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (12,)

@@ -91,7 +91,7 @@ def test_schema_7_upgrade_swaps_the_delivery_index_and_keeps_every_row(tmp_path:
     store = SqliteMailStore(db)
     try:
         with sqlite3.connect(db) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
         assert "WHERE delivery_id IS NOT NULL" in _index_sql(db)
         assert _entries(db) == 2
         # The claimed batch is still the agent's, under its delivery id; the rest is still new.

@@ -194,6 +194,16 @@ class MemoryDeliveries(MemoryState):
         return Released(state=d.state, failures=d.failures, messages=tuple(dead))
 
     @atomic
+    def attach_to_delivery(self, message_id: str, delivery_id: str, agent: str) -> bool:
+        m, d = self._messages.get(message_id), self._deliveries.get(delivery_id)
+        if m is None or m.read or m.delivery_id or m.to_agent != agent or d is None:
+            return False
+        if d.agent != agent or d.state != "claimed":
+            return False
+        self._messages[message_id] = replace(m, delivery_id=delivery_id)
+        return True
+
+    @atomic
     def extend_lease(self, delivery_id: str, *, lease_s: float, now: float) -> bool:
         d = self._deliveries.get(delivery_id)
         if d is None or d.state != "claimed":

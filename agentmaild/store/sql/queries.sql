@@ -209,6 +209,14 @@ VALUES (:id, :agent, 'claimed', 1, 0, :lease_until, :stamp, :stamp);
 -- the whole batch.
 UPDATE messages SET delivery_id = :delivery WHERE id IN (SELECT value FROM json_each(:ids));
 
+-- name: delivery_attach
+-- An interrupt's mail joins the delivery it interrupts (claimed, the recipient's own), so the
+-- turn that redelivers that batch opens with it: unread, addressed to the holder, unclaimed.
+UPDATE messages SET delivery_id = :delivery
+WHERE id = :id AND read = 0 AND delivery_id IS NULL AND to_agent = :agent
+  AND EXISTS (SELECT 1 FROM am_deliveries d
+              WHERE d.id = :delivery AND d.agent = :agent AND d.state = 'claimed');
+
 -- name: delivery_set_state
 UPDATE am_deliveries SET state = :state, updated_at = :stamp WHERE id = :id;
 

@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS messages (
   to_agent TEXT NOT NULL,
   subject TEXT NOT NULL,
   body TEXT NOT NULL,
-  type TEXT NOT NULL DEFAULT 'status' CHECK(type IN ('status','question','result','error','worker_done','worker_died','merge_ready','merged','merge_failed','escalation','health_check','dispatch','assign','decision_gate')),
+  type TEXT NOT NULL DEFAULT 'status' CHECK(type IN ('status','question','result','error','worker_done','worker_died','merge_ready','merged','merge_failed','escalation','health_check','dispatch','assign','decision_gate','interrupt')),
   priority TEXT NOT NULL DEFAULT 'normal' CHECK(priority IN ('low','normal','high','urgent')),
   thread_id TEXT,
   payload TEXT,
