@@ -45,7 +45,7 @@ def test_a_version_1_store_upgrades_and_keeps_its_rows(pg_databases: PgDatabases
     assert PG_SCHEMA_VERSION == 13
     store = PostgresMailStore(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (12,)
+        assert conn.execute("SELECT version FROM am_schema_version").fetchone() == (13,)
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
         assert {"am_idx_messages_fts", "am_idx_messages_newest"} <= indexes  # schema 5's
         found = conn.execute("SELECT to_regproc('am_send_one') IS NOT NULL").fetchone()
