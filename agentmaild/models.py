@@ -228,7 +228,8 @@ class DeadLetter:
 
 
 # What a finished delivery attempt came to, as the delivery history (``am_attempts``) records it.
-ATTEMPT_OUTCOMES = ("acked", "failed", "unavailable", "dead", "released")
+# ``mid-turn``: handed to a running turn between tool calls (``store.midturn``) and taken there.
+ATTEMPT_OUTCOMES = ("acked", "failed", "unavailable", "dead", "released", "mid-turn")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -76,6 +76,27 @@ class Port:
         """In a write: ``ids`` are read (their nudges go) and the agent is reached."""
         raise NotImplementedError
 
+    def claims(self) -> Any:
+        """The write's statements as the connector's ``Tx`` offers them (``store.midturn``)."""
+        raise NotImplementedError
+
+    def settings(self, agent: str) -> dict[str, Any]:
+        """The agent's registered channel settings ({} when it is not registered)."""
+        raise NotImplementedError
+
+    def mid_turn_take(self, agent: str, max_rank: int, budget: int) -> Taken | None:
+        """In a write: the mail ``max_rank`` lets into the agent's running turn (``midturn``),
+        cut at ``budget`` characters (at least one row); None when none is."""
+        from agentmaild.store.midturn import mid_turn_rows
+        from agentmaild.store.pull import within
+
+        rows = [dict(r) for r in within(mid_turn_rows(self.claims(), agent, max_rank), budget)]
+        return self.taken(agent, rows) if rows else None
+
+    def taken(self, agent: str, rows: Rows) -> Taken:
+        """``rows`` with what their rendering needs: the unread count, their nudges, a lead."""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 

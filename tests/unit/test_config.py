@@ -120,7 +120,7 @@ def test_env_names() -> None:
         "AGENTMAILD_CHANNELS_SPAWN_STALL_TIMEOUT_S"
     )
     names = [name for _, _, name in config_keys()]
-    assert len(names) == len(set(names)) == 58
+    assert len(names) == len(set(names)) == 59
 
 
 def test_env_examples_from_the_brief() -> None:
