@@ -86,12 +86,17 @@ class Port:
 
     def mid_turn_take(self, agent: str, max_rank: int, budget: int) -> Taken | None:
         """In a write: the mail ``max_rank`` lets into the agent's running turn (``midturn``),
-        cut at ``budget`` characters (at least one row); None when none is."""
+        cut at ``budget`` characters (at least one row); None when none is. Its count is of
+        that mail alone (the rest waits for the turn's end anyway)."""
         from agentmaild.store.midturn import mid_turn_rows
         from agentmaild.store.pull import within
 
-        rows = [dict(r) for r in within(mid_turn_rows(self.claims(), agent, max_rank), budget)]
-        return self.taken(agent, rows) if rows else None
+        candidates = mid_turn_rows(self.claims(), agent, max_rank)
+        rows = [dict(r) for r in within(candidates, budget)]
+        if not rows:
+            return None
+        _, _, nudges, lead = self.taken(agent, rows)
+        return rows, len(candidates), nudges, lead
 
     def taken(self, agent: str, rows: Rows) -> Taken:
         """``rows`` with what their rendering needs: the unread count, their nudges, a lead."""
