@@ -84,6 +84,10 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
     def _on_notification(self, message: dict[str, Any]) -> None:
         """A notification from the agent (no id); ignored unless a protocol needs it."""
 
+    async def _during_turn(self, proc: _Process, session: str, call: Call) -> None:
+        """Runs while the turn does (cancelled at its end): mid-turn delivery, where a protocol
+        can add input to a running turn (Codex's ``turn/steer``)."""
+
     # -- the Channel API ------------------------------------------------------------------
     async def is_busy(self) -> bool:
         if self._in_turn():
@@ -119,7 +123,10 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         finally:
             self._writing = False
         # Cancelled here, the turn runs on in the agent: busy until it ends.
-        await call.done.wait()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._during_turn, proc, session, call)
+            await call.done.wait()
+            tg.cancel_scope.cancel()
         if proc.child is not None:
             proc.child.set_stall_timeout(None)  # idle between turns is not a stall
         reason = self._verdict(call)

@@ -9,7 +9,9 @@ write of the caller's: ``mid_turn_rows`` finds the mail the policy lets into a r
 (unread, in no delivery yet, urgent enough, never ``interrupt`` mail: that opens the next turn);
 the caller renders what fits under a delivery id of its own, ``mid_turn_claim`` opens that
 delivery, the caller hands the text to the turn (the hook's output, Codex's ``turn/steer``), and
-``mid_turn_ack`` closes it with the outcome ``mid-turn`` in the history. A message so claimed is
+``mid_turn_ack`` closes it with the outcome ``mid-turn`` in the history (``mid_turn_undo`` gives
+a refused batch back; a daemon that dies before either leaves a claimed delivery, which crash
+recovery redelivers under its id like any other). A message so claimed is
 in a delivery, so the daemon's claim (``delivery_id IS NULL``) and the pull side
 (``pull_candidates``) never take it again: the hook and the daemon never deliver it twice.
 
@@ -72,6 +74,12 @@ def mid_turn_rows(tx: Any, agent: str, max_rank: int) -> list[Any]:
     return list(tx.fetch_all("mid_turn_candidates", params))
 
 
+def mid_turn_waiting(tx: Any, agent: str, max_rank: int) -> bool:
+    """A read, no lock: is there mail ``max_rank`` would let into the running turn now?"""
+    params = {"agent": agent, "max_rank": max_rank, "interrupt": INTERRUPT_TYPE}
+    return max_rank >= 0 and bool(tx.fetch_all("mid_turn_candidates", params))
+
+
 def mid_turn_claim(tx: Any, agent: str, delivery_id: str, ids: Sequence[str]) -> float:
     """Open the mid-turn delivery of ``ids``; when it began (for the history's duration)."""
     now = time.time()
@@ -91,3 +99,9 @@ def mid_turn_ack(tx: Any, agent: str, delivery_id: str, began: float) -> list[An
     if rows:
         tx.execute("agent_reached", {"stamp": stamp, "agent": agent})
     return rows
+
+
+def mid_turn_undo(tx: Any, delivery_id: str) -> None:
+    """The turn refused the batch: its mail waits for the turn's end, in no delivery."""
+    tx.execute("mid_turn_undo_messages", {"id": delivery_id})
+    tx.execute("mid_turn_undo_delivery", {"id": delivery_id})

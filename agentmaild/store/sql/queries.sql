@@ -205,6 +205,14 @@ WHERE to_agent = :agent AND read = 0 AND delivery_id IS NULL AND type <> :interr
 ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
          created_at, id;
 
+-- name: mid_turn_undo_messages
+-- A mid-turn batch the running turn refused (turn/steer answered an error): its mail is in no
+-- delivery again, for the turn's end.
+UPDATE messages SET delivery_id = NULL WHERE delivery_id = :id AND read = 0;
+
+-- name: mid_turn_undo_delivery
+DELETE FROM am_deliveries WHERE id = :id AND state = 'claimed';
+
 -- name: delivery_mark_claimed
 UPDATE am_deliveries SET state = 'claimed', attempts = attempts + 1, lease_until = :lease_until,
                          updated_at = :stamp
