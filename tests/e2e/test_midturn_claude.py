@@ -28,8 +28,11 @@ def _next_turn(rig: Rig, marker: str, long_job: str) -> None:
     assert long_job not in seen.last_user_text()
 
 
-def test_urgent_mail_enters_the_running_turn_and_normal_mail_waits(tmp_path: Path) -> None:
-    with busy_claude(tmp_path) as rig:
+@pytest.mark.parametrize("channel", ["spawn", "stdin"])
+def test_urgent_mail_enters_the_running_turn_and_normal_mail_waits(
+    tmp_path: Path, channel: str
+) -> None:
+    with busy_claude(tmp_path, channel=channel) as rig:
         job = start_long_turn(rig)
         sent_at = time.monotonic()
         urgent = rig.send("stop that", "URGENT-MID: the API changed", priority="urgent")

@@ -8,19 +8,13 @@ turn goes on; normal mail stored at the same moment waits, in no delivery, for t
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import anyio
 import pytest
 
-from agentmaild.ids import iso_now, new_id
-from agentmaild.models import Message
-from agentmaild.store.records import InsertRequest
-from tests.support.loopback_api import RecordedRequest
+from tests.support.midturn_codex import LongToolTurn, most_tool_results, send, tool_results
 from tests.support.vendor_env import vendor_binary
 from tests.support.vendor_world import World, vendor_world
 
@@ -36,36 +30,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         yield world
 
 
-def tool_results(req: RecordedRequest) -> int:
-    items = req.body.get("input") if isinstance(req.body, dict) else None
-    return sum(1 for i in items or [] if isinstance(i, dict)
-               and i.get("type") == "function_call_output")  # fmt: skip
-
-
-def send(world: World, to: str, body: str, priority: str) -> str:
-    msg = Message(id=new_id("msg"), from_agent="lead", to_agent=to, subject="s", body=body,
-                  priority=priority, created_at=iso_now())  # type: ignore[arg-type]
-    world.store.insert(InsertRequest(messages=(msg,), now=time.time()))
-    return msg.id
-
-
-class LongTurn:
-    """A tool call per model request of the long job, about a second apart, until ``end``."""
-
-    def __init__(self, interval_s: float = 1.0) -> None:
-        self.interval_s = interval_s
-        self.ended = threading.Event()
-
-    def __call__(self, req: RecordedRequest) -> tuple[str, dict[str, Any]] | None:
-        if self.ended.is_set() or "LONG-JOB" not in json.dumps(req.body):
-            return None
-        self.ended.wait(self.interval_s)
-        return None if self.ended.is_set() else ("agentmaild_test_tool", {"n": 1})
-
-
 async def test_urgent_mail_steers_the_running_turn_and_normal_mail_waits(world: World) -> None:
     world.register("erin", "codex-app")
-    turn = LongTurn()
+    turn = LongToolTurn()
     world.api.tool_call = turn  # type: ignore[attr-defined]
     send(world, "erin", "LONG-JOB: work until told otherwise", "normal")
     batch, text = world.claim("erin")
@@ -79,7 +46,7 @@ async def test_urgent_mail_steers_the_running_turn_and_normal_mail_waits(world: 
         async with anyio.create_task_group() as tg:
             tg.start_soon(deliver)
             with anyio.fail_after(BOUND):
-                while not any(tool_results(r) >= 2 for r in world.api.model_requests()):
+                while most_tool_results(world) < 2:
                     await anyio.sleep(0.1)
             sent_at = time.monotonic()
             urgent = send(world, "erin", "URGENT-MID: the API changed", "urgent")
@@ -96,12 +63,12 @@ async def test_urgent_mail_steers_the_running_turn_and_normal_mail_waits(world: 
             # the turn goes on with the urgent mail in it, the normal mail in no delivery
             calls = tool_results(seen)
             with anyio.fail_after(BOUND):
-                while not any(tool_results(r) > calls for r in world.api.model_requests()):
+                while most_tool_results(world) <= calls:
                     await anyio.sleep(0.1)
             assert not any("NORMAL-LATER" in r.all_text() for r in world.api.model_requests())
             stored = world.store.get_message(normal)
             assert stored is not None and not stored.read and stored.delivery_id is None
-            turn.ended.set()
+            turn.end()
             with anyio.fail_after(BOUND):
                 await done.wait()
         assert world.store.ack_delivery(batch.delivery_id, now=time.time()) == 1

@@ -109,8 +109,11 @@ def install_hooks(db: Path, env: dict[str, str], project: Path) -> None:
 
 
 @contextmanager
-def busy_claude(tmp: Path, interval_s: float = 1.0, policy: str | None = None) -> Iterator[Rig]:
-    """The daemon, the stand-in and a registered Claude spawn agent with hooks installed."""
+def busy_claude(
+    tmp: Path, interval_s: float = 1.0, policy: str | None = None, channel: str = "spawn"
+) -> Iterator[Rig]:
+    """The daemon, the stand-in and a registered Claude agent (``channel`` spawn: a process per
+    turn; stdin: one long-lived process) with agentmaild's hooks installed in its project."""
     project = tmp / "proj"
     (project / ".claude").mkdir(parents=True)
     (project / "notes.txt").write_text("nothing to see\n")
@@ -125,7 +128,7 @@ def busy_claude(tmp: Path, interval_s: float = 1.0, policy: str | None = None) -
             if policy is not None:
                 settings["mid_turn_priority"] = policy
             store.add_agent(Agent(name="lead", capability="lead"))
-            store.add_agent(Agent(name=AGENT, capability="builder", channel="spawn",
+            store.add_agent(Agent(name=AGENT, capability="builder", channel=channel,
                                   preset="claude", command=(claude_binary(),), cwd=str(project),
                                   settings=settings))  # fmt: skip
             tool_env = {k: v for k, v in env.items() if k != "HOME"}
