@@ -69,7 +69,9 @@ def _batch(hook: Hook, rank: int, marker: str) -> None:
         return
     rows, unread, nudges, lead = taken
     delivery_id = new_id("dlv")
-    wrap = inject.post_tool_use_json
+    # Claude Code and Codex: PostToolUse JSON; the OpenCode plugin appends plain text to the
+    # tool's output (tool.execute.after)
+    wrap = inject.plain if hook.vendor == "opencode" else inject.post_tool_use_json
     out, ids = inject.fit_rows(rows, hook.agent, unread, nudges, wrap, limit, lead, delivery_id)
     tx = port.claims()
     began = midturn.mid_turn_claim(tx, hook.agent, delivery_id, ids)
