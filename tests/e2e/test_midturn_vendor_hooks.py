@@ -51,9 +51,7 @@ class Turn:
 
     def __init__(self, vendor: str, store: SqliteMailStore, project: Path) -> None:
         name, args = TOOLS[vendor]
-        if "filePath" in args:
-            args = {"filePath": str(project / "notes.txt")}
-        elif "file_path" in args:
+        if "file_path" in args:
             args = {"file_path": str(project / "notes.txt")}
         self.call = (name, args)
         self.store = store
@@ -80,6 +78,7 @@ def _run(vendor: str, binary: str, env: dict[str, str], cwd: Path, prompt: str) 
         stdin = ""
     else:
         argv, stdin = [binary, "run", "--format", "json"], prompt
+    env = {**env, "PWD": str(cwd)}  # OpenCode takes its project directory from $PWD
     done = subprocess.run(argv, env=env, cwd=cwd, input=stdin, capture_output=True, text=True,
                           timeout=200, check=False)  # fmt: skip
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
