@@ -43,10 +43,12 @@ def policy(hook: Hook) -> str:
 
 def deliver(hook: Hook) -> int:
     """The mid-turn batch, if the policy lets any mail in now (see the module docstring)."""
+    if not hook.has_unread():  # the common case: one read, nothing more loaded
+        return 0
     from agentmaild.store.midturn import HIGH_RANK, POLICIES
 
     rank = POLICIES[policy(hook)]
-    if rank < 0 or not hook.has_unread():
+    if rank < 0:
         return 0
     from agentmaild.hooks import state as hooks_state
 
