@@ -34,6 +34,7 @@ from tests.support.midturn_codex import send as store_mail  # noqa: E402
 from tests.support.midturn_rig import Rig, busy_claude  # noqa: E402
 from tests.support.vendor_env import vendor_binary  # noqa: E402
 from tests.support.vendor_world import World, vendor_world  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
 
 INTERVAL_S = 1.0
 TURN_TAIL = 2  # tool calls the turn makes after the urgent mail reached it, then it ends
@@ -85,18 +86,16 @@ async def _codex_round(world: World, channel: object, n: int) -> tuple[float, fl
     async with anyio.create_task_group() as tg:
         tg.start_soon(deliver)
         base = most_tool_results(world)
-        with anyio.fail_after(BOUND_S):
-            while most_tool_results(world) <= base:
-                await anyio.sleep(0.05)
+        await anyio.to_thread.run_sync(
+            wait_for, lambda: most_tool_results(world) > base, BOUND_S, "a tool call")
         sent = time.monotonic()
         store_mail(world, "bench", f"URGENT-{n}", "urgent")
         store_mail(world, "bench", f"NORMAL-{n}")
         seen = await anyio.to_thread.run_sync(world.api.wait_for, f"URGENT-{n}", BOUND_S)
         result["urgent"] = seen.received_at - sent
         calls = most_tool_results(world)
-        with anyio.fail_after(BOUND_S):
-            while most_tool_results(world) < calls + TURN_TAIL:
-                await anyio.sleep(0.05)
+        await anyio.to_thread.run_sync(
+            wait_for, lambda: most_tool_results(world) >= calls + TURN_TAIL, BOUND_S, "the tail")
         turn.end()
     world.store.ack_delivery(batch.delivery_id, now=time.time())
     after, after_text = world.claim("bench")
@@ -136,9 +135,7 @@ def _figure(channel: str, urgent: list[float], normal: list[float]) -> Figure:
 
 def run(quick: bool) -> list[Figure]:
     rounds = 1 if quick else 3
-    figures = []
-    for channel in ("spawn", "stdin"):
-        figures.append(_figure(f"claude {channel}", *claude(channel, rounds)))
+    figures = [_figure(f"claude {c}", *claude(c, rounds)) for c in ("spawn", "stdin")]
     figures.append(_figure("codex-app turn/steer", *codex_app(rounds)))
     return figures
 

@@ -91,7 +91,8 @@ def deliveries(
     """Delivery history, newest first: one row per finished attempt.
 
     Each row: time, delivery id, agent, attempt number, outcome (acked, failed, unavailable,
-    dead, released, mid-turn: handed to a running turn between tool calls), duration, message ids and the error.
+    dead, released; mid-turn: handed to a running turn between tool calls), duration, message
+    ids and the error.
     """
     if agent is not None:
         check_name(agent)

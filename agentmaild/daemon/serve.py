@@ -29,7 +29,6 @@ import structlog
 
 from agentmaild import __version__
 from agentmaild.config import Config, load_config, team_values
-from agentmaild.hooks.midturn import POLICY_ENV as MID_TURN_ENV
 from agentmaild.control.handler import ControlHandler
 from agentmaild.control.server import ControlServer
 from agentmaild.daemon.journal import StoreProcJournal
@@ -37,6 +36,7 @@ from agentmaild.daemon.recovery import recover
 from agentmaild.daemon.retention import HistoryPruner
 from agentmaild.delivery.supervisor import Supervisor
 from agentmaild.errors import AgentmaildError
+from agentmaild.hooks.midturn import POLICY_ENV as MID_TURN_ENV
 from agentmaild.ids import iso_now
 from agentmaild.log import configure_logging
 from agentmaild.mail.mailer import Mailer

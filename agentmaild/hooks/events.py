@@ -1,8 +1,8 @@
 """The hook's handlers for every event but UserPromptSubmit and PreToolUse (those stay in ``run``).
 
-SessionStart, PostToolUse (mid-turn mail by policy: ``midturn``), Stop (mail by ``decision: block``, bounded),
-PermissionRequest, Notification and SessionEnd. Loaded by ``Hook.run`` only for these events, so
-the per-prompt path imports nothing more; stdlib only, like ``run``.
+SessionStart, PostToolUse (mid-turn mail by policy: ``midturn``), Stop (mail by ``decision:
+block``, bounded), PermissionRequest, Notification and SessionEnd. Loaded by ``Hook.run`` only
+for these events, so the per-prompt path imports nothing more; stdlib only, like ``run``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ nothing; uninstalling removes only ours):
 
 - Codex: ``hooks.json`` (``$CODEX_HOME``, default ``~/.codex``; ``<dir>/.codex`` with ``--dir``):
   SessionStart and UserPromptSubmit deliver mail as ``hookSpecificOutput.additionalContext``,
-  PostToolUse mid-turn mail (``hooks.midturn``), Stop records idle. Codex runs a hook only once its hash is trusted: see ``codex_trust``.
+  PostToolUse mid-turn mail (``hooks.midturn``), Stop records idle. Codex runs a hook only once
+  its hash is trusted: see ``codex_trust``.
 - Gemini CLI: ``settings.json`` (``~/.gemini``; ``<dir>/.gemini``): SessionStart and BeforeAgent
   deliver, AfterAgent records idle, SessionEnd gone. Timeouts are in milliseconds there.
 - OpenCode: the plugin ``opencode_plugin.js`` shipped in this package, written as

@@ -17,6 +17,7 @@ import pytest
 from tests.support.midturn_codex import LongToolTurn, most_tool_results, send, tool_results
 from tests.support.vendor_env import vendor_binary
 from tests.support.vendor_world import World, vendor_world
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.vendors, pytest.mark.timeout(180)]
 
@@ -45,9 +46,8 @@ async def test_urgent_mail_steers_the_running_turn_and_normal_mail_waits(world: 
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(deliver)
-            with anyio.fail_after(BOUND):
-                while most_tool_results(world) < 2:
-                    await anyio.sleep(0.1)
+            await anyio.to_thread.run_sync(
+                wait_for, lambda: most_tool_results(world) >= 2, BOUND, "two tool calls")
             sent_at = time.monotonic()
             urgent = send(world, "erin", "URGENT-MID: the API changed", "urgent")
             normal = send(world, "erin", "NORMAL-LATER: lunch at noon", "normal")
@@ -57,14 +57,13 @@ async def test_urgent_mail_steers_the_running_turn_and_normal_mail_waits(world: 
                   "after it was stored")  # fmt: skip
             assert "LONG-JOB" in seen.all_text() and tool_results(seen) >= 2  # the same turn
             assert "NORMAL-LATER" not in seen.all_text() and not done.is_set()
-            history = [a for a in world.store.list_attempts(agent="erin")]
+            history = list(world.store.list_attempts(agent="erin"))
             assert [(a.outcome, a.message_ids) for a in history] == [("mid-turn", (urgent,))]
             assert f"(delivery {history[0].delivery_id})" in seen.all_text()
             # the turn goes on with the urgent mail in it, the normal mail in no delivery
             calls = tool_results(seen)
-            with anyio.fail_after(BOUND):
-                while most_tool_results(world) <= calls:
-                    await anyio.sleep(0.1)
+            await anyio.to_thread.run_sync(
+                wait_for, lambda: most_tool_results(world) > calls, BOUND, "more tool calls")
             assert not any("NORMAL-LATER" in r.all_text() for r in world.api.model_requests())
             stored = world.store.get_message(normal)
             assert stored is not None and not stored.read and stored.delivery_id is None

@@ -98,7 +98,7 @@ def test_urgent_mail_reaches_the_running_turn_where_the_vendor_allows(
     store.add_agent(Agent(name="bob", capability="lead"))
     try:
         with VENDORS[vendor].api("all done") as api:
-            home, env = VENDORS[vendor].setup(tmp_path, api)
+            _home, env = VENDORS[vendor].setup(tmp_path, api)
             turn = Turn(vendor, store, project)
             api.tool_call = turn
             admin = {**env, "PATH": f"{Path(binary).parent}{os.pathsep}{env.get('PATH', '')}"}

@@ -188,7 +188,7 @@ def test_post_tool_use_delivers_mid_turn_once_per_debounce(
                    AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S="0")  # fmt: skip
         assert "too soon" in out and unread(store) == set()
         # each batch under a delivery of its own, in the history as mid-turn
-        history = [a for a in store.list_attempts(agent="bob")]
+        history = list(store.list_attempts(agent="bob"))
         assert sorted(a.outcome for a in history) == ["mid-turn", "mid-turn"]
         assert {a.delivery_id for a in history} == {
             m.acked_by for m in store.inbox("bob")}  # fmt: skip

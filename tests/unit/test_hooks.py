@@ -279,7 +279,7 @@ def test_post_tool_use_policy_none_all_and_the_agents_own_setting(
     assert done.returncode == 0 and done.stdout == "" and st.unread() == [urgent]
     # the agent's setting wins over the environment's
     st.store.update_agent("bob", {"settings": {"mid_turn_priority": "all"}})
-    normal = st.send(subject="fyi", body="NORMAL-BODY")
+    st.send(subject="fyi", body="NORMAL-BODY")
     text = _context(hook("post-tool-use", {}, db=st.db, env=env, extra=off))
     assert "URGENT-BODY" in text and "NORMAL-BODY" in text and st.unread() == []
     # normal mail mid-turn is debounced (AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S) ...
