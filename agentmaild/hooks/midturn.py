@@ -77,10 +77,11 @@ def _batch(hook: Hook, rank: int, marker: str) -> None:
     out, ids = inject.fit_rows(rows, hook.agent, unread, nudges, wrap, limit, lead, delivery_id)
     tx = port.claims()
     began = midturn.mid_turn_claim(tx, hook.agent, delivery_id, ids)
-    hook.out.write(out.encode("utf-8"))
-    hook.out.flush()
     if any(RANKS.get(r["priority"], 3) > 1 for r in rows if r["id"] in ids):
         from agentmaild.hooks import state as hooks_state
 
-        hooks_state.touch(marker)()  # normal or low went: the debounce starts
+        hooks_state.touch(marker)()  # normal or low goes: the debounce starts (a failure here
+        # rolls the claim back before anything was written)
+    hook.out.write(out.encode("utf-8"))
+    hook.out.flush()
     midturn.mid_turn_ack(tx, hook.agent, delivery_id, began)
