@@ -229,7 +229,9 @@ class DeadLetter:
 
 
 # What a finished delivery attempt came to, as the delivery history (``am_attempts``) records it.
-ATTEMPT_OUTCOMES = ("acked", "failed", "unavailable", "dead", "released", "interrupted")
+# ``interrupted``: the turn was stopped by an interrupt (the batch is redelivered); ``mid-turn``:
+# handed to a running turn between tool calls (``store.midturn``) and taken there.
+ATTEMPT_OUTCOMES = ("acked", "failed", "unavailable", "dead", "released", "interrupted", "mid-turn")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,9 @@ mid-turn or ``stall_timeout_s`` of silence raise ``DeliveryFailed``: the loop re
 delivery id. Busy: from our ``turn/start`` until its ``turn/completed``, and while Codex says the
 thread is ``active`` (``thread/status/changed``); before our app-server starts, while another
 process holds the thread's writer lock (``~/.codex/thread-writer-locks/<id>.lock``). Approval
-requests are answered "not supported" (run it with ``approval_policy = "never"``). Provider,
+requests are answered "not supported" (run it with ``approval_policy = "never"``). While a turn
+runs, mail ``mid_turn_priority`` lets in goes into it by ``turn/steer{threadId, expectedTurnId,
+input}`` (``channels.midturn``), acked once Codex accepted it, given back when it refused. Provider,
 model and sandbox come from the command (``-c model_provider=…``) or ``~/.codex/config.toml``.
 Stored as channel ``stdin`` with ``settings.protocol = "codex-app"`` (no schema change).
 """
@@ -21,19 +23,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import structlog
 from structlog.typing import FilteringBoundLogger
 
 from agentmaild import __version__
 from agentmaild.channels.acp_rpc import REASON_MAX, Call
+from agentmaild.channels.midturn import LOOK_S, MidTurn
 from agentmaild.channels.rpc_channel import RpcChannel
 from agentmaild.channels.stdin_host import _Process
 from agentmaild.channels.vendors import flock_holder
+from agentmaild.config import Config
+from agentmaild.errors import DeliveryFailed
 from agentmaild.mail.jsoninput import storable
+from agentmaild.models import Agent
 
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
 PROTOCOL = "codex-app"
+STEER_TIMEOUT_S = 30.0  # turn/steer unanswered this long: the batch is given back
 
 
 class CodexAppChannel(RpcChannel):
@@ -43,11 +51,12 @@ class CodexAppChannel(RpcChannel):
     protocol = PROTOCOL
     logger = log
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, agent: Agent, config: Config, *args: Any, **kwargs: Any) -> None:
+        super().__init__(agent, config, *args, **kwargs)
         self._thread_active = False
         self._turn_error: str | None = None
-        self._turn_id: object = None
+        self._turn_id: str | None = None
+        self._mid_turn = MidTurn(agent, config, self.store)
 
     async def _open_session(self, proc: _Process) -> str:
         self._thread_active = False
@@ -73,18 +82,55 @@ class CodexAppChannel(RpcChannel):
         self._prompt = turn
         self._turn_error = None
         params = {"threadId": session, "input": [{"type": "text", "text": text}]}
+        self._turn_id = None
         started = await self._send(proc, "turn/start", params)
         await started.done.wait()
         if started.error is not None:
             turn.settle(error=f"turn/start: {started.error}")
-        answer = started.result.get("turn") if isinstance(started.result, dict) else None
-        self._turn_id = answer.get("id") if isinstance(answer, dict) else None
+        else:
+            self._turn_id = _turn_id(started.result)
         return turn
 
     async def _cancel_turn(self, proc: _Process) -> str:
         params = {"threadId": self._session_id_value, "turnId": self._turn_id}
         await self._send(proc, "turn/interrupt", params)  # turn/completed says "interrupted"
         return "turn/interrupt"
+
+    async def _during_turn(self, proc: _Process, session: str, call: Call) -> None:
+        """Mail ``mid_turn_priority`` lets in goes into the running turn by ``turn/steer``."""
+        while self._mid_turn.on and not call.done.is_set():
+            await anyio.sleep(LOOK_S)
+            if self._turn_id is None:
+                continue
+            with anyio.CancelScope(shield=True):  # a claimed batch is acked or given back
+                await self._steer(proc, session, self._turn_id)
+
+    async def _steer(self, proc: _Process, session: str, turn_id: str) -> None:
+        taken = await self._mid_turn.take()
+        if taken is None:
+            return
+        delivery_id, text, began = taken
+        params = {"threadId": session, "expectedTurnId": turn_id,
+                  "input": [{"type": "text", "text": text}]}  # fmt: skip
+        error: str | None = "no answer"
+        with anyio.move_on_after(STEER_TIMEOUT_S):
+            try:
+                steer = await self._send(proc, "turn/steer", params)
+                await steer.done.wait()
+                error = steer.error
+            except DeliveryFailed as exc:
+                error = str(exc)
+        if error is None:
+            await self._mid_turn.ack(delivery_id, began)
+            self._log.info("codex-app.steered", delivery_id=delivery_id, turn_id=turn_id)
+        else:  # the turn ended meanwhile, or Codex refused: the mail waits for the next turn
+            await self._mid_turn.give_back(delivery_id)
+            self._log.info("codex-app.steer_refused", delivery_id=delivery_id, reason=error)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        with anyio.CancelScope(shield=True):
+            await self._mid_turn.close()
 
     def _verdict(self, call: Call) -> str | None:
         if call.error is not None:
@@ -127,6 +173,13 @@ class CodexAppChannel(RpcChannel):
             return None
         codex_home = Path(self._env.get("CODEX_HOME") or Path(home, ".codex"))
         return flock_holder(codex_home / "thread-writer-locks" / f"{thread}.lock")
+
+
+def _turn_id(started: Any) -> str | None:
+    """``turn/start``'s answer: ``{turn: {id, …}}``."""
+    turn = started.get("turn") if isinstance(started, dict) else None
+    value = turn.get("id") if isinstance(turn, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _thread_id(opened: Any) -> object:

@@ -89,6 +89,10 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         """Ask the agent to stop its running turn, the protocol's way; what was sent."""
         raise DeliveryFailed(f"{self.protocol} has no interrupt")
 
+    async def _during_turn(self, proc: _Process, session: str, call: Call) -> None:
+        """Runs while the turn does (cancelled at its end): mid-turn delivery, where a protocol
+        can add input to a running turn (Codex's ``turn/steer``)."""
+
     # -- the Channel API ------------------------------------------------------------------
     async def is_busy(self) -> bool:
         if self._in_turn():
@@ -124,7 +128,10 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         finally:
             self._writing = False
         # Cancelled here, the turn runs on in the agent: busy until it ends.
-        await call.done.wait()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._during_turn, proc, session, call)
+            await call.done.wait()
+            tg.cancel_scope.cancel()
         if proc.child is not None:
             proc.child.set_stall_timeout(None)  # idle between turns is not a stall
         reason = self._verdict(call)

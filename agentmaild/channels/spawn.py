@@ -1,15 +1,14 @@
 """SpawnChannel: one headless process per batch, fed one stream-json user line on stdin.
 
-Busy signal: this agent's previous turn (the channel's one child) is still running.
-Ack contract: ``deliver`` returns only when the turn ended successfully — exit 0 with its stdin
-line read to the last byte under the generic ``settings["success"] = "exit0"`` rule, and in
-addition a stream-json ``result`` event with ``is_error: false`` under ``"result"``. "Read" is
-measured, not guessed: the channel keeps the read end of the child's stdin pipe, so after the exit
-the bytes still in it are the bytes the agent never read (see ``procs.stdin_pipe``). Anything else
-raises ``DeliveryFailed`` with a short reason; a command that cannot be started (missing
-executable, bad cwd) raises ``AgentUnavailable``.
+Busy signal: this agent's previous turn (the channel's one child) is still running. Ack contract:
+``deliver`` returns only when the turn ended successfully — exit 0 with its stdin line read to the
+last byte under the generic ``settings["success"] = "exit0"`` rule, and in addition a stream-json
+``result`` event with ``is_error: false`` under ``"result"``. "Read" is measured, not guessed: the
+channel keeps the read end of the child's stdin pipe, so after the exit the bytes still in it are
+the bytes the agent never read (see ``procs.stdin_pipe``). Anything else raises ``DeliveryFailed``
+with a short reason; a command that cannot be started (missing executable, bad cwd) raises
+``AgentUnavailable``.
 """
-
 from __future__ import annotations
 
 import json
@@ -283,16 +282,12 @@ class SpawnChannel(Channel):
         uses_session = any("{session_id}" in part for part in template)
         if uses_session and not self.agent.session_id:
             raise AgentUnavailable("the command uses {session_id} but the agent has no session id")
-        values = {
-            "agent": self.agent.name,
-            "session_id": self.agent.session_id or "",
-            "delivery_id": batch.delivery_id,
-        }
+        values = {"agent": self.agent.name, "session_id": self.agent.session_id or "",
+                  "delivery_id": batch.delivery_id}  # fmt: skip
         return render_argv(template, values)
 
     def _cwd(self) -> str | None:
-        cwd = self.agent.cwd
-        if cwd is not None and not Path(cwd).is_dir():
+        if (cwd := self.agent.cwd) is not None and not Path(cwd).is_dir():
             raise AgentUnavailable(f"cwd {cwd!r} is not a directory")
         return cwd
 

@@ -58,6 +58,14 @@ CapabilityOpt = Annotated[
 ParentOpt = Annotated[
     str | None, typer.Option("--parent", help="Who gets its interruption reports.")
 ]
+MidTurnOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mid-turn-priority",
+        help="high urgent all none: which mail goes into a running turn, between tool calls "
+        "(default: [delivery] mid_turn_priority).",
+    ),
+]
 HostOpt = Annotated[
     str | None,
     typer.Option(
@@ -84,11 +92,14 @@ def add(
     queue: QueueOpt = None,
     host: HostOpt = None,
     budget_usd: BudgetOpt = None,
+    mid_turn_priority: MidTurnOpt = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Register an agent and how mail reaches it."""
-    from agentmaild.cli.agents_fields import missing_executable, new_agent
+    from agentmaild.cli.agents_fields import mid_turn_setting, missing_executable, new_agent
+
+    setting = mid_turn_setting(setting, mid_turn_priority)
 
     agent = new_agent(
         name, db, capability=capability, parent=parent, channel=channel, command=command_,
@@ -132,11 +143,14 @@ def update(
         list[str] | None, typer.Option("--leave-queue", help="Leave the work queue NAME.")
     ] = None,
     budget_usd: BudgetOpt = None,
+    mid_turn_priority: MidTurnOpt = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change an agent's registration; a running daemon picks it up at once."""
-    from agentmaild.cli.agents_fields import command_argv, cwd_of, merge_changes
+    from agentmaild.cli.agents_fields import command_argv, cwd_of, merge_changes, mid_turn_setting
+
+    setting = mid_turn_setting(setting, mid_turn_priority)
 
     check_name(name, loose=cli.overstory_mode_of(db))
     changes: dict[str, Any] = {

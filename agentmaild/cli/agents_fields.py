@@ -172,6 +172,17 @@ def new_agent(name: str, db: str | None, *, capability: str | None, parent: str 
     )
 
 
+def mid_turn_setting(setting: list[str] | None, policy: str | None) -> list[str] | None:
+    """``--mid-turn-priority P`` as the setting it is stored as (``mid_turn_priority``)."""
+    if policy is None:
+        return setting
+    from agentmaild.store.midturn import POLICIES
+
+    if policy not in POLICIES:
+        raise UsageError(f"--mid-turn-priority: unknown {policy!r}; one of {', '.join(POLICIES)}")
+    return [*(setting or []), f"mid_turn_priority={policy}"]
+
+
 def merge_changes(
     current: Agent | None, changes: dict[str, Any], setting: list[str] | None, preset: str | None
 ) -> None:

@@ -92,8 +92,8 @@ def deliveries(
     """Delivery history, newest first: one row per finished attempt.
 
     Each row: time, delivery id, agent, attempt number, outcome (acked, failed, unavailable,
-    dead, released, interrupted), duration, message ids and the error (an interrupt's: who
-    asked and why).
+    dead, released, interrupted; mid-turn: handed to a running turn between tool calls),
+    duration, message ids and the error (an interrupt's: who asked and why).
     """
     if agent is not None:
         check_name(agent)

@@ -13,6 +13,7 @@ path never loads it (it reads its few ``AGENTMAILD_HOOKS_*`` variables itself).
 
 from __future__ import annotations
 
+from agentmaild.config.delivery import DeliveryConfig
 from agentmaild.config.load import (
     CONFIG_ENV,
     ENV_PREFIX,
@@ -43,6 +44,7 @@ __all__ = [
     "TEAM_RULES",
     "Config",
     "DaemonConfig",
+    "DeliveryConfig",
     "HooksConfig",
     "HttpConfig",
     "LimitsConfig",

@@ -109,3 +109,13 @@ def value_problem(cls: type[Section], key: str, value: object) -> str | None:
     if bound is not None and isinstance(value, int | float) and not bound.admits(value):
         return f"must be {bound}, got {value!r}"
     return None
+
+
+def host_port_problem(listen: str) -> str | None:
+    """``[http] listen``: HOST:PORT, or "" (off)."""
+    if not listen:
+        return None
+    host, sep, port = listen.rpartition(":")
+    if sep and host and port.isdigit() and int(port) <= 65535:
+        return None
+    return f"expected HOST:PORT (e.g. 127.0.0.1:8025) or \"\", got {listen!r}"

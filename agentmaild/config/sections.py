@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from agentmaild.config.delivery import DeliveryConfig
 from agentmaild.config.fields import (
     AT_LEAST_ONE,
     FRACTION,
@@ -19,6 +20,7 @@ from agentmaild.config.fields import (
     SECTION_NAMES,
     Bound,
     Section,
+    host_port_problem,
 )
 from agentmaild.errors import ConfigError
 
@@ -233,7 +235,7 @@ class HttpConfig(Section):
     }
 
     _checks: ClassVar[Mapping[str, Callable[[object], str | None]]] = {
-        "listen": lambda v: _host_port_problem(str(v)),
+        "listen": lambda v: host_port_problem(str(v)),
     }
 
 
@@ -252,15 +254,6 @@ def daemon_host(config: DaemonConfig) -> str:
     return config.host or socket.gethostname()
 
 
-def _host_port_problem(listen: str) -> str | None:
-    if not listen:
-        return None
-    host, sep, port = listen.rpartition(":")
-    if sep and host and port.isdigit() and int(port) <= 65535:
-        return None
-    return f"expected HOST:PORT (e.g. 127.0.0.1:8025) or \"\", got {listen!r}"
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LogConfig(Section):
     level: LogLevel = "info"
@@ -273,6 +266,7 @@ class Config:
     store: StoreConfig = field(default_factory=StoreConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
     spawn: SpawnConfig = field(default_factory=SpawnConfig)
     stdin: StdinConfig = field(default_factory=StdinConfig)
     tmux: TmuxConfig = field(default_factory=TmuxConfig)
@@ -292,6 +286,7 @@ _SECTIONS: dict[str, tuple[str, type[Section]]] = {
     "store": ("store", StoreConfig),
     "limits": ("limits", LimitsConfig),
     "daemon": ("daemon", DaemonConfig),
+    "delivery": ("delivery", DeliveryConfig),
     "channels.spawn": ("spawn", SpawnConfig),
     "channels.stdin": ("stdin", StdinConfig),
     "channels.tmux": ("tmux", TmuxConfig),

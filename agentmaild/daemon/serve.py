@@ -11,9 +11,9 @@ one ``AgentmaildError`` (never an exception group).
 
 Shutdown is deadline-bounded: the first SIGTERM/SIGINT (or ``shutdown`` on the socket) stops new
 claims and lets deliveries in flight finish within ``shutdown_grace_s``; what is left is cancelled
-and released. A second signal cancels at once. SIGHUP reloads the config (the team rules
-included). Signals become events in exactly one task (``_signals``). When the store is lost under
-the daemon (its file replaced or deleted) it stops at once (``_abandon``).
+and released. A second signal cancels at once. SIGHUP reloads the config (the team rules and the
+mid-turn policy included). Signals become events in one task (``_signals``). A store lost under
+the daemon (its file replaced or deleted) stops it at once (``_abandon``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from agentmaild.daemon.recovery import recover
 from agentmaild.daemon.retention import HistoryPruner
 from agentmaild.delivery.supervisor import Supervisor
 from agentmaild.errors import AgentmaildError
+from agentmaild.hooks.midturn import POLICY_ENV as MID_TURN_ENV
 from agentmaild.ids import iso_now
 from agentmaild.log import configure_logging
 from agentmaild.mail.mailer import Mailer
@@ -281,7 +282,8 @@ class Daemon:
                 self._shutdown.set()
 
     async def publish_rules(self) -> None:
-        """Keep this daemon's team rules in the store: every sender's send is judged by them."""
+        """Team rules into the store; the mid-turn policy into every turn's environment (hooks)."""
+        os.environ[MID_TURN_ENV] = self.config.delivery.mid_turn_priority
         rules = team_values(self.config.limits)
         changed = await self.store.run_sync(self.store.sync.set_team_rules, rules, now=time.time())
         log.info("daemon.team_rules", changed=changed, **rules)

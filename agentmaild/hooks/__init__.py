@@ -1,7 +1,8 @@
 """Claude Code hooks: the per-prompt ``agentmaild hook EVENT`` path and the settings installer.
 
 Owns: ``run`` (the stdlib-only hook entry point, every prompt and tool call), ``events`` (the
-handlers of the rarer events, loaded only for them), ``io`` (its argv/stdin/env/log helpers),
+handlers of the rarer events, loaded only for them; ``midturn``: PostToolUse's mid-turn mail by
+policy), ``io`` (its argv/stdin/env/log helpers),
 ``guard`` (the mail-poll detector for PreToolUse), ``state`` (marker files and the hook log),
 ``install`` (merging our hooks into ``.claude/settings.local.json``), ``remote`` and ``serve``
 (the hook over ``AGENTMAIL_URL``: the client half, and the daemon's that runs it on its store).

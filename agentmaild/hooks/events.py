@@ -1,8 +1,8 @@
 """The hook's handlers for every event but UserPromptSubmit and PreToolUse (those stay in ``run``).
 
-SessionStart, PostToolUse (mid-turn mail, debounced), Stop (mail by ``decision: block``, bounded),
-PermissionRequest, Notification and SessionEnd. Loaded by ``Hook.run`` only for these events, so
-the per-prompt path imports nothing more; stdlib only, like ``run``.
+SessionStart, PostToolUse (mid-turn mail by policy: ``midturn``), Stop (mail by ``decision:
+block``, bounded), PermissionRequest, Notification and SessionEnd. Loaded by ``Hook.run`` only
+for these events, so the per-prompt path imports nothing more; stdlib only, like ``run``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
     from agentmaild.hooks.run import Hook
 
-DEFAULT_DEBOUNCE_S = 30.0
 
 
 def session_start(hook: Hook) -> int:
@@ -31,18 +30,14 @@ def session_start(hook: Hook) -> int:
 
 
 def post_tool_use(hook: Hook) -> int:
-    if hook.quiet or hook.data.get("agent_id"):
+    """Mid-turn mail by ``mid_turn_priority`` (``hooks.midturn``), also in the daemon's turns."""
+    if hook.data.get("agent_id") or hook.vendor == "gemini":  # a subagent's; Gemini: AfterTool
         return 0
-    if hook.turn_state() == "waiting":
+    if not hook.quiet and hook.turn_state() == "waiting":
         hook.in_write(lambda: hook.set_state("busy", only_from="waiting"))
-    from agentmaild.hooks import state as hooks_state
+    from agentmaild.hooks import midturn
 
-    marker = hooks_state.marker_path(hook.db_path or "", hook.agent, "mid-turn")
-    debounce_s = env_float("AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S", DEFAULT_DEBOUNCE_S)
-    if hooks_state.touched_within(marker, debounce_s) or not hook.has_unread():
-        return 0
-    touch = hooks_state.touch(marker)
-    return hook.in_write(lambda: hook.deliver(inject.post_tool_use_json, before_ack=touch))
+    return midturn.deliver(hook)
 
 
 def stop(hook: Hook) -> int:

@@ -2,8 +2,9 @@
 //
 // chat.message: runs `agentmaild hook user-prompt-submit --vendor opencode` (records the turn as
 // busy, takes the agent's unread mail within the hook's cap and acks what it printed) and appends
-// what it prints to the user's message (not in a subagent's session). event session.idle:
-// `agentmaild hook stop` (idle).
+// what it prints to the user's message (not in a subagent's session). tool.execute.after:
+// `agentmaild hook post-tool-use` (mid-turn mail by policy) appended to the tool's output.
+// event session.idle: `agentmaild hook stop` (idle).
 // A failing or missing agentmaild never breaks the session: the message goes on unchanged.
 import { spawn } from "node:child_process";
 
@@ -66,6 +67,16 @@ export const AgentmailPlugin = async ({ client, directory }) => ({
         messageID: output.message && output.message.id,
       });
     }
+  },
+  // Mid-turn mail (agentmaild's mid_turn_priority): appended to the tool's output, which the
+  // model reads next in the same turn.
+  "tool.execute.after": async (input, output) => {
+    if (!SETTINGS.agent || !SETTINGS.exe || !output) return;
+    if (client && (await isSubagent(client, input.sessionID))) return;
+    const payload = { session_id: input.sessionID, tool_name: input.tool, cwd: directory };
+    const mail = await hook("post-tool-use", payload, directory);
+    if (!mail) return;
+    output.output = `${typeof output.output === "string" ? output.output : ""}\n\n${mail}`;
   },
   event: async ({ event }) => {
     if (!SETTINGS.agent || !SETTINGS.exe || !event) return;

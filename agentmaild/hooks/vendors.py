@@ -5,13 +5,15 @@ nothing; uninstalling removes only ours):
 
 - Codex: ``hooks.json`` (``$CODEX_HOME``, default ``~/.codex``; ``<dir>/.codex`` with ``--dir``):
   SessionStart and UserPromptSubmit deliver mail as ``hookSpecificOutput.additionalContext``,
-  Stop records idle. Codex runs a hook only once its hash is trusted: see ``codex_trust``.
+  PostToolUse mid-turn mail (``hooks.midturn``), Stop records idle. Codex runs a hook only once
+  its hash is trusted: see ``codex_trust``.
 - Gemini CLI: ``settings.json`` (``~/.gemini``; ``<dir>/.gemini``): SessionStart and BeforeAgent
   deliver, AfterAgent records idle, SessionEnd gone. Timeouts are in milliseconds there.
 - OpenCode: the plugin ``opencode_plugin.js`` shipped in this package, written as
   ``agentmaild.js`` into ``$XDG_CONFIG_HOME/opencode/plugins`` (``<dir>/.opencode/plugins``) with
   the agent, store and executable filled in: ``chat.message`` appends the mail to the user's
-  message, ``session.idle`` records idle.
+  message, ``tool.execute.after`` mid-turn mail to the tool's output, ``session.idle`` records
+  idle.
 
 The hook commands are ``agentmaild hook EVENT --agent NAME --vendor V``: the same handler as
 Claude's (cap, banner, acks, turn state), printing the vendor's output shape.
@@ -32,6 +34,7 @@ SPECS: dict[str, tuple[tuple[str, str], ...]] = {
     "codex": (
         ("SessionStart", "session-start"),
         ("UserPromptSubmit", "user-prompt-submit"),
+        ("PostToolUse", "post-tool-use"),
         ("Stop", "stop"),
     ),
     "gemini": (
@@ -137,8 +140,9 @@ def _install_plugin(path: Path, agent: str, db: Path | None, exe: str) -> dict[s
     if before is not None and PLUGIN_MARK not in before:
         raise base._settings_error(path, "it is not agentmaild's plugin")
     changed = base.write_text(path, before, text)
+    events = ["chat.message", "tool.execute.after", "event"]
     return {"ok": True, "vendor": "opencode", "path": str(path), "agent": agent,
-            "changed": changed, "events": ["chat.message", "event"]}  # fmt: skip
+            "changed": changed, "events": events}  # fmt: skip
 
 
 def _uninstall_plugin(path: Path) -> dict[str, Any]:

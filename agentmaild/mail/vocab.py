@@ -29,3 +29,4 @@ IMPLICIT_RECIPIENTS = frozenset({OPERATOR})
 REFUSED_STATES = frozenset({"completed", "zombie"})
 # The sender of the mail agentmaild writes itself (non-delivery reports, escalations).
 DAEMON_SENDER = "agentmaild"
+INTERRUPT_TYPE = "interrupt"  # the mail an interrupt carries: it opens the next turn, never a running one

@@ -56,11 +56,13 @@ def fit_rows(
     wrap: Callable[[str], str],
     limit: int,
     lead: str = "",
+    delivery_id: str | None = None,
 ) -> tuple[str, list[str]]:
     """The longest prefix of ``rows`` whose wrapped rendering stays under ``limit``: (the text,
     the ids it shows). ``unread`` counts the agent's unread mail, ``nudges`` are the banners of
-    these rows, ``lead`` a line put before everything (Overstory's pending-nudge banner). The
-    rows are what the store's port took (``store.ports.Port.take``)."""
+    these rows, ``lead`` a line put before everything (Overstory's pending-nudge banner),
+    ``delivery_id`` the batch's id in its header (a mid-turn delivery's). The rows are what the
+    store's port took (``store.ports.Port.take``)."""
     import types
 
     from agentmaild.render.framing import measure_message
@@ -75,11 +77,11 @@ def fit_rows(
             break
         cut += 1
     while True:
-        out = wrap(_render(msgs[:cut], agent, nudges, body_limit, unread - cut, lead))
+        out = wrap(_render(msgs[:cut], agent, nudges, body_limit, unread - cut, lead, delivery_id))
         if js_len(out) < limit:
             return out, ids[:cut]
         if cut == 1:
-            return _cut_hard(msgs[0], agent, nudges, wrap, limit, lead), ids[:1]
+            return _cut_hard(msgs[0], agent, nudges, wrap, limit, lead, delivery_id), ids[:1]
         cut -= 1
 
 
@@ -90,13 +92,16 @@ def _render(
     body_limit: int,
     waiting: int,
     lead: str = "",
+    delivery_id: str | None = None,
 ) -> str:
     from agentmaild.render.framing import render_banner, render_batch
 
     taken = {m.id for m in msgs}
     banner = render_banner([n for n in nudges if n["message_id"] in taken])
     banner = "\n".join(b for b in (lead, banner) if b)
-    text = render_batch(msgs, agent=agent, banner=banner, body_limit=body_limit)
+    text = render_batch(
+        msgs, agent=agent, banner=banner, body_limit=body_limit, delivery_id=delivery_id
+    )
     if waiting > 0:
         text += (
             f"[agentmail] {waiting} more unread message(s) wait; they follow later "
@@ -112,6 +117,7 @@ def _cut_hard(
     wrap: Callable[[str], str],
     limit: int,
     lead: str,
+    delivery_id: str | None,
 ) -> str:
     """One message too long even with its body cut (a large payload): shown without its payload,
     else only named. Never a cut inside the frame, which would leave a body unclosed."""
@@ -121,7 +127,7 @@ def _cut_hard(
     slim = types.SimpleNamespace(**{**vars(m), "payload": None})
     left_out = f" its payload ({len(m.payload)} characters) was left out;" if m.payload else ""
     note = f"[agentmail] cut at the hook's size limit:{left_out} {read} for all of it.\n"
-    out = wrap(_render([slim], agent, nudges, 500, 0, lead) + note)
+    out = wrap(_render([slim], agent, nudges, 500, 0, lead, delivery_id) + note)
     if js_len(out) < limit:
         return out
     return wrap(f"[agentmail] 1 new message for {agent}, too large to show here: {read}.\n")

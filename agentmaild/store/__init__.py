@@ -66,7 +66,8 @@ The connector and the SQL. The SQL stores' logic is written once per seam — ``
 the pull side's take and ack, purges) with ``send`` (the insert and every rule it carries, the loop
 guard included), ``agents``, ``queues``, ``history``, ``deliveries``, ``procs``, ``tokens``,
 ``trust``, ``rule_state`` (with the store's settings), ``deliveries`` (the claim and the ack in
-``claim``) — over ``connector.Connector``: one write
+``claim``; a delivery's open and close, and the mid-turn claim on them, in ``midturn``, stdlib
+only for the hook) — over ``connector.Connector``: one write
 transaction or one read, named queries with named parameters, rows read by column name, reads sent
 ahead (``prefetch``: one round trip in PostgreSQL's pipeline mode), ``lock(*keys)`` (PostgreSQL's
 advisory locks; a no-op on SQLite's single writer), ``notify`` at commit (PostgreSQL's NOTIFY), a

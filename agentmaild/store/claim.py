@@ -17,6 +17,9 @@ ack) and moves an agent still booting to working.
 A dialect may offer either as one statement (``Connector.one_statement``: PostgreSQL's ``am_claim``
 and ``am_ack``, ``sql/functions.sql``), same locks, same rows, same answer; ``claim_at_once`` and
 ``acked_at_once`` read those answers, for the sync store and the daemon's async one alike.
+
+A delivery's open and close are ``midturn``'s (stdlib, so the hook claims mid-turn mail through
+the very same statements: see ``midturn``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from agentmaild.ids import iso_now, new_id
 from agentmaild.models import PRIORITY_RANK, Attempt, Batch, Message
 from agentmaild.store.connector import Row, Tx
 from agentmaild.store.history import attempt_params, insert_attempt, unrecorded
+from agentmaild.store.midturn import close_delivery, open_delivery
 from agentmaild.store.queues import queue_batch
 from agentmaild.store.rows import batch_of, message_from_row
 
@@ -79,10 +83,7 @@ def claim_in(tx: Tx, p: dict[str, Any]) -> Claimed:
             return Claimed(None)
         queued, retry_s = queue_batch(tx, agent, p["now"], p)
         return Claimed(queued, retry_s=retry_s)
-    born = {"id": p["new_id"], "agent": agent, "lease_until": p["lease_until"],
-            "stamp": p["stamp"]}  # fmt: skip
-    tx.execute("delivery_insert", born)
-    tx.execute("claim_mark", {"delivery": p["new_id"], "ids": tx.json([m.id for m in chosen])})
+    open_delivery(tx, p["new_id"], agent, [m.id for m in chosen], p["lease_until"], p["stamp"])
     batch = batch_of(p["new_id"], agent, chosen, 1, p["lease_until"])
     # Nothing left of its own and no queue to take work from: the loop need not claim again.
     return Claimed(batch, left or bool(probe["in_queue"]))
@@ -146,12 +147,7 @@ def _order(m: Message) -> tuple[int, str, str]:
 
 def ack_in(tx: Tx, delivery_id: str, now: float, record: Attempt | None) -> list[Row]:
     """The ack inside ``tx``; the messages it marked read (``to_agent``, ``id``)."""
-    stamp = iso_now(now)
-    marked = tx.fetch_all("delivery_ack_messages", {"stamp": stamp, "by": delivery_id})
-    rows = [r for r in marked if r["acked_by"] == delivery_id]  # not those read elsewhere
-    for r in rows:
-        tx.execute("nudge_drop", {"agent": r["to_agent"], "message_id": r["id"]})
-    holder = tx.fetch_one("delivery_close", {"stamp": stamp, "id": delivery_id})
+    rows, holder = close_delivery(tx, delivery_id, iso_now(now))
     if record is not None:
         insert_attempt(tx, record)
     if rows:

@@ -121,8 +121,10 @@ class PostgresPort(Port):
         rows: Rows = within(conn.execute(PQ["pull_candidates"], {"agent": agent}), budget)
         if keep is not None:
             rows = keep(rows)
-        if not rows:
-            return None
+        return self.taken(agent, rows) if rows else None
+
+    def taken(self, agent: str, rows: Rows) -> Taken:
+        conn = self.conn()
         count = conn.execute(P["unread_count"], {"agent": agent}).fetchone()
         wanted = {r["id"] for r in rows}
         nudges = [dict(n) for n in conn.execute(PQ["nudges_for"], {"agent": agent})
@@ -133,6 +135,14 @@ class PostgresPort(Port):
         tx = PgTx(self.conn())
         mark_read(tx, ids, by)
         mark_reached(tx, agent)
+
+    def claims(self) -> PgTx:
+        return PgTx(self.conn())
+
+    def settings(self, agent: str) -> dict[str, Any]:
+        row = self._one("agent_settings", {"agent": agent})
+        value = row["settings"] if row is not None else None
+        return value if isinstance(value, dict) else {}
 
     def close(self) -> None:
         if self.dsn and self._conn is not None:

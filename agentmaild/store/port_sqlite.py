@@ -11,7 +11,7 @@ from agentmaild.errors import StoreError
 from agentmaild.ids import iso_now
 from agentmaild.store.ports import Port
 from agentmaild.store.pull import mark_reached, mark_read, nudge_rows_for, take_unread_rows
-from agentmaild.store.queries import SQLITE, named
+from agentmaild.store.queries import SQLITE, Q, named
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -140,8 +140,9 @@ class SqlitePort(Port):
         rows = [dict(r) for r in take_unread_rows(self.conn, agent, budget)]
         if keep is not None:
             rows = keep(rows)
-        if not rows:
-            return None
+        return self.taken(agent, rows) if rows else None
+
+    def taken(self, agent: str, rows: Rows) -> Taken:
         from agentmaild.overstory.nudges import take_banner  # Overstory's marker, if any
 
         ids = [r["id"] for r in rows]
@@ -158,9 +159,53 @@ class SqlitePort(Port):
         mark_read(self.conn, ids, by)
         mark_reached(self.conn, agent)
 
+    def claims(self) -> _Claims:
+        return _Claims(self.conn)
+
+    def settings(self, agent: str) -> dict[str, Any]:
+        row = self._one("agent_settings", {"agent": agent})
+        return _settings(row[0] if row is not None else None)
+
     def close(self) -> None:
         self.conn.close()
 
     def done(self) -> None:
         """Left open: closing the last connection would checkpoint the WAL, which the next
         writer or the daemon does anyway; the process ends with ``os._exit`` right after."""
+
+
+def _settings(raw: object) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class _Claims:
+    """The connector's ``Tx`` calls ``store.midturn`` makes, on the port's connection (in its
+    write: SQLite's one writer holds the whole file, so ``lock`` has nothing to take)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, name: str, params: dict[str, Any]) -> int:
+        return self.conn.execute(Q[name], params).rowcount
+
+    def fetch_all(self, name: str, params: dict[str, Any]) -> list[Any]:
+        return self.conn.execute(Q[name], params).fetchall()
+
+    def fetch_one(self, name: str, params: dict[str, Any]) -> Any:
+        return self.conn.execute(Q[name], params).fetchone()
+
+    def json(self, value: object) -> str:
+        import json
+
+        return json.dumps(value)
+
+    def lock(self, *keys: str) -> None:
+        return

@@ -76,6 +76,32 @@ class Port:
         """In a write: ``ids`` are read (their nudges go) and the agent is reached."""
         raise NotImplementedError
 
+    def claims(self) -> Any:
+        """The write's statements as the connector's ``Tx`` offers them (``store.midturn``)."""
+        raise NotImplementedError
+
+    def settings(self, agent: str) -> dict[str, Any]:
+        """The agent's registered channel settings ({} when it is not registered)."""
+        raise NotImplementedError
+
+    def mid_turn_take(self, agent: str, max_rank: int, budget: int) -> Taken | None:
+        """In a write: the mail ``max_rank`` lets into the agent's running turn (``midturn``),
+        cut at ``budget`` characters (at least one row); None when none is. Its count is of
+        that mail alone (the rest waits for the turn's end anyway)."""
+        from agentmaild.store.midturn import mid_turn_rows
+        from agentmaild.store.pull import within
+
+        candidates = mid_turn_rows(self.claims(), agent, max_rank)
+        rows = [dict(r) for r in within(candidates, budget)]
+        if not rows:
+            return None
+        _, _, nudges, lead = self.taken(agent, rows)
+        return rows, len(candidates), nudges, lead
+
+    def taken(self, agent: str, rows: Rows) -> Taken:
+        """``rows`` with what their rendering needs: the unread count, their nudges, a lead."""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 

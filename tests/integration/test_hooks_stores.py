@@ -163,7 +163,9 @@ def test_a_pasted_batch_header_is_recorded_not_answered_with_mail(
 def test_post_tool_use_delivers_mid_turn_once_per_debounce(
     store_target: StoreTarget
 ) -> None:
-    env, dsn = store_target.env, store_target.target
+    # policy "all": normal mail too goes mid-turn, at most once per debounce
+    env = {**store_target.env, "AGENTMAILD_DELIVERY_MID_TURN_PRIORITY": "all"}
+    dsn = store_target.target
     store = store_target.open()
     try:
         store.add_agent(Agent(name="bob", capability="builder"))
@@ -185,6 +187,11 @@ def test_post_tool_use_delivers_mid_turn_once_per_debounce(
         out = hook(env, dsn, "PostToolUse", {"tool_name": "Read"},
                    AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S="0")  # fmt: skip
         assert "too soon" in out and unread(store) == set()
+        # each batch under a delivery of its own, in the history as mid-turn
+        history = list(store.list_attempts(agent="bob"))
+        assert sorted(a.outcome for a in history) == ["mid-turn", "mid-turn"]
+        assert {a.delivery_id for a in history} == {
+            m.acked_by for m in store.inbox("bob")}  # fmt: skip
     finally:
         store.close()
 

@@ -121,8 +121,9 @@ def test_every_hook_event_prints_and_records_what_the_local_hook_does(
     same (names and ids aside), exit alike, take the same mail and leave the same turn state."""
     for event, fields in EVENTS:
         for agent in ("alice", "carol"):
+            # mid-turn (post-tool-use) takes only high and urgent mail by default
             both.local("send", "--to", agent, "--subject", f"during {event}", "--body", "news",
-                       "--from", "bob")  # fmt: skip
+                       "--from", "bob", "--priority", "high")  # fmt: skip
         payload = json.dumps({"session_id": "sess-1", "hook_event_name": event, **fields})
         here = both.local("hook", event, "--agent", "carol", stdin=payload)
         there = both.remote("hook", event, "--agent", "alice", stdin=payload)

@@ -12,7 +12,7 @@ from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.daemon import DaemonProc
 from tests.support.http_api import base_url, http_env, mint
 
-ID_RE = re.compile(r"(?:msg|bc)-[a-z0-9]+")
+ID_RE = re.compile(r"(?:msg|bc|dlv)-[a-z0-9]+")
 KEY_RE = re.compile(r"\[agentmail\] key ([0-9a-f]{16}): ")
 
 

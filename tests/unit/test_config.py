@@ -31,6 +31,7 @@ SECTION_ATTR = {
     "http": "http",
     "limits": "limits",
     "daemon": "daemon",
+    "delivery": "delivery",
     "channels.spawn": "spawn",
     "channels.stdin": "stdin",
     "channels.tmux": "tmux",
@@ -120,7 +121,7 @@ def test_env_names() -> None:
         "AGENTMAILD_CHANNELS_SPAWN_STALL_TIMEOUT_S"
     )
     names = [name for _, _, name in config_keys()]
-    assert len(names) == len(set(names)) == 61
+    assert len(names) == len(set(names)) == 62
 
 
 def test_env_examples_from_the_brief() -> None:
@@ -152,7 +153,8 @@ def _other_value(current: Any, tmp_path: Path) -> tuple[str, Any]:
     return "", None  # choices: handled below
 
 
-CHOICE_OTHER = {"ack_on": "write", "level": "debug", "format": "json", "flavor": "overstory"}
+CHOICE_OTHER = {"ack_on": "write", "level": "debug", "format": "json", "flavor": "overstory",
+                "mid_turn_priority": "all"}
 
 
 @pytest.mark.parametrize(("section", "key", "name"), config_keys())

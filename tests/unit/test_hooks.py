@@ -232,32 +232,92 @@ def test_a_daemon_started_turn_gets_no_mail_but_state_is_recorded(
     assert st.unread() == [mid]
 
 
-def test_post_tool_use_delivers_as_additional_context_debounced(
-    st: Store, env: dict[str, str]
-) -> None:
-    first = st.send(subject="mid-turn", body="look at this")
-    done = hook("post-tool-use", {"session_id": SESSION, "tool_name": "Read"}, db=st.db, env=env)
+def _context(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
-    assert first in out["hookSpecificOutput"]["additionalContext"]
-    assert st.unread() == []
+    return str(out["hookSpecificOutput"]["additionalContext"])
+
+
+def _history(db: Path, agent: str = "bob") -> list[tuple[str, str, str]]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT delivery_id, outcome, message_ids FROM am_attempts "
+                            "WHERE agent = ? ORDER BY id", (agent,)).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def test_post_tool_use_by_default_hands_urgent_and_high_mail_to_the_turn_under_a_delivery(
+    st: Store, env: dict[str, str]
+) -> None:
+    normal = st.send(subject="can wait", body="NORMAL-BODY")
+    urgent = st.send(subject="stop", body="URGENT-BODY", priority="urgent")
+    high = st.send(subject="soon", body="HIGH-BODY", priority="high")
+    done = hook("post-tool-use", {"session_id": SESSION, "tool_name": "Read"}, db=st.db, env=env)
+    text = _context(done)
+    assert "URGENT-BODY" in text and "HIGH-BODY" in text and "NORMAL-BODY" not in text
+    assert text.index("URGENT-BODY") < text.index("HIGH-BODY")
+    # the same framing as any delivery: its header names the delivery id, acked under it
+    ((delivery_id, outcome, ids),) = _history(st.db)
+    assert f"(delivery {delivery_id})" in text and outcome == "mid-turn"
+    assert sorted(json.loads(ids)) == sorted([urgent, high])
+    assert st.acked_by(urgent) == st.acked_by(high) == delivery_id
+    assert st.unread() == [normal]  # normal mail waits for the turn's end
+    again = hook("post-tool-use", {"tool_name": "Read"}, db=st.db, env=env)
+    assert again.returncode == 0 and again.stdout == ""
+    # a second urgent message goes at the very next tool call: no debounce for urgent mail
+    later = st.send(subject="also", body="URGENT-2", priority="urgent")
+    assert "URGENT-2" in _context(hook("post-tool-use", {}, db=st.db, env=env))
+    assert later not in st.unread() and len(_history(st.db)) == 2
+
+
+def test_post_tool_use_policy_none_all_and_the_agents_own_setting(
+    st: Store, env: dict[str, str]
+) -> None:
+    urgent = st.send(subject="stop", body="URGENT-BODY", priority="urgent")
+    off = {"AGENTMAILD_DELIVERY_MID_TURN_PRIORITY": "none"}
+    done = hook("post-tool-use", {}, db=st.db, env=env, extra=off)
+    assert done.returncode == 0 and done.stdout == "" and st.unread() == [urgent]
+    # the agent's setting wins over the environment's
+    st.store.update_agent("bob", {"settings": {"mid_turn_priority": "all"}})
+    st.send(subject="fyi", body="NORMAL-BODY")
+    text = _context(hook("post-tool-use", {}, db=st.db, env=env, extra=off))
+    assert "URGENT-BODY" in text and "NORMAL-BODY" in text and st.unread() == []
+    # normal mail mid-turn is debounced (AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S) ...
     marker = st.db.parent / "hooks" / "bob.mid-turn"
     assert marker.exists()
     second = st.send(subject="too soon")
-    done = hook("post-tool-use", {"tool_name": "Read"}, db=st.db, env=env)
-    assert done.returncode == 0 and done.stdout == ""
-    assert st.unread() == [second]
-    # The interval is configurable; 0 switches the debounce off.
-    done = hook("post-tool-use", {"tool_name": "Read"}, db=st.db, env=env,
-                extra={"AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S": "0"})
-    assert second in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
-    # Past the interval, delivery resumes.
-    third = st.send(subject="later")
+    done = hook("post-tool-use", {}, db=st.db, env=env)
+    assert done.returncode == 0 and done.stdout == "" and st.unread() == [second]
+    # ... urgent mail never is, and the normal one stays for later
+    third = st.send(subject="now", body="URGENT-3", priority="urgent")
+    text = _context(hook("post-tool-use", {}, db=st.db, env=env))
+    assert "URGENT-3" in text and second not in text and st.unread() == [second]
     past = time.time() - 31
     os.utime(marker, (past, past))
-    done = hook("post-tool-use", {"tool_name": "Read"}, db=st.db, env=env)
-    assert third in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert second in _context(hook("post-tool-use", {}, db=st.db, env=env))
+    assert third not in st.unread() and st.unread() == []
+    st.store.update_agent("bob", {"settings": {"mid_turn_priority": "none"}})
+    st.send(subject="stop", priority="urgent")
+    assert hook("post-tool-use", {}, db=st.db, env=env).stdout == ""
+
+
+def test_post_tool_use_in_a_daemon_turn_skips_mail_in_flight_and_delivers_the_rest(
+    st: Store, env: dict[str, str]
+) -> None:
+    """AGENTMAIL_DELIVERY set: the turn's own batch is the daemon's; urgent mail sent since
+    goes in mid-turn, and the daemon's claim never takes it again."""
+    carried = st.send(to="sam", subject="the job", priority="urgent")
+    batch = st.store.claim("sam", max_messages=10, max_chars=10_000, lease_s=300,
+                           now=time.time())
+    assert batch is not None and batch.message_ids == (carried,)
+    urgent = st.send(to="sam", subject="stop", body="URGENT-MID", priority="urgent")
+    turn = {"AGENTMAIL_DELIVERY": batch.delivery_id}
+    text = _context(hook("post-tool-use", {}, db=st.db, env=env, agent="sam", extra=turn))
+    assert "URGENT-MID" in text and carried not in text
+    st.store.ack_delivery(batch.delivery_id, now=time.time())
+    assert st.store.claim("sam", max_messages=10, max_chars=10_000, lease_s=300,
+                          now=time.time()) is None
+    assert st.unread("sam") == [] and st.acked_by(urgent) != batch.delivery_id
 
 
 def test_post_tool_use_without_mail_prints_nothing_and_keeps_no_marker(
@@ -269,7 +329,7 @@ def test_post_tool_use_without_mail_prints_nothing_and_keeps_no_marker(
 
 
 def test_post_tool_use_in_a_subagent_delivers_nothing(st: Store, env: dict[str, str]) -> None:
-    mid = st.send()
+    mid = st.send(priority="urgent")
     payload = {"session_id": SESSION, "agent_id": "a1b2", "agent_type": "Explore",
                "tool_name": "Read", "tool_response": {"content": "x" * 5000}}
     done = hook("post-tool-use", payload, db=st.db, env=env)
@@ -289,7 +349,8 @@ def _drain(st: Store, env: dict[str, str], event: str = "user-prompt-submit") ->
         if not st.unread():
             return outputs
         if event == "post-tool-use":
-            extra = {"AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S": "0"}
+            extra = {"AGENTMAILD_HOOKS_POST_TOOL_USE_DEBOUNCE_S": "0",
+                     "AGENTMAILD_DELIVERY_MID_TURN_PRIORITY": "all"}
             done = hook(event, {}, db=st.db, env=env, extra=extra)
         else:
             done = hook(event, ups(), db=st.db, env=env)

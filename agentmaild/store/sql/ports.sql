@@ -10,6 +10,9 @@ UPDATE am_agents SET turn_state = :state, turn_state_at = :at, session_id = CASE
   WHEN channel IN ('spawn', 'stdin') THEN COALESCE(session_id, :sid) ELSE :sid END
 WHERE name = :agent AND (CAST(:only_from AS TEXT) IS NULL OR turn_state = :only_from);
 
+-- name: agent_settings
+SELECT settings FROM am_agents WHERE name = :agent;
+
 -- name: turn_state
 SELECT turn_state, turn_state_at FROM am_agents WHERE name = :agent;
 

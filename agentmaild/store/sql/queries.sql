@@ -195,6 +195,24 @@ ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THE
          created_at, id
 LIMIT :limit;
 
+-- name: mid_turn_candidates
+-- Mail a running turn may take between tool calls (store/midturn.py): unread, in no delivery yet,
+-- at least as urgent as the policy's rank (:max_rank, PRIORITY_RANK), never interrupt mail.
+SELECT * FROM messages
+WHERE to_agent = :agent AND read = 0 AND delivery_id IS NULL AND type <> :interrupt
+  AND CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END
+      <= :max_rank
+ORDER BY CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,
+         created_at, id;
+
+-- name: mid_turn_undo_messages
+-- A mid-turn batch the running turn refused (turn/steer answered an error): its mail is in no
+-- delivery again, for the turn's end.
+UPDATE messages SET delivery_id = NULL WHERE delivery_id = :id AND read = 0;
+
+-- name: mid_turn_undo_delivery
+DELETE FROM am_deliveries WHERE id = :id AND state = 'claimed';
+
 -- name: delivery_mark_claimed
 UPDATE am_deliveries SET state = 'claimed', attempts = attempts + 1, lease_until = :lease_until,
                          updated_at = :stamp

@@ -35,12 +35,12 @@ FROM am_attempts WHERE agent = :agent ORDER BY at DESC, id DESC LIMIT :limit;
 
 -- name: spark
 SELECT CAST((at - :start) / 60 AS INTEGER) AS minute, count(*) AS n, avg(duration_s) AS mean,
-       sum(outcome != 'acked' AND outcome != 'released') AS failed
+       sum(outcome NOT IN ('acked', 'released', 'mid-turn')) AS failed
 FROM am_attempts WHERE agent = :agent AND at >= :start GROUP BY minute;
 
 -- name: spark@postgres
 SELECT floor((at - :start) / 60)::integer AS minute, count(*) AS n, avg(duration_s) AS mean,
-       count(*) FILTER (WHERE outcome NOT IN ('acked', 'released')) AS failed
+       count(*) FILTER (WHERE outcome NOT IN ('acked', 'released', 'mid-turn')) AS failed
 FROM am_attempts WHERE agent = :agent AND at >= :start GROUP BY 1;
 
 -- name: threads

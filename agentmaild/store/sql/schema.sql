@@ -111,7 +111,7 @@ CREATE TABLE IF NOT EXISTS am_attempts (
   agent TEXT NOT NULL,
   message_ids TEXT NOT NULL,
   attempt INTEGER NOT NULL,
-  outcome TEXT NOT NULL,        -- acked | failed | unavailable | dead | released
+  outcome TEXT NOT NULL,        -- acked | failed | unavailable | dead | released | mid-turn
   error TEXT,
   duration_s REAL,
   at REAL NOT NULL              -- unix seconds, when the attempt ended
