@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 from typer.core import TyperGroup, TyperOption
-from typer.main import get_group
+from typer.main import get_command_name, get_group
 
 # command (or group) name → the module under agentmaild.cli whose ``register(app)`` declares it,
 # in the order ``--help`` lists them (commands first, then groups). One line per command.
@@ -59,9 +59,16 @@ class _LazyCommands(MutableMapping[str, Any]):
         self._loaded: dict[str, Any] = dict(given)
 
     def _load(self, name: str) -> None:
+        """Import ``name``'s module and turn only ``name`` into a click command (typer reads
+        each command's signature when it does: a module's other commands wait their turn)."""
         module = importlib.import_module(f"agentmaild.cli.{COMMANDS[name]}")
         staging = typer.Typer()
         module.register(staging)
+        staging.registered_commands = [
+            c for c in staging.registered_commands
+            if (c.name or get_command_name(c.callback.__name__ if c.callback else "")) == name
+        ]  # fmt: skip
+        staging.registered_groups = [g for g in staging.registered_groups if g.name == name]
         for got, cmd in get_group(staging).commands.items():
             self._loaded.setdefault(got, cmd)
 
