@@ -52,10 +52,12 @@ def _commands(am: str, msg: str, db: str) -> dict[str, list[str]]:
         "inbox --db": [am, "--db", db, "inbox", "--agent", "bob"],
         "read": [am, "read", msg],
         "ack": [am, "ack", msg],
+        "ack --db": [am, "--db", db, "ack", msg],
         "check": [am, "check", "--agent", "alice"],
         "thread": [am, "thread", msg],
         "list": [am, "list", "--limit", "20"],
         "status": [am, "status"],
+        "status --db": [am, "--db", db, "status"],
         "agents list": [am, "agents", "list"],
         "ctl ping": [am, "ctl", "ping"],
     }
@@ -120,7 +122,8 @@ def _figures(times: dict[str, list[float]], ratios: dict[str, list[float]], wher
     return [
         Figure(name=f"cold `{kind}` ({where})", ours=statistics.median(times[kind]), unit="ms",
                baseline=base, baseline_label=BASE, ratio=statistics.median(ratios[kind]),
-               target=TARGET, notes=[f"median of {len(times[kind])} interleaved rounds"])
+               target=TARGET, notes=[f"median of {len(times[kind])} interleaved rounds; the "
+                                      f"round's baseline run beside it, median {base:.1f} ms"])
         for kind in ratios
     ]  # fmt: skip
 
