@@ -8,6 +8,7 @@ as before, and typer turns that app into click commands; this group only delays 
 
 from __future__ import annotations
 
+import gc
 import importlib
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
@@ -113,3 +114,12 @@ class LazyGroup(TyperGroup):
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         self.commands = _LazyCommands(self.commands)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """The command, its module imported; from here on it runs with the cyclic garbage
+        collector on (``hot.entry`` keeps it off while the CLI loads: long-lived commands such
+        as ``serve`` need it, imports do not)."""
+        try:
+            return super().resolve_command(ctx, args)
+        finally:
+            gc.enable()

@@ -110,3 +110,23 @@ def test_only_the_invoked_command_is_built(tmp_path: Path) -> None:
                        timeout=60)  # fmt: skip
     assert p.returncode == 1 and "no store at" in p.stderr  # never creates one
     assert p.stderr.rsplit("BUILT ", 1)[-1].split() == ["inbox"]
+
+
+def test_the_collector_is_back_on_once_the_command_is_known(tmp_path: Path) -> None:
+    """``hot.entry`` turns the cyclic collector off while the CLI loads; the command itself
+    (``serve`` lives for days) runs with it on."""
+    probe = (
+        "import atexit, gc, sys; seen = []\n"
+        "import agentmaild.cli.lazy as lazy; real = lazy.LazyGroup.resolve_command\n"
+        "def spy(self, ctx, args):\n"
+        "    seen.append(gc.isenabled()); got = real(self, ctx, args)\n"
+        "    seen.append(gc.isenabled()); return got\n"
+        "lazy.LazyGroup.resolve_command = spy\n"
+        "atexit.register(lambda: sys.stderr.write(f'\\nGC {seen} {gc.isenabled()}'))\n"
+        "sys.argv = ['agentmaild', 'agents', 'list']\n"
+        "from agentmaild.hot.entry import main; main()\n"
+    )
+    env = {**os.environ, "AGENTMAIL_DB": str(tmp_path / "m.db")}
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                       timeout=60)  # fmt: skip
+    assert p.stderr.rsplit("\nGC ", 1)[-1] == "[False, True] True", p.stderr[-2000:]
