@@ -17,8 +17,8 @@ from typing import Any
 
 import typer.core
 from typer._coercion import RuntimeParam, TypeDescriptor
+from typer._coercion import build_runtime_param as _typer_build
 
-_typer_build = typer.core.build_runtime_param
 _STRINGS = list[str]
 
 
@@ -77,4 +77,4 @@ def build_runtime_param(descriptor: TypeDescriptor) -> RuntimeParam:
     return _typer_build(descriptor)
 
 
-typer.core.build_runtime_param = build_runtime_param  # type: ignore[assignment]
+typer.core.build_runtime_param = build_runtime_param  # type: ignore[attr-defined]
