@@ -142,7 +142,8 @@ def _figures(got: Rounds, where: str) -> list[Figure]:
                target=TARGET, notes=[
                    f"median of {len(times[kind])} interleaved rounds; the round's baseline run "
                    f"beside it, median {base:.1f} ms; CPU time (user + system) ratio "
-                   f"{statistics.median(cpu_ratios[kind]):.2f}x (not inflated by a busy machine)"])
+                   f"{statistics.median(cpu_ratios[kind]):.2f}x (not inflated by a busy machine); "
+                   f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at its end"])
         for kind in ratios
     ]  # fmt: skip
 
