@@ -6,9 +6,10 @@ fresh process each, against a SQLite store with two agents and some mail and a r
 the ``--db`` rows, which name it with the global option instead (``agentmaild --db PATH …``).
 Each of N rounds runs every command and the baseline once, in a shuffled order; a row's figure
 is the command's median wall time, its ratio the median of the per-round ratios to the baseline
-run in the same round (load from elsewhere hits both). One untimed run of each first writes the
-``.pyc`` files. One row times ``inbox`` on a PostgreSQL store (``AGENTMAIL_TEST_PG`` or a private
-cluster), beside the same baseline.
+run in the same round (load from elsewhere hits both); its note adds the same ratio of CPU
+time (user + system), which a machine busy with other work does not inflate. One untimed run
+of each first writes the ``.pyc`` files. One row times ``inbox`` on a PostgreSQL store
+(``AGENTMAIL_TEST_PG`` or a private cluster), beside the same baseline.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,10 +54,12 @@ def _commands(am: str, msg: str, db: str) -> dict[str, list[str]]:
         "inbox --db": [am, "--db", db, "inbox", "--agent", "bob"],
         "read": [am, "read", msg],
         "ack": [am, "ack", msg],
+        "ack --db": [am, "--db", db, "ack", msg],
         "check": [am, "check", "--agent", "alice"],
         "thread": [am, "thread", msg],
         "list": [am, "list", "--limit", "20"],
         "status": [am, "status"],
+        "status --db": [am, "--db", db, "status"],
         "agents list": [am, "agents", "list"],
         "ctl ping": [am, "ctl", "ping"],
     }
@@ -91,36 +95,55 @@ def _env_for(kind: str, env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k != "AGENTMAIL_DB"} if kind.endswith("--db") else env
 
 
+def _cpu_run(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, str]:
+    """Wall and CPU (user + system) seconds of one child, and its stderr when it failed. CPU
+    time is what a busy machine does not inflate: waiting for a core counts in wall time only."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t, proc = timed_run(argv, env=env, cwd=cwd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return t, cpu, proc.stderr if proc.returncode != 0 else ""
+
+
+Rounds = tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[float]]]
+
+
 def _rounds(rows: dict[str, list[str]], py: str, n: int, env: dict[str, str], cwd: str
-            ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Per row: wall times (ms) and per-round ratios to the round's baseline."""
+            ) -> Rounds:
+    """Per row: wall times (ms), per-round wall ratios and per-round CPU ratios to the round's
+    baseline."""
     kinds = ["base", *rows]
     for kind, argv in rows.items():  # untimed: writes the .pyc files
         subprocess.run(argv, env=_env_for(kind, env), cwd=cwd, capture_output=True)
     times: dict[str, list[float]] = {k: [] for k in kinds}
+    cpus: dict[str, list[float]] = {k: [] for k in kinds}
     rng = random.Random(32)
     for _ in range(n):
         rng.shuffle(kinds)
-        got: dict[str, float] = {}
         for kind in kinds:
             argv = [py, "-c", BASE] if kind == "base" else rows[kind]
-            t, proc = timed_run(argv, env=_env_for(kind, env), cwd=cwd)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{kind} failed ({proc.returncode}): {proc.stderr}")
-            got[kind] = 1000 * t
-        for kind, ms in got.items():
-            times[kind].append(ms)
+            t, cpu, failed = _cpu_run(argv, _env_for(kind, env), cwd)
+            if failed:
+                raise RuntimeError(f"{kind} failed: {failed}")
+            times[kind].append(1000 * t)
+            cpus[kind].append(cpu)
     ratios = {k: [a / b for a, b in zip(times[k], times["base"], strict=True)] for k in rows}
-    return times, ratios
+    cpu_ratios = {k: [a / b for a, b in zip(cpus[k], cpus["base"], strict=True) if b > 0]
+                  for k in rows}  # fmt: skip
+    return times, ratios, cpu_ratios
 
 
-def _figures(times: dict[str, list[float]], ratios: dict[str, list[float]], where: str
-             ) -> list[Figure]:
+def _figures(got: Rounds, where: str) -> list[Figure]:
+    times, ratios, cpu_ratios = got
     base = statistics.median(times["base"])
     return [
         Figure(name=f"cold `{kind}` ({where})", ours=statistics.median(times[kind]), unit="ms",
                baseline=base, baseline_label=BASE, ratio=statistics.median(ratios[kind]),
-               target=TARGET, notes=[f"median of {len(times[kind])} interleaved rounds"])
+               target=TARGET, notes=[
+                   f"median of {len(times[kind])} interleaved rounds; the round's baseline run "
+                   f"beside it, median {base:.1f} ms; CPU time (user + system) ratio "
+                   f"{statistics.median(cpu_ratios[kind]):.2f}x (not inflated by a busy machine); "
+                   f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at its end"])
         for kind in ratios
     ]  # fmt: skip
 
@@ -132,8 +155,8 @@ def _postgres(am: str, py: str, n: int, tmp: str) -> list[Figure]:
     with _server() as databases:
         env = {**clean_env(tmp), "AGENTMAIL_DB": databases.create()}
         _seed(am, env, tmp)
-        times, ratios = _rounds({"inbox": [am, "inbox", "--agent", "bob"]}, py, n, env, tmp)
-    return _figures(times, ratios, "PostgreSQL")
+        got = _rounds({"inbox": [am, "inbox", "--agent", "bob"]}, py, n, env, tmp)
+    return _figures(got, "PostgreSQL")
 
 
 def run(quick: bool) -> list[Figure]:
@@ -145,7 +168,7 @@ def run(quick: bool) -> list[Figure]:
         env = {**clean_env(tmp), "AGENTMAIL_DB": db}
         msg = _seed(am, env, tmp)
         with _daemon(am, env, tmp):
-            times, ratios = _rounds(_commands(am, msg, db), py, n, env, tmp)
-        figures = _figures(times, ratios, "SQLite")
+            got = _rounds(_commands(am, msg, db), py, n, env, tmp)
+        figures = _figures(got, "SQLite")
         figures += _postgres(am, py, n, tmp)
     return figures

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from agentmaild import __version__
+from agentmaild.cli import coercion as _coercion  # noqa: F401  (typer without pydantic)
 from agentmaild.cli.common import STATE, DbOpt, TokenOpt, UrlOpt
 from agentmaild.cli.lazy import LazyGroup
 

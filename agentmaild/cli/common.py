@@ -20,7 +20,7 @@ from agentmaild.hot.access import mailer as mailer
 from agentmaild.hot.access import poke as poke
 from agentmaild.hot.access import sender_of as sender_of
 from agentmaild.hot.access import store_at as store_at
-from agentmaild.mail.mailer import IMPLICIT_RECIPIENTS
+from agentmaild.mail.vocab import IMPLICIT_RECIPIENTS
 from agentmaild.overstory.flavor import overstory_mode
 from agentmaild.render.framing import json_text, visible
 from agentmaild.store.base import MailStore

@@ -8,13 +8,14 @@ as before, and typer turns that app into click commands; this group only delays 
 
 from __future__ import annotations
 
+import gc
 import importlib
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 import typer
 from typer.core import TyperGroup, TyperOption
-from typer.main import get_group
+from typer.main import get_command_name, get_group
 
 # command (or group) name → the module under agentmaild.cli whose ``register(app)`` declares it,
 # in the order ``--help`` lists them (commands first, then groups). One line per command.
@@ -60,9 +61,16 @@ class _LazyCommands(MutableMapping[str, Any]):
         self._loaded: dict[str, Any] = dict(given)
 
     def _load(self, name: str) -> None:
+        """Import ``name``'s module and turn only ``name`` into a click command (typer reads
+        each command's signature when it does: a module's other commands wait their turn)."""
         module = importlib.import_module(f"agentmaild.cli.{COMMANDS[name]}")
         staging = typer.Typer()
         module.register(staging)
+        staging.registered_commands = [
+            c for c in staging.registered_commands
+            if (c.name or get_command_name(c.callback.__name__ if c.callback else "")) == name
+        ]  # fmt: skip
+        staging.registered_groups = [g for g in staging.registered_groups if g.name == name]
         for got, cmd in get_group(staging).commands.items():
             self._loaded.setdefault(got, cmd)
 
@@ -107,3 +115,12 @@ class LazyGroup(TyperGroup):
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         self.commands = _LazyCommands(self.commands)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """The command, its module imported; from here on it runs with the cyclic garbage
+        collector on (``hot.entry`` keeps it off while the CLI loads: long-lived commands such
+        as ``serve`` need it, imports do not)."""
+        try:
+            return super().resolve_command(ctx, args)
+        finally:
+            gc.enable()

@@ -31,7 +31,6 @@ from agentmaild.cli.mailview import messages_text, summaries_text
 from agentmaild.cli.read_remote import api_call, api_rows, check_remote, print_rows, thread_remote
 from agentmaild.errors import UsageError
 from agentmaild.ids import check_message_id, check_name, iso_now
-from agentmaild.mail.mailer import Mailer
 from agentmaild.overstory.flavor import ORCHESTRATOR
 from agentmaild.store.base import MailStore
 from agentmaild.trust.peers import with_origins
@@ -82,6 +81,8 @@ def read_cmd(
         out(data, as_json, lambda: echo_text(messages_text([data["message"]])))
         return
     with open_store(db, readonly=True) as store:
+        from agentmaild.mail.mailer import Mailer
+
         m = Mailer(store).get(message_id)
         [row] = with_origins(store, [m], whole=True)
     out({"ok": True, "message": row}, as_json, lambda: echo_text(messages_text([row], [m])))

@@ -15,11 +15,14 @@ from pathlib import Path
 
 from agentmaild.errors import UsageError, ValidationError
 from agentmaild.ids import check_name
-from agentmaild.mail.mailer import Mailer
 from agentmaild.overstory.flavor import default_identity
 from agentmaild.store.base import MailStore
 from agentmaild.store.kinds import open_store
 from agentmaild.store.location import StoreLocation
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from agentmaild.mail.mailer import Mailer
 
 
 def store_at(
@@ -39,7 +42,9 @@ def store_at(
 
 
 def mailer(store: MailStore) -> Mailer:
+    """The mail rules over ``store`` (loaded here: the commands that only read never need them)."""
     from agentmaild.config import load_config
+    from agentmaild.mail.mailer import Mailer
 
     return Mailer(store, load_config().limits)
 

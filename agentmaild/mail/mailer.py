@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Sequence
@@ -201,6 +200,8 @@ class Mailer:
             return None
         if not key or len(key) > 200:
             raise ValidationError("idempotency key: 1-200 characters")
+        import hashlib  # here: OpenSSL's load would cost every cold send, most have no key
+
         digest = hashlib.sha256(json.dumps(list(content)).encode()).hexdigest()
         return (sender, key, digest)
 

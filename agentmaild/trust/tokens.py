@@ -12,9 +12,7 @@ Stdlib only: the CLI and the daemon both load it.
 
 from __future__ import annotations
 
-import hashlib
 import re
-import secrets
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -98,6 +96,8 @@ class ApiToken:
 
 
 def hash_secret(secret: str) -> str:
+    import hashlib  # here: OpenSSL's load is a cold command's cost, and most never hash
+
     return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).hexdigest()
 
 
@@ -105,6 +105,8 @@ def mint(
     agent: str, scopes: tuple[str, ...], *, now: float, expires_in_s: float | None
 ) -> tuple[str, ApiToken]:
     """A fresh secret and the record to store for it."""
+    import secrets
+
     from agentmaild.ids import new_id
 
     secret = PREFIX + secrets.token_urlsafe(32)

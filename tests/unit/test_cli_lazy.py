@@ -56,3 +56,77 @@ def test_a_typo_is_still_suggested(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert "No such command 'sedn'. Did you mean 'send'?" in p.stderr
     assert not loaded & FAMILIES
+
+
+# issue 32's everyday commands (``ctl ping`` with no daemon: its error, exit 1); each loads its
+# own command family, and neither pydantic nor typer's pydantic adapters (cli/coercion.py)
+EVERYDAY = [
+    (["send", "--from", "alice", "--to", "bob", "-s", "hi", "-b", "x"], "sending", 0),
+    (["--db", "{db}", "send", "--to", "bob", "-s", "hi", "-b", "x", "--json"], "sending", 0),
+    (["reply", "{msg}", "--from", "bob", "-b", "ok"], "sending", 0),
+    (["inbox", "--agent", "bob"], "read", 0),
+    (["--db", "{db}", "inbox", "--agent", "bob", "--unread"], "read", 0),
+    (["read", "{msg}"], "read", 0),
+    (["ack", "{msg}", "{msg}"], "read", 0),
+    (["--db", "{db}", "ack", "{msg}"], "read", 0),
+    (["check", "--agent", "bob"], "read", 0),
+    (["thread", "{msg}"], "read", 0),
+    (["list", "--limit", "20"], "read", 0),
+    (["status"], "daemon", 0),
+    (["agents", "list"], "agents", 0),
+    (["ctl", "ping"], "daemon", 1),
+]
+
+
+def test_everyday_commands_load_their_family_and_no_pydantic(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    for name in ("alice", "bob"):
+        assert _loaded(["agents", "add", name, "-c", "builder"], db)[0].returncode == 0
+    msg = _loaded(["send", "--from", "alice", "--to", "bob", "-s", "q", "-b", "z"], db)[0]
+    assert msg.returncode == 0, msg.stderr[-2000:]
+    for argv, family, code in EVERYDAY:
+        words = [w.format(db=db, msg=msg.stdout.strip()) for w in argv]
+        p, loaded = _loaded(words, db)
+        assert p.returncode == code, (words, p.stderr[-2000:])
+        if family != "sending":  # send/reply may take the hot path: no command family at all
+            assert loaded & FAMILIES == {f"agentmaild.cli.{family}"}, words
+        assert not {"pydantic", "typer._adapters"} & loaded, words
+
+
+def test_only_the_invoked_command_is_built(tmp_path: Path) -> None:
+    """``inbox`` builds its click command and not those of ``read``'s other commands: typer
+    reads a command's signature (``get_params_from_function``) only to build it."""
+    probe = (
+        "import sys, typer.main as tm; seen = []; real = tm.get_command_from_info\n"
+        "def spy(command_info, **kw):\n"
+        "    seen.append(command_info.name); return real(command_info, **kw)\n"
+        "tm.get_command_from_info = spy\n"
+        "import atexit; atexit.register(lambda: sys.stderr.write('\\nBUILT ' + ' '.join(seen)))\n"
+        "sys.argv = ['agentmaild', 'inbox', '--agent', 'bob']\n"
+        "from agentmaild.hot.entry import main; main()\n"
+    )
+    env = {**os.environ, "AGENTMAIL_DB": str(tmp_path / "m.db")}
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                       timeout=60)  # fmt: skip
+    assert p.returncode == 1 and "no store at" in p.stderr  # never creates one
+    assert p.stderr.rsplit("BUILT ", 1)[-1].split() == ["inbox"]
+
+
+def test_the_collector_is_back_on_once_the_command_is_known(tmp_path: Path) -> None:
+    """``hot.entry`` turns the cyclic collector off while the CLI loads; the command itself
+    (``serve`` lives for days) runs with it on."""
+    probe = (
+        "import atexit, gc, sys; seen = []\n"
+        "import agentmaild.cli.lazy as lazy; real = lazy.LazyGroup.resolve_command\n"
+        "def spy(self, ctx, args):\n"
+        "    seen.append(gc.isenabled()); got = real(self, ctx, args)\n"
+        "    seen.append(gc.isenabled()); return got\n"
+        "lazy.LazyGroup.resolve_command = spy\n"
+        "atexit.register(lambda: sys.stderr.write(f'\\nGC {seen} {gc.isenabled()}'))\n"
+        "sys.argv = ['agentmaild', 'agents', 'list']\n"
+        "from agentmaild.hot.entry import main; main()\n"
+    )
+    env = {**os.environ, "AGENTMAIL_DB": str(tmp_path / "m.db")}
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                       timeout=60)  # fmt: skip
+    assert p.stderr.rsplit("\nGC ", 1)[-1] == "[False, True] True", p.stderr[-2000:]

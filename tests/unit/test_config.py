@@ -337,6 +337,21 @@ def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.toml", env={})
 
 
+def test_every_built_in_default_passes_the_checks() -> None:
+    """A section skips its checks for a value that is its built-in default (``Section``'s
+    ``__post_init__``: cheap for a cold command), so every default must pass them here."""
+    from agentmaild.config.fields import value_problem
+    from agentmaild.config.sections import _SECTIONS
+
+    for section, (_, cls) in _SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            assert f.default is not dataclasses.MISSING, (section, f.name)
+            assert value_problem(cls, f.name, f.default) is None, (section, f.name, f.default)
+        built = cls()
+        for low, high in cls._ordered:
+            assert getattr(built, low) <= getattr(built, high), (section, low, high)
+
+
 def test_direct_construction_is_validated_too() -> None:
     with pytest.raises(ConfigError, match=r"daemon\.poll_interval_s: must be > 0"):
         DaemonConfig(poll_interval_s=0)
