@@ -61,6 +61,10 @@ def check_idle(store: MailStore, name: str) -> Outcome:
     agent = store.get_agent(name)
     if agent is None:
         raise NotFound(f"no agent {name}")
+    if agent.turn_state is not None:  # a session that reports its turns (hooks): its word counts
+        if agent.turn_state == "idle":
+            return Outcome(True, "idle (its session's turn ended)", details={"agent": name})
+        return _agent_blocks(store, name, f"{name}'s session is {agent.turn_state}", None)
     if agent.state == "idle":
         return Outcome(True, "idle", details={"agent": name})
     return _agent_blocks(store, name, f"{name} is {agent.state}", None)

@@ -125,3 +125,23 @@ def test_a_dead_pane_ends_it_with_the_panes_last_lines(
     gone = d.cli("wait", "--read", mid, "--timeout", "30", "--json")
     assert gone.returncode == 1
     assert "tmux pane w:0.0 is gone" in json.loads(gone.stdout)["error"]["message"]
+
+
+def test_idle_follows_the_sessions_turn_when_its_hooks_report_it(
+    store: SqliteMailStore, daemons: Callable[..., DaemonProc]
+) -> None:
+    store.add_agent(Agent(name="ui", capability="builder"))  # an interactive session, hooks in it
+    d = daemons(start=False)
+
+    def hook(event: str) -> None:
+        data = {"session_id": "s-1", "hook_event_name": event, "prompt": "hi", "source": "startup"}
+        done = d.cli("hook", event, "--agent", "ui", stdin=json.dumps(data).encode())
+        assert done.returncode == 0, done.stderr
+
+    hook("UserPromptSubmit")  # a turn runs
+    busy = d.cli("wait", "--idle", "ui", "--timeout", "0.5")
+    assert busy.returncode == 3 and "ui's session is busy" in busy.stderr
+    hook("Stop")  # the turn ended
+    idle = d.cli("wait", "--idle", "ui", "--timeout", "10", "--json")
+    assert idle.returncode == 0, idle.stdout + idle.stderr
+    assert json.loads(idle.stdout)["ok"] is True
