@@ -37,8 +37,12 @@ def _on_term(signum: int, frame: object) -> None:
 def demo(
     for_s: Annotated[
         float | None,
-        typer.Option("--for", min=0, metavar="SECONDS",
-                     help="Stop on its own after this many seconds (default: at Ctrl-C)."),
+        typer.Option(
+            "--for",
+            min=0,
+            metavar="SECONDS",
+            help="Stop on its own after this many seconds (default: at Ctrl-C).",
+        ),
     ] = None,
     every: Annotated[
         float, typer.Option("--every", min=0.5, help="Seconds between the operator's tasks.")

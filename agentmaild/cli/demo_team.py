@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,8 @@ from agentmaild.errors import AgentmaildError
 
 ROLES = (("planner", "planner", None), ("coder", "coder", "planner"),
          ("reviewer", "reviewer", "planner"))  # fmt: skip
-FOREIGN = ("AGENTMAIL_DB", "AGENTMAIL_AGENT", "AGENTMAIL_URL", "AGENTMAIL_TOKEN", "AGENTMAIL_DELIVERY")
+FOREIGN = ("AGENTMAIL_DB", "AGENTMAIL_AGENT", "AGENTMAIL_URL", "AGENTMAIL_TOKEN",
+           "AGENTMAIL_DELIVERY")  # fmt: skip
 START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 15.0
 
@@ -88,20 +91,20 @@ def _prepare(team: Team) -> None:
         store.close()
 
 
-class _quiet_stderr:  # noqa: N801 - a context manager used like a function
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
     """The store's "created a new store" line: the demo says where its store is itself."""
-
-    def __enter__(self) -> None:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    try:
+        yield
+    finally:
         sys.stderr.flush()
-        self._saved = os.dup(2)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
-
-    def __exit__(self, *exc: object) -> None:
-        sys.stderr.flush()
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _start_daemon(team: Team) -> None:
@@ -143,7 +146,8 @@ def _dashboard_url(team: Team) -> str:
     try:
         return str(json.loads(done.stdout)["url"])
     except (ValueError, KeyError):
-        raise DemoFailed(f"no dashboard URL: {done.stdout.strip() or done.stderr.strip()}") from None
+        said = done.stdout.strip() or done.stderr.strip()
+        raise DemoFailed(f"no dashboard URL: {said}") from None
 
 
 def stop(team: Team) -> list[str]:

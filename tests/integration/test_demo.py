@@ -32,8 +32,9 @@ def demo(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
 
     def start(*args: str) -> subprocess.Popen[str]:
         env = base_env(tmp_path, {"TMPDIR": str(tmp_path)})
-        proc = subprocess.Popen([sys.executable, "-m", "agentmaild", "demo", *args], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        argv = [sys.executable, "-m", "agentmaild", "demo", *args]
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
         started.append(proc)
         return proc
 
@@ -55,7 +56,7 @@ def _lines(proc: subprocess.Popen[str]) -> list[str]:
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            got.append(line.rstrip("\n"))
+            got.append(line.rstrip("\n"))  # noqa: PERF401 - one by one, as they come
 
     threading.Thread(target=read, daemon=True).start()
     return got
@@ -119,7 +120,8 @@ def test_demo_prints_the_flow_and_sigterm_cleans_up(
     text = "\n".join(lines)
     url = next(line.split()[1] for line in lines if line.strip().startswith("dashboard"))
     assert url.startswith("http://127.0.0.1:")
-    team = str(Path(next(ln.split()[1] for ln in lines if ln.strip().startswith("store"))).parents[1])
+    db = next(line.split()[1] for line in lines if line.strip().startswith("store"))
+    team = str(Path(db).parents[1])
     assert "operator → planner: 'task 1: " in text and "coder → reviewer: 'review 1: " in text
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(60) == 0
