@@ -7,7 +7,8 @@ addition a stream-json ``result`` event with ``is_error: false`` under ``"result
 measured, not guessed: the channel keeps the read end of the child's stdin pipe, so after the exit
 the bytes still in it are the bytes the agent never read (see ``procs.stdin_pipe``). Anything else
 raises ``DeliveryFailed`` with a short reason; a command that cannot be started (missing
-executable, bad cwd) raises ``AgentUnavailable``.
+executable, bad cwd), or a turn whose output says its CLI is not logged in (``login``), raises
+``AgentUnavailable``.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from agentmaild.channels.commands import (
     store_of,
     user_line,
 )
+from agentmaild.channels.login import OutputTail, failed_turn
 from agentmaild.config import Config
-from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
+from agentmaild.errors import AgentBusy, AgentUnavailable
 from agentmaild.mail.jsoninput import storable
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import Child, ChildExit, ChildStartError
@@ -59,9 +61,11 @@ class StreamJsonEvents:
     lifecycle: dict[str, str] = field(default_factory=dict)  # uuid -> last command_lifecycle state
     lines: int = 0
     unparsed: int = 0
+    tail: OutputTail = field(default_factory=OutputTail)  # stdout's and stderr's last lines
 
     def feed(self, line: Line) -> None:
         self.lines += 1
+        self.tail.feed(line)
         if line.truncated or not line.data.strip():
             self.unparsed += line.truncated
             return
@@ -196,6 +200,7 @@ class SpawnChannel(Channel):
                 stall_timeout_s=self._stall_timeout_s,
                 kill_grace_s=self._spawn.kill_grace_s,
                 on_stdout=events.feed,
+                on_stderr=events.tail.feed,
                 log_file=turn_log,
                 logger=bound,
                 record=self._record(launch.delivery_id),
@@ -245,9 +250,10 @@ class SpawnChannel(Channel):
                 reason = "exit 0 without a result event"
             elif events.result_is_error:
                 reason = f"result is_error: {events.result_summary or 'no detail'}"
-        self._last_reason = reason or None
-        if reason:
-            raise DeliveryFailed(reason)
+        failed = failed_turn(self.agent, reason, events.tail) if reason else None
+        self._last_reason = failed.message if failed else None
+        if failed:
+            raise failed
 
     async def aclose(self) -> None:
         self._closed = True
@@ -274,11 +280,8 @@ class SpawnChannel(Channel):
         uses_session = any("{session_id}" in part for part in template)
         if uses_session and not self.agent.session_id:
             raise AgentUnavailable("the command uses {session_id} but the agent has no session id")
-        values = {
-            "agent": self.agent.name,
-            "session_id": self.agent.session_id or "",
-            "delivery_id": batch.delivery_id,
-        }
+        values = {"agent": self.agent.name, "session_id": self.agent.session_id or "",
+                  "delivery_id": batch.delivery_id}  # fmt: skip
         return render_argv(template, values)
 
     def _cwd(self) -> str | None:
