@@ -109,6 +109,7 @@ def _agent_blocks(store: MailStore, name: str, pending: str, message_id: str | N
 def pane_failure(agent: Agent) -> tuple[str, list[str]] | None:
     """``(why, last lines)`` when the agent's tmux pane is gone or dead, else None."""
     from agentmaild.channels.tmux_cmd import tmux_base
+    from agentmaild.channels.tmux_screen import last_lines
 
     base, target = tmux_base(agent.tmux_socket), agent.tmux_target or ""
     shown = subprocess.run([*base, "display-message", "-p", "-t", target,
@@ -121,6 +122,6 @@ def pane_failure(agent: Agent) -> tuple[str, list[str]] | None:
         return None
     screen = subprocess.run([*base, "capture-pane", "-p", "-S", "-200", "-t", target],
                             capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
-    lines = [line for line in screen.stdout.splitlines() if line.strip()][-PANE_LINES:]
+    lines = last_lines(screen.stdout, PANE_LINES)
     exited = f" (exit status {status})" if status.strip() else ""
     return f"tmux pane {target} is dead{exited}", lines
