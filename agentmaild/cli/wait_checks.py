@@ -13,7 +13,7 @@ from typing import Any
 
 from agentmaild.errors import NotFound
 from agentmaild.mail.vocab import REFUSED_STATES
-from agentmaild.models import Agent
+from agentmaild.models import QUEUE_PREFIX, Agent
 from agentmaild.store.base import MailStore
 
 PANE_LINES = 12
@@ -86,7 +86,7 @@ def _agent_blocks(store: MailStore, name: str, pending: str, message_id: str | N
     """Why ``name`` will not get there: gone, ended, its pane dead; else ``pending`` and the
     last attempt's error as the not-yet reason."""
     agent = store.get_agent(name)
-    if agent is None and name != "operator":
+    if agent is None and name != "operator" and not name.startswith(QUEUE_PREFIX):
         return Outcome(False, f"{pending}: agent {name} is not registered", failed=True,
                        details={"agent": name})  # fmt: skip
     if agent is not None and agent.state in REFUSED_STATES:

@@ -145,3 +145,18 @@ def test_idle_follows_the_sessions_turn_when_its_hooks_report_it(
     idle = d.cli("wait", "--idle", "ui", "--timeout", "10", "--json")
     assert idle.returncode == 0, idle.stdout + idle.stderr
     assert json.loads(idle.stdout)["ok"] is True
+
+
+def test_mail_to_a_work_queue_is_waited_for_until_a_member_did_it(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    inbox = tmp_path / "w.jsonl"
+    store.add_agent(Agent(name="w1", capability="builder", channel="spawn",
+                          command=("tee", "-a", str(inbox))))  # fmt: skip
+    d = daemons()
+    assert d.cli("agents", "update", "w1", "--queue", "builds").returncode == 0
+    sent = d.cli("send", "--from", "bob", "--to", "queue:builds", "--subject", "b", "--body", "go")
+    mid = sent.stdout.strip()
+    done = d.cli("wait", "--read", mid, "--timeout", "60")
+    assert done.returncode == 0, done.stdout + done.stderr  # not "queue:builds is not registered"
+    assert mid in inbox.read_text()
