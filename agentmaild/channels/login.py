@@ -14,8 +14,9 @@ pinned CLIs run with no key and an empty ``HOME`` (``tests/e2e/test_login_texts.
   it) — its own words carry no sign, so the provider's refusal is matched (a 401, an invalid or
   missing API key).
 
-The spawn channel keeps the last lines of a turn's output (``OutputTail``); when the turn fails,
-``login_reason`` turns them into the agent's unavailable reason, e.g. ``claude: not logged in
+The spawn channel keeps the last lines of a turn's output (``OutputTail``), the stdin channel
+its turn's result; when the turn fails, ``failed_turn`` turns them into the agent's unavailable
+reason, e.g. ``claude: not logged in
 (no API key): set ANTHROPIC_API_KEY or run `claude /login```.
 """
 
@@ -102,8 +103,9 @@ def login_reason(vendor: str | None, output: str) -> str | None:
     return None
 
 
-def failed_turn(agent: Agent, reason: str, tail: OutputTail) -> DeliveryFailed | AgentUnavailable:
+def failed_turn(agent: Agent, reason: str, output: str) -> DeliveryFailed | AgentUnavailable:
     """What a failed turn raises: the agent unavailable, saying how to log in, when its output
-    shows no credentials; else the delivery failed for ``reason``."""
-    login = login_reason(vendor_of(agent), tail.text())
+    (a spawned turn's last lines, a long-lived process's result) shows no credentials; else the
+    delivery failed for ``reason``."""
+    login = login_reason(vendor_of(agent), output)
     return AgentUnavailable(f"{login}; {reason}") if login else DeliveryFailed(reason)

@@ -250,7 +250,7 @@ class SpawnChannel(Channel):
                 reason = "exit 0 without a result event"
             elif events.result_is_error:
                 reason = f"result is_error: {events.result_summary or 'no detail'}"
-        failed = failed_turn(self.agent, reason, events.tail) if reason else None
+        failed = failed_turn(self.agent, reason, events.tail.text()) if reason else None
         self._last_reason = failed.message if failed else None
         if failed:
             raise failed

@@ -19,7 +19,7 @@ from agentmaild.channels.login import login_reason
 from agentmaild.config import Config, SpawnConfig
 from agentmaild.errors import AgentUnavailable
 from agentmaild.ids import iso_now, new_id
-from agentmaild.models import Agent, Message
+from agentmaild.models import Agent, Batch, Message
 from agentmaild.render.framing import render_batch
 from agentmaild.store.records import InsertRequest
 from agentmaild.store.sqlite import SqliteMailStore
@@ -67,6 +67,15 @@ def _env(case: str, tmp: Path, api: LoopbackApi) -> dict[str, str]:
     return env
 
 
+def _one_batch(store: SqliteMailStore) -> tuple[Batch, str]:
+    msg = Message(id=new_id("msg"), from_agent="bob", to_agent="alice", subject="hello",
+                  body="Reply with one word.", created_at=iso_now())  # fmt: skip
+    store.insert(InsertRequest(messages=(msg,), now=time.time()))
+    batch = store.claim("alice", max_messages=10, max_chars=10_000, lease_s=300, now=time.time())
+    assert batch is not None
+    return batch, render_batch(batch.messages, agent="alice", delivery_id=batch.delivery_id)
+
+
 async def _turn(tmp: Path, case: str, api: LoopbackApi) -> str:
     vendor = CASES[case][0]
     binary = claude_binary() if vendor == "claude" else vendor_binary(vendor)
@@ -78,13 +87,7 @@ async def _turn(tmp: Path, case: str, api: LoopbackApi) -> str:
         store.add_agent(Agent(name="alice", capability="builder", channel="spawn", preset=vendor,
                               command=(binary,), cwd=str(project),
                               settings={"env": _env(case, tmp, api)}))  # fmt: skip
-        msg = Message(id=new_id("msg"), from_agent="bob", to_agent="alice", subject="hello",
-                      body="Reply with one word.", created_at=iso_now())  # fmt: skip
-        store.insert(InsertRequest(messages=(msg,), now=time.time()))
-        batch = store.claim("alice", max_messages=10, max_chars=10_000, lease_s=300,
-                            now=time.time())  # fmt: skip
-        assert batch is not None
-        text = render_batch(batch.messages, agent="alice", delivery_id=batch.delivery_id)
+        batch, text = _one_batch(store)
         agent = store.get_agent("alice")
         assert agent is not None
         async with make_channel(agent, CONFIG, db) as channel:
@@ -140,3 +143,25 @@ def test_other_failures_are_not_taken_for_a_login() -> None:
     assert login_reason("gemini", "exit code 41") is None
     assert login_reason("opencode", "Error: model not found: standin/nothing") is None
     assert login_reason(None, "Not logged in · Please run /login") is None
+
+
+async def test_a_long_lived_claude_on_stdin_without_credentials_says_so_too(tmp_path: Path) -> None:
+    """The stdin channel's turn ends in a result with ``is_error``: the same reason."""
+    home = tmp_path / "home"
+    home.mkdir()
+    db = tmp_path / "store" / "mail.db"
+    store = SqliteMailStore(db)
+    try:
+        env = {"HOME": str(home)}
+        agent = store.add_agent(Agent(name="alice", capability="builder", channel="stdin",
+                                      preset="claude", command=(claude_binary(),),
+                                      cwd=str(tmp_path), settings={"env": env}))  # fmt: skip
+        batch, text = _one_batch(store)
+        async with make_channel(agent, CONFIG, db) as channel:
+            with anyio.fail_after(90), pytest.raises(AgentUnavailable) as raised:
+                await channel.deliver(batch, text)
+    finally:
+        store.close()
+    reason = raised.value.message
+    assert reason.startswith("claude: not logged in (no API key): set ANTHROPIC_API_KEY")
+    assert "(it said: Not logged in" in reason
