@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentmaild.cli.common import JsonOpt, command, out
+from agentmaild.cli.common import STATE, JsonOpt, command, out
 
 if TYPE_CHECKING:
     from agentmaild.cli.demo_team import Team
@@ -52,7 +52,6 @@ def demo(
     """Start a throw-away team of three scripted agents (no model, no API key) that mail each
     other through their own daemon; print the dashboard URL and the mail as it flows. Ctrl-C
     stops it and removes everything it made."""
-    from agentmaild.cli.common import STATE
     from agentmaild.cli.demo_team import start, stop
 
     as_json = as_json or STATE.json

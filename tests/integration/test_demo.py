@@ -138,3 +138,13 @@ def test_demo_for_seconds_ends_on_its_own(tmp_path: Path) -> None:
     info = json.loads(done.stdout)
     assert not Path(info["dir"]).exists() and _left_behind(info["dir"]) == []
     assert list(tmp_path.glob("agentmaild-demo-*")) == []
+
+
+def test_a_demo_that_cannot_start_says_why_and_leaves_nothing(tmp_path: Path) -> None:
+    env = base_env(tmp_path, {"TMPDIR": str(tmp_path), "AGENTMAILD_DAEMON_POLL_INTERVAL_S": "-1"})
+    done = subprocess.run([sys.executable, "-m", "agentmaild", "demo", "--for", "2"], env=env,
+                          capture_output=True, text=True, timeout=90, check=False)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: daemon.poll_interval_s: must be > 0")
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert list(tmp_path.glob("agentmaild-demo-*")) == []
