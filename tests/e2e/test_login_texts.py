@@ -26,6 +26,7 @@ from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.claude_env import claude_binary
 from tests.support.loopback_api import LoopbackApi
 from tests.support.vendor_env import VENDORS, vendor_binary
+from tests.support.vendor_world import vendor_world
 
 pytestmark = [pytest.mark.vendors, pytest.mark.timeout(150)]
 
@@ -165,3 +166,22 @@ async def test_a_long_lived_claude_on_stdin_without_credentials_says_so_too(tmp_
     reason = raised.value.message
     assert reason.startswith("claude: not logged in (no API key): set ANTHROPIC_API_KEY")
     assert "(it said: Not logged in" in reason
+
+
+async def test_codex_app_server_with_its_key_refused_says_so_too(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The codex-app channel's turn error carries Codex's words: the same reason."""
+    argv = [vendor_binary("codex"), "app-server"]
+    with vendor_world("codex", tmp_path_factory.mktemp("codex-app-login"), argv) as world:
+        world.register("alice", "codex-app")
+        world.mail("alice", "body MARKER-L")
+        batch, text = world.claim("alice")
+        world.api.fail_next(20, status=401, message=REFUSAL)
+        channel = world.channel("alice")
+        async with channel:
+            with anyio.fail_after(90), pytest.raises(AgentUnavailable) as raised:
+                await channel.deliver(batch, text)
+    reason = raised.value.message
+    assert reason.startswith("codex: not logged in (no API key): set OPENAI_API_KEY"), reason
+    assert "401 Unauthorized" in reason
