@@ -26,7 +26,8 @@ from typing import Any
 import anyio
 
 from agentmaild.channels.commands import check_executable, child_env, user_line
-from agentmaild.channels.spawn import SpawnChannel, StreamJsonEvents, _Launch
+from agentmaild.channels.spawn import SpawnChannel, _Launch
+from agentmaild.channels.stream_events import StreamJsonEvents
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch

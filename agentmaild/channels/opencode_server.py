@@ -29,6 +29,7 @@ from structlog.typing import FilteringBoundLogger
 from agentmaild.channels.base import Channel
 from agentmaild.channels.claude import SessionSaver, agent_env, store_session_saver
 from agentmaild.channels.http_sse import Endpoint, HttpFailed, call, events
+from agentmaild.channels.login import failed_turn
 from agentmaild.channels.opencode_turn import TurnWatch, max_retries
 from agentmaild.channels.rpc_channel import START_TIMEOUT_S, positive_setting
 from agentmaild.channels.stdin import DELIVERY_MARKER
@@ -119,7 +120,9 @@ class OpencodeServerChannel(StdinHost, Channel):
         self._last_reason = reason
         if reason is not None:
             self._log.info("opencode.turn_failed", delivery_id=batch.delivery_id, reason=reason)
-            raise DeliveryFailed(reason)
+            failed = failed_turn(self.agent, reason, reason)  # not logged in: unavailable
+            self._last_reason = failed.message
+            raise failed
         self._failures = 0
 
     async def interrupt(self) -> str:

@@ -23,6 +23,7 @@ from agentmaild.channels.acp_rpc import Call, Calls, client_answer, encode
 from agentmaild.channels.base import Channel
 from agentmaild.channels.claude import SessionSaver, agent_env, store_session_saver
 from agentmaild.channels.commands import render_argv
+from agentmaild.channels.login import failed_turn
 from agentmaild.channels.stdin import DELIVERY_MARKER
 from agentmaild.channels.stdin_host import StdinHost, _Process
 from agentmaild.channels.stdin_turns import parse_event
@@ -138,7 +139,9 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         self._last_reason = reason
         if reason is not None:
             self._log.info(f"{self.kind}.turn_failed", delivery_id=batch.delivery_id, reason=reason)
-            raise DeliveryFailed(reason)
+            failed = failed_turn(self.agent, reason, reason)  # not logged in: unavailable
+            self._last_reason = failed.message
+            raise failed
         self._failures = 0
 
     async def interrupt(self) -> str:

@@ -6,17 +6,16 @@ last byte under the generic ``settings["success"] = "exit0"`` rule, and in addit
 ``result`` event with ``is_error: false`` under ``"result"``. "Read" is measured, not guessed: the
 channel keeps the read end of the child's stdin pipe, so after the exit the bytes still in it are
 the bytes the agent never read (see ``procs.stdin_pipe``). Anything else raises ``DeliveryFailed``
-with a short reason; a command that cannot be started (missing executable, bad cwd) raises
-``AgentUnavailable``.
+with a short reason; a command that cannot be started (missing executable, bad cwd), or a turn
+whose output says its CLI is not logged in (``login``), raises ``AgentUnavailable``.
 """
+
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import structlog
 from structlog.typing import FilteringBoundLogger
@@ -30,14 +29,13 @@ from agentmaild.channels.commands import (
     store_of,
     user_line,
 )
-from agentmaild.channels.usage import UsageMeter
+from agentmaild.channels.login import failed_turn
+from agentmaild.channels.stream_events import StreamJsonEvents
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
-from agentmaild.mail.jsoninput import storable
 from agentmaild.models import Agent, Batch
 from agentmaild.procs.child import Child, ChildExit, ChildStartError
 from agentmaild.procs.journal import ProcJournal, ScopeRecord
-from agentmaild.procs.lines import Line
 from agentmaild.procs.logfiles import RotatingLog, log_path
 from agentmaild.procs.scope import open_child
 from agentmaild.store.location import StoreLocation
@@ -45,52 +43,6 @@ from agentmaild.store.location import StoreLocation
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
 SUCCESS_RULES = ("exit0", "result")
-_REASON_MAX = 200
-
-
-@dataclass(slots=True)
-class StreamJsonEvents:
-    """What a turn's stream-json stdout said, as far as the ack decision needs it."""
-
-    result_seen: bool = False
-    result_is_error: bool | None = None
-    result_summary: str = ""
-    user_uuids: set[str] = field(default_factory=set)  # replayed user lines
-    lifecycle: dict[str, str] = field(default_factory=dict)  # uuid -> last command_lifecycle state
-    lines: int = 0
-    unparsed: int = 0
-    usage: UsageMeter = field(default_factory=UsageMeter)  # what the turn cost (channels.usage)
-
-    def feed(self, line: Line) -> None:
-        self.lines += 1
-        if line.truncated or not line.data.strip():
-            self.unparsed += line.truncated
-            return
-        try:
-            event = json.loads(line.data)
-        except (ValueError, RecursionError):  # not JSON, not UTF-8, or absurdly nested
-            self.unparsed += 1
-            return
-        if isinstance(event, dict):
-            self.usage.feed(event)
-            self._record(event)
-
-    def _record(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "result":
-            self.result_seen = True
-            self.result_is_error = event.get("is_error") is not False
-            detail = event.get("subtype") or ""
-            if self.result_is_error and isinstance(event.get("result"), str):
-                detail = f"{detail}: {event['result']}" if detail else event["result"]
-            self.result_summary = storable(str(detail)[:_REASON_MAX])
-        elif kind == "user" and isinstance(event.get("uuid"), str):
-            self.user_uuids.add(event["uuid"])
-        elif kind == "command_lifecycle":
-            # Claude Code names our line in ``command_uuid``; the event's own ``uuid`` is new.
-            target = event.get("command_uuid", event.get("uuid"))
-            if isinstance(target, str):
-                self.lifecycle[target] = str(event.get("state") or event.get("status") or "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,6 +149,7 @@ class SpawnChannel(Channel):
                 stall_timeout_s=self._stall_timeout_s,
                 kill_grace_s=self._spawn.kill_grace_s,
                 on_stdout=events.feed,
+                on_stderr=events.tail.feed,
                 log_file=turn_log,
                 logger=bound,
                 record=self._record(launch.delivery_id),
@@ -247,9 +200,10 @@ class SpawnChannel(Channel):
                 reason = "exit 0 without a result event"
             elif events.result_is_error:
                 reason = f"result is_error: {events.result_summary or 'no detail'}"
-        self._last_reason = reason or None
-        if reason:
-            raise DeliveryFailed(reason)
+        failed = failed_turn(self.agent, reason, events.tail.text()) if reason else None
+        self._last_reason = failed.message if failed else None
+        if failed:
+            raise failed
 
     async def interrupt(self) -> str:
         """The turn's process group: SIGINT, then TERM and KILL after ``kill_grace_s`` each."""

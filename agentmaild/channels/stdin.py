@@ -37,6 +37,7 @@ from agentmaild.channels.claude import (
     store_session_saver,
 )
 from agentmaild.channels.commands import user_line
+from agentmaild.channels.login import failed_turn
 from agentmaild.channels.stdin_host import StdinHost
 from agentmaild.channels.stdin_turns import Turn
 from agentmaild.config import Config
@@ -123,7 +124,9 @@ class StdinChannel(StdinHost, Channel):
         self._last_reason = turn.error
         if turn.error is not None:
             self._log.info("stdin.turn_failed", delivery_id=batch.delivery_id, reason=turn.error)
-            raise DeliveryFailed(turn.error)
+            failed = failed_turn(self.agent, turn.error, turn.error)  # not logged in: unavailable
+            self._last_reason = failed.message
+            raise failed
         self._failures = 0
 
     async def interrupt(self) -> str:

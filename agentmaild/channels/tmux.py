@@ -38,7 +38,13 @@ from structlog.typing import FilteringBoundLogger
 from agentmaild.channels.base import Channel
 from agentmaild.channels.tmux_cmd import TmuxCommand
 from agentmaild.channels.tmux_interrupt import stop_turn
-from agentmaild.channels.tmux_screen import Composer, busy_footer, parse_screen, terminal_safe
+from agentmaild.channels.tmux_screen import (
+    Composer,
+    busy_footer,
+    dead_pane,
+    parse_screen,
+    terminal_safe,
+)
 from agentmaild.channels.tmux_signals import (
     DEFAULT_STALE_S,
     Probe,
@@ -174,12 +180,13 @@ class TmuxChannel(Channel):
         return probe
 
     async def _look(self) -> tuple[int, Composer | None, bool]:
-        fmt = "#{pane_pid}\t#{pane_dead}\t#{pane_in_mode}"
+        fmt = "#{pane_pid}\t#{pane_dead}\t#{pane_in_mode}\t#{pane_dead_status}"
         fields = (await self._cmd.run("display-message", "-p", "-t", self.target, fmt)).split("\t")
-        if len(fields) != 3 or not fields[0].strip().isdigit():
+        if len(fields) != 4 or not fields[0].strip().isdigit():
             raise AgentUnavailable(f"pane {self.target} not found ({self._cmd.where()})")
         if fields[1].strip() == "1":
-            raise AgentUnavailable(f"pane {self.target} is dead ({self._cmd.where()})")
+            screen = await self._cmd.run("capture-pane", "-p", "-S", "-200", "-t", self.target)
+            raise AgentUnavailable(dead_pane(self.target, self._cmd.where(), fields[3], screen))
         return int(fields[0]), await self._composer(), fields[2].strip() == "1"
 
     async def _composer(self) -> Composer | None:

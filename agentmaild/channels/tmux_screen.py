@@ -57,3 +57,17 @@ def parse_screen(screen: str, glyph: str = "\u276f") -> Composer | None:
 def busy_footer(composer: Composer) -> bool:
     """Only the footer counts: a transcript may quote the words."""
     return any(BUSY_FOOTER in line for line in composer.footer)
+
+
+def last_lines(screen: str, n: int) -> list[str]:
+    """The last ``n`` non-blank lines of a captured screen: what a dead pane last said."""
+    return [line.rstrip() for line in screen.splitlines() if line.strip()][-n:]
+
+
+def dead_pane(target: str, where: str, status: str, screen: str, n: int = 3) -> str:
+    """The reason a dead pane gives ``status`` (the agent unavailable): its exit status and its
+    last lines, so a person sees why its program ended (``Not logged in``, ``ENOTFOUND …``)."""
+    exited = f", exit status {status.strip()}" if status.strip() else ""
+    lines = [terminal_safe(line)[:120] for line in last_lines(screen, n)]
+    said = f"; its last lines: {' | '.join(lines)}" if lines else ""
+    return f"pane {target} is dead ({where}{exited}){said}"

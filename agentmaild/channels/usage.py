@@ -1,7 +1,7 @@
 """What a turn cost: the tokens (and, where the CLI says it, the US dollars) its JSON events report.
 
 Each vendor reports usage in its own event, read here once (``UsageMeter.feed``), fed every JSON
-event a turn prints (``spawn.StreamJsonEvents``):
+event a turn prints (``stream_events.StreamJsonEvents``):
 
 - Claude Code (stream-json): the ``result`` event's ``usage`` (``input_tokens`` plus the two
   cache counts, ``output_tokens``) and ``total_cost_usd``, the CLI's own price of the turn.

@@ -34,7 +34,8 @@ from structlog.typing import FilteringBoundLogger
 
 from agentmaild.channels.claude import SessionSaver, agent_env, store_session_saver
 from agentmaild.channels.commands import check_executable
-from agentmaild.channels.spawn import SpawnChannel, StreamJsonEvents, _Launch
+from agentmaild.channels.spawn import SpawnChannel, _Launch
+from agentmaild.channels.stream_events import StreamJsonEvents
 from agentmaild.channels.vendors import TurnVerdict, VendorPreset, codex_thread_holder
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentmaildError, AgentUnavailable, DeliveryFailed

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "ctl": "daemon",
     "retry": "daemon",
     "dashboard": "dashboard",
+    "demo": "demo",
     "deliveries": "deliveries",
     "logs": "logs",
     "hook": "hooks",

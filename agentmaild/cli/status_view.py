@@ -122,3 +122,6 @@ def print_status(status: dict[str, Any]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     for row in rows:
         echo_text("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for r, row in zip(status["agents"], rows[1:], strict=True):
+        if row[-1].endswith("\u2026"):  # cut to fit the column: the whole reason below the table
+            echo_text(f"{r['agent']}: {one_line(str(r.get('busy_reason')))}")

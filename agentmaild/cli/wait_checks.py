@@ -13,7 +13,7 @@ from typing import Any
 
 from agentmaild.errors import NotFound
 from agentmaild.mail.vocab import REFUSED_STATES
-from agentmaild.models import Agent
+from agentmaild.models import QUEUE_PREFIX, Agent
 from agentmaild.store.base import MailStore
 
 PANE_LINES = 12
@@ -61,6 +61,10 @@ def check_idle(store: MailStore, name: str) -> Outcome:
     agent = store.get_agent(name)
     if agent is None:
         raise NotFound(f"no agent {name}")
+    if agent.turn_state is not None:  # a session that reports its turns (hooks): its word counts
+        if agent.turn_state == "idle":
+            return Outcome(True, "idle (its session's turn ended)", details={"agent": name})
+        return _agent_blocks(store, name, f"{name}'s session is {agent.turn_state}", None)
     if agent.state == "idle":
         return Outcome(True, "idle", details={"agent": name})
     return _agent_blocks(store, name, f"{name} is {agent.state}", None)
@@ -82,7 +86,7 @@ def _agent_blocks(store: MailStore, name: str, pending: str, message_id: str | N
     """Why ``name`` will not get there: gone, ended, its pane dead; else ``pending`` and the
     last attempt's error as the not-yet reason."""
     agent = store.get_agent(name)
-    if agent is None and name != "operator":
+    if agent is None and name != "operator" and not name.startswith(QUEUE_PREFIX):
         return Outcome(False, f"{pending}: agent {name} is not registered", failed=True,
                        details={"agent": name})  # fmt: skip
     if agent is not None and agent.state in REFUSED_STATES:
@@ -105,6 +109,7 @@ def _agent_blocks(store: MailStore, name: str, pending: str, message_id: str | N
 def pane_failure(agent: Agent) -> tuple[str, list[str]] | None:
     """``(why, last lines)`` when the agent's tmux pane is gone or dead, else None."""
     from agentmaild.channels.tmux_cmd import tmux_base
+    from agentmaild.channels.tmux_screen import last_lines
 
     base, target = tmux_base(agent.tmux_socket), agent.tmux_target or ""
     shown = subprocess.run([*base, "display-message", "-p", "-t", target,
@@ -117,6 +122,6 @@ def pane_failure(agent: Agent) -> tuple[str, list[str]] | None:
         return None
     screen = subprocess.run([*base, "capture-pane", "-p", "-S", "-200", "-t", target],
                             capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
-    lines = [line for line in screen.stdout.splitlines() if line.strip()][-PANE_LINES:]
+    lines = last_lines(screen.stdout, PANE_LINES)
     exited = f" (exit status {status})" if status.strip() else ""
     return f"tmux pane {target} is dead{exited}", lines

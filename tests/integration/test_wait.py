@@ -125,3 +125,38 @@ def test_a_dead_pane_ends_it_with_the_panes_last_lines(
     gone = d.cli("wait", "--read", mid, "--timeout", "30", "--json")
     assert gone.returncode == 1
     assert "tmux pane w:0.0 is gone" in json.loads(gone.stdout)["error"]["message"]
+
+
+def test_idle_follows_the_sessions_turn_when_its_hooks_report_it(
+    store: SqliteMailStore, daemons: Callable[..., DaemonProc]
+) -> None:
+    store.add_agent(Agent(name="ui", capability="builder"))  # an interactive session, hooks in it
+    d = daemons(start=False)
+
+    def hook(event: str) -> None:
+        data = {"session_id": "s-1", "hook_event_name": event, "prompt": "hi", "source": "startup"}
+        done = d.cli("hook", event, "--agent", "ui", stdin=json.dumps(data).encode())
+        assert done.returncode == 0, done.stderr
+
+    hook("UserPromptSubmit")  # a turn runs
+    busy = d.cli("wait", "--idle", "ui", "--timeout", "0.5")
+    assert busy.returncode == 3 and "ui's session is busy" in busy.stderr
+    hook("Stop")  # the turn ended
+    idle = d.cli("wait", "--idle", "ui", "--timeout", "10", "--json")
+    assert idle.returncode == 0, idle.stdout + idle.stderr
+    assert json.loads(idle.stdout)["ok"] is True
+
+
+def test_mail_to_a_work_queue_is_waited_for_until_a_member_did_it(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    inbox = tmp_path / "w.jsonl"
+    store.add_agent(Agent(name="w1", capability="builder", channel="spawn",
+                          command=("tee", "-a", str(inbox))))  # fmt: skip
+    d = daemons()
+    assert d.cli("agents", "update", "w1", "--queue", "builds").returncode == 0
+    sent = d.cli("send", "--from", "bob", "--to", "queue:builds", "--subject", "b", "--body", "go")
+    mid = sent.stdout.strip()
+    done = d.cli("wait", "--read", mid, "--timeout", "60")
+    assert done.returncode == 0, done.stdout + done.stderr  # not "queue:builds is not registered"
+    assert mid in inbox.read_text()
