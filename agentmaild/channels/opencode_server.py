@@ -120,9 +120,8 @@ class OpencodeServerChannel(StdinHost, Channel):
         self._last_reason = reason
         if reason is not None:
             self._log.info("opencode.turn_failed", delivery_id=batch.delivery_id, reason=reason)
-            failed = failed_turn(self.agent, reason, reason)  # not logged in: unavailable
-            self._last_reason = failed.message
-            raise failed
+            self._last_reason = (failed := failed_turn(self.agent, reason, reason)).message
+            raise failed  # not logged in: unavailable
         self._failures = 0
 
     async def interrupt(self) -> str:
@@ -140,8 +139,7 @@ class OpencodeServerChannel(StdinHost, Channel):
         return "session abort: the server ends the turn"
 
     def describe(self) -> dict[str, object]:
-        proc = self._proc
-        endpoint = self._known_endpoint()
+        proc, endpoint = self._proc, self._known_endpoint()
         return {
             "pid": proc.child.pid if proc is not None and proc.child is not None else None,
             "running": proc is not None and proc.running,

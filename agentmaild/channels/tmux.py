@@ -63,6 +63,7 @@ from agentmaild.store.ports import Port
 log: FilteringBoundLogger = structlog.get_logger(__name__)
 
 _POLL_S = 0.05
+_FAILED = (AgentUnavailable, DeliveryFailed)  # what a tmux call raises
 # One lock per pane per process: two channel instances (a reloaded loop, a test) never interleave.
 _PANE_LOCKS: dict[tuple[str, str], anyio.Lock] = {}
 
@@ -144,13 +145,9 @@ class TmuxChannel(Channel):
         return ", ".join(reasons) if reasons else None
 
     def describe(self) -> dict[str, object]:
-        return {
-            "target": self.target,
-            "socket": self.socket or None,
-            "unavailable": self._unavailable,
-            "signals": self._signals,
-            "last_submission": self._last,
-        }
+        return {"target": self.target, "socket": self.socket or None,
+                "unavailable": self._unavailable, "signals": self._signals,
+                "last_submission": self._last}  # fmt: skip
 
     # -- busy signals -----------------------------------------------------------------------
     async def _probe(self) -> Probe:
@@ -190,9 +187,8 @@ class TmuxChannel(Channel):
         return int(fields[0]), await self._composer(), fields[2].strip() == "1"
 
     async def _composer(self) -> Composer | None:
-        return parse_screen(
-            await self._cmd.run("capture-pane", "-p", "-t", self.target), self._glyph
-        )
+        screen = await self._cmd.run("capture-pane", "-p", "-t", self.target)
+        return parse_screen(screen, self._glyph)
 
     # -- paste, Enter, verify ---------------------------------------------------------------
     async def _paste(self, delivery_id: str, text: str) -> None:
@@ -204,7 +200,7 @@ class TmuxChannel(Channel):
             # for a program that did not ask for bracketed paste; -d: the buffer goes with it.
             await self._cmd.run("paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", self.target)
         except BaseException:
-            with anyio.CancelScope(shield=True), suppress(AgentUnavailable, DeliveryFailed):
+            with anyio.CancelScope(shield=True), suppress(*_FAILED):
                 await self._cmd.run("delete-buffer", "-b", buffer)
             raise
 
@@ -216,11 +212,7 @@ class TmuxChannel(Channel):
             if verified is None:
                 # Cancelled or unverified: leave no half-delivered text for a human to send.
                 cleared = False
-                with (
-                    anyio.CancelScope(shield=True),
-                    anyio.move_on_after(3),
-                    suppress(AgentUnavailable, DeliveryFailed),
-                ):
+                with anyio.CancelScope(shield=True), anyio.move_on_after(3), suppress(*_FAILED):
                     cleared = await self._clear_composer()
                 bound.warning("tmux.unverified", cleared=cleared, signals=self._signals)
         self._last = {"delivery_id": delivery_id, "verified_by": verified}
