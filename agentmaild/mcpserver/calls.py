@@ -91,4 +91,6 @@ def run_tool(door: Door, name: str, arguments: dict[str, Any] | None) -> Answer:
     tool = BY_NAME.get(name)
     if tool is None:
         raise ValidationError(f"unknown tool {name[:64]!r}; tools: {', '.join(BY_NAME)}")
-    return _RUN[name](door, checked_arguments(tool, arguments, door.agent))
+    args = checked_arguments(tool, arguments, door.agent)
+    door.here()
+    return _RUN[name](door, args)

@@ -114,11 +114,15 @@ class MailServer:
 
             raise MCPError(code=types.INVALID_PARAMS, message=f"no resource {params.uri}")
         async with self.lock:
-            rows = await anyio.to_thread.run_sync(self.door.inbox, True)
+            rows = await anyio.to_thread.run_sync(self._inbox_rows)
         text = as_text({"agent": self.agent, "messages": rows})
         contents = types.TextResourceContents(uri=INBOX_URI, text=text,
                                               mime_type="application/json")  # fmt: skip
         return types.ReadResourceResult(contents=[contents])
+
+    def _inbox_rows(self) -> list[dict[str, Any]]:
+        self.door.here()
+        return self.door.inbox(True)
 
     async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         self._seen(ctx)
