@@ -35,7 +35,8 @@ def _sqlite_team(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     store.add_agent(Agent(name="bob", capability="lead", channel="pull"))
     store.close()
     env = {**os.environ, "AGENTMAIL_DB": str(db), "HOME": str(tmp_path),
-           "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "XDG_STATE_HOME": str(tmp_path / "state")}  # fmt: skip
+           "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+           "XDG_STATE_HOME": str(tmp_path / "state")}  # fmt: skip
     return db, env
 
 
