@@ -18,6 +18,7 @@ from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.loopback_api import RecordedRequest
+from tests.support.mcp_tools import offered, tool_texts
 from tests.support.vendor_env import VENDORS, vendor_binary
 
 pytestmark = [pytest.mark.vendors, pytest.mark.timeout(300)]
@@ -25,34 +26,6 @@ AGENTMAILD = str(Path(sys.executable).parent / "agentmaild")
 
 
 VENDOR_NAMES = ["codex", "gemini", "opencode"]
-
-
-def _tool_texts(req: RecordedRequest) -> list[str]:
-    """The tool results the request carries (chat: ``tool`` messages; responses:
-    ``function_call_output`` items)."""
-    found = [t for role, t in req.texts if role == "tool"]
-    items = req.body.get("input") if isinstance(req.body, dict) else None
-    contents = req.body.get("contents") if isinstance(req.body, dict) else None
-    found += [json.dumps(part["functionResponse"]) for c in contents or [] if isinstance(c, dict)
-              for part in c.get("parts") or [] if "functionResponse" in part]  # fmt: skip
-    found += [json.dumps(item.get("output")) for item in (items if isinstance(items, list) else [])
-              if isinstance(item, dict) and item.get("type") == "function_call_output"]  # fmt: skip
-    return [t for t in found if "remainingTokens" not in t]  # Codex's own warm-up: not ours
-
-
-def _offered(req: RecordedRequest, tool: str) -> str | None:
-    """The name under which the CLI offers our server's ``tool`` to the model, if it does
-    (Codex: ``NAMESPACE/NAME``, a tool of the namespace ``mcp__agentmail``)."""
-    tools = list(req.body.get("tools") or []) if isinstance(req.body, dict) else []
-    tools += [d for t in tools for d in t.get("functionDeclarations") or []]  # Gemini's
-    for t in tools:
-        name = t.get("name") or t.get("function", {}).get("name") or ""
-        if t.get("type") == "namespace" and "agentmail" in name:
-            if any(inner.get("name") == tool for inner in t.get("tools") or []):
-                return f"{name}/{tool}"
-        elif "agentmail" in name and name.endswith(tool):
-            return str(name)
-    return None
 
 
 def _argv(vendor: str) -> tuple[list[str], str]:
@@ -77,7 +50,7 @@ def _turn(
     warm: list[bool] = []
 
     def tool_call(req: RecordedRequest) -> tuple[str, dict[str, Any]] | None:
-        name = _offered(req, tool)
+        name = offered(req, tool)
         if name is None and vendor == "codex" and not called and len(warm) < 60:
             # Codex starts MCP servers beside the turn and offers their tools from the first
             # request after they answered: keep the turn going meanwhile, with a harmless call.
@@ -108,7 +81,7 @@ def _turn(
         run = subprocess.run(argv, env=env, cwd=project, input=stdin, capture_output=True,
                              text=True, timeout=180)  # fmt: skip
         assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
-        results = [t for r in api.model_requests() for t in _tool_texts(r)]
+        results = [t for r in api.model_requests() for t in tool_texts(r)]
     assert called and results, (run.stdout[-3000:], run.stderr[-2000:])
     return results[0], store
 
