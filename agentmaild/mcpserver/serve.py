@@ -25,7 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentmaild import __version__
 from agentmaild.errors import AgentmaildError, one_line
-from agentmaild.mcpserver.calls import run_tool
+from agentmaild.mcpserver.calls import run_tool, subagent_refusal
 from agentmaild.mcpserver.doors import Door
 from agentmaild.mcpserver.present import as_text
 from agentmaild.mcpserver.schema import TOOLS
@@ -79,6 +79,9 @@ class MailServer:
         self, ctx: Ctx, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         self._seen(ctx)
+        refused = subagent_refusal(params.meta, self.agent)
+        if refused is not None:
+            return _error(refused, "subagent")
         try:
             if params.name == "ask":  # waits: never under the lock the other tools share
                 data, text = await anyio.to_thread.run_sync(
