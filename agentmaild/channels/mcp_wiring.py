@@ -1,6 +1,7 @@
 """The spawn presets' turns start with ``agentmaild mcp`` available and only its tools allowed:
 
-- claude: ``--mcp-config`` (the server as JSON) and ``--allowedTools mcp__agentmail``;
+- claude: ``--mcp-config`` (the server as JSON) and ``--allowedTools mcp__agentmail``, and
+  ``--settings`` with the PreToolUse hook that refuses the tools to subagents;
 - codex: ``-c mcp_servers.agentmail.*`` overrides (command, args, ``env_vars``: Codex hands a
   server only the variables it names, and the server finds its store through them; and its tools
   approved, as ``codex exec`` refuses a call that needs approval);
@@ -32,10 +33,21 @@ def server_argv(agent: str) -> list[str]:
     return [sys.executable, "-m", "agentmaild.hot.mcp_relay", "--agent", agent]
 
 
+def subagent_guard(agent: str) -> dict[str, object]:
+    """Claude Code settings with the PreToolUse hook that refuses our tools to subagents (its
+    hooks' input names a subagent; the server is never told): ``hooks.guard.refusal``."""
+    import shlex
+
+    argv = [sys.executable, "-m", "agentmaild", "hook", "pre-tool-use", "--agent", agent]
+    hook = {"type": "command", "command": shlex.join(argv), "timeout": 15}
+    return {"hooks": {"PreToolUse": [{"matcher": f"mcp__{SERVER}__.*", "hooks": [hook]}]}}
+
+
 def claude_flags(agent: str) -> list[str]:
     argv = server_argv(agent)
     config = {"mcpServers": {SERVER: {"type": "stdio", "command": argv[0], "args": argv[1:]}}}
-    return ["--mcp-config", json.dumps(config), "--allowedTools", f"mcp__{SERVER}"]
+    return ["--mcp-config", json.dumps(config), "--allowedTools", f"mcp__{SERVER}",
+            "--settings", json.dumps(subagent_guard(agent))]  # fmt: skip
 
 
 def codex_flags(agent: str) -> list[str]:

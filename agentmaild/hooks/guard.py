@@ -1,12 +1,18 @@
-"""The poll-loop guard: tells a Bash command that polls for mail in a loop from one that doesn't.
+"""What ``agentmaild hook pre-tool-use`` refuses: a Bash command that polls for mail in a loop
+(the poll-loop guard), and a subagent's call of our MCP tools (Claude Code names the subagent,
+``agent_id``, in the hook's input; the tools would act as the session's agent).
 
-Run by ``agentmaild hook pre-tool-use`` on every Bash call, so it is stdlib only.
+Run on every Bash call and every call of our MCP tools, so it is stdlib only.
 """
 
 from __future__ import annotations
 
 import os
 import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # -- the poll-loop guard -----------------------------------------------------------------------
 # A loop keyword, an `agentmaild check|inbox|list` and a `sleep` anywhere in the command, or
@@ -71,6 +77,26 @@ _WRAPPER_ARG_RE = r"^(-.*|[0-9.]+[smhd]?|[A-Za-z_][A-Za-z0-9_]*=.*)$"
 _NESTED_RE = r"[\s;&|]"
 _GUARD_MAX_CHARS = 65536
 _GUARD_MAX_DEPTH = 4
+
+
+POLL_REASON = "mail is delivered to you; end your turn instead of polling"
+MCP_TOOLS = "mcp__agentmail__"  # Claude Code's names of our MCP server's tools (server agentmail)
+SUBAGENT_REASON = (
+    "agentmail: the team mail tools are refused to subagents: they would send and read as "
+    "{agent}, the agent that started you. Hand what should be sent back to it in your answer"
+)
+
+
+def refusal(data: dict[str, Any], agent: str) -> str | None:
+    """Why the tool call in a PreToolUse hook's input is refused, or None."""
+    tool = data.get("tool_name")
+    if isinstance(tool, str) and tool.startswith(MCP_TOOLS) and data.get("agent_id"):
+        return SUBAGENT_REASON.format(agent=agent or "your parent agent")
+    tool_input = data.get("tool_input")
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    if tool == "Bash" and isinstance(command, str) and is_mail_poll(command):
+        return POLL_REASON
+    return None
 
 
 def is_mail_poll(command: str) -> bool:

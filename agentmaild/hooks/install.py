@@ -15,7 +15,7 @@ from typing import Any
 HOOK_SPECS: tuple[tuple[str, str, str | None], ...] = (
     ("SessionStart", "session-start", None),
     ("UserPromptSubmit", "user-prompt-submit", None),
-    ("PreToolUse", "pre-tool-use", "Bash"),
+    ("PreToolUse", "pre-tool-use", "Bash|mcp__agentmail__.*"),  # poll guard; subagents' mail
     ("PostToolUse", "post-tool-use", "*"),
     ("Stop", "stop", None),
     ("PermissionRequest", "permission-request", "*"),

@@ -70,19 +70,12 @@ EVENTS = {
     "session-end": "SessionEnd",
 }
 _BY_NAME = {k.replace("-", ""): v for k, v in EVENTS.items()}
-POLL_REASON = "mail is delivered to you; end your turn instead of polling"
 SEEN_KEEP_S = 7 * 86400.0
 # Patterns stay strings, compiled (and cached by re) on first use: every compile at import
 # would cost each hook call, and most calls need none of them.
 _SESSION_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 # The header render.render_batch writes; the banner may precede it, so any line may hold it.
 HEADER_RE = r"(?m)^[ \t]*\[agentmail\] [^\n]*?\(delivery (dlv-[a-z0-9]{6,40})\)"
-
-
-def _is_mail_poll(command: str) -> bool:
-    from agentmaild.hooks.guard import is_mail_poll
-
-    return is_mail_poll(command)
 
 
 def canonical_event(event: str) -> str | None:
@@ -188,12 +181,13 @@ class Hook:
 
     # -- events -----------------------------------------------------------------------------
     def pre_tool_use(self) -> int:
-        tool_input = self.data.get("tool_input")
-        command = tool_input.get("command") if isinstance(tool_input, dict) else None
-        if self.text("tool_name") == "Bash" and isinstance(command, str) and _is_mail_poll(command):
-            sys.stderr.write(POLL_REASON + "\n")
-            return 2
-        return 0
+        from agentmaild.hooks.guard import refusal
+
+        reason = refusal(self.data, self.agent)
+        if reason is None:
+            return 0
+        sys.stderr.write(reason + "\n")
+        return 2
 
     def user_prompt_submit(self) -> int:
         def work() -> None:

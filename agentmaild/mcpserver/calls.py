@@ -86,9 +86,26 @@ _RUN: dict[str, Callable[[Door, dict[str, Any]], Answer]] = {
 }  # fmt: skip
 
 
+CODEX_TURN = "x-codex-turn-metadata"  # Codex's _meta on every tool call (0.171)
+
+
+def subagent_refusal(meta: object, agent: str) -> str | None:
+    """Why a call whose ``_meta`` says a subagent made it is refused (Codex names the thread's
+    source: ``thread_source: "subagent"``, with ``parent_thread_id``), or None."""
+    from agentmaild.hooks.guard import SUBAGENT_REASON
+
+    turn = meta.get(CODEX_TURN) if isinstance(meta, dict) else None
+    if isinstance(turn, dict) and (turn.get("thread_source") == "subagent"
+                                   or turn.get("parent_thread_id")):  # fmt: skip
+        return SUBAGENT_REASON.format(agent=agent)
+    return None
+
+
 def run_tool(door: Door, name: str, arguments: dict[str, Any] | None) -> Answer:
     """The answer of tool ``name``; an ``AgentmaildError`` (the CLI's words) when refused."""
     tool = BY_NAME.get(name)
     if tool is None:
         raise ValidationError(f"unknown tool {name[:64]!r}; tools: {', '.join(BY_NAME)}")
-    return _RUN[name](door, checked_arguments(tool, arguments, door.agent))
+    args = checked_arguments(tool, arguments, door.agent)
+    door.here()
+    return _RUN[name](door, args)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentmaild.errors import UsageError
+from agentmaild.errors import StoreError, UsageError
 from agentmaild.ids import check_message_id
 from agentmaild.mail.mailer import IMPLICIT_RECIPIENTS
 from agentmaild.store.base import MailStore
+from agentmaild.store.files import identity
 from agentmaild.store.location import StoreLocation
 
 Rows = list[dict[str, Any]]
@@ -37,6 +38,21 @@ class StoreDoor:
         self.store: MailStore = store_at(location)
         self._watch: MailStore | None = None
         self._mark: object = None
+        self._opened = identity(location.local_path) if location.is_file else None
+
+    def here(self) -> None:
+        """``StoreError`` when the store file this server opened was deleted or replaced since:
+        its connection would write to a file nobody reads any more (and a fresh connection, to a
+        new empty store at the path)."""
+        if self._opened is None:
+            return
+        now = identity(self.location.local_path)
+        if now != self._opened:
+            what = "deleted" if now is None else "replaced by another file"
+            raise StoreError(
+                f"store {self.location.target} was {what} since this MCP server started; "
+                "nothing was done. Restart the agent's session once the store is back"
+            )
 
     def close(self) -> None:
         self.store.close()
@@ -148,6 +164,7 @@ class StoreDoor:
         connection of its own), else None."""
         from agentmaild.hot.access import store_at
 
+        self.here()
         if self._watch is None:
             self._watch = store_at(self.location, readonly=True)
         mark = self._watch.change_mark()
@@ -165,6 +182,9 @@ class ApiDoor:
 
     def close(self) -> None:
         return None
+
+    def here(self) -> None:
+        return None  # the daemon's answers say when it is away
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
               query: dict[str, str | None] | None = None) -> dict[str, Any]:  # fmt: skip

@@ -37,6 +37,7 @@ _BODY = _text("The message text.")
 _TYPE = _text("Message type; protocol types need a payload.", enum=list(MESSAGE_TYPES))
 _PRIORITY = _text("Priority.", enum=list(PRIORITIES))
 _PAYLOAD = {"type": "object", "description": "JSON payload (required for protocol types)."}
+ACK_MAX = 1000  # a call's answer names each id: a bound on the answer as on the call
 _IDEM = _text("Same key and content again: the same ids, nothing sent twice.")
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -87,7 +88,8 @@ TOOLS: tuple[ToolSpec, ...] = (
                 "type": "array",
                 "items": {"type": "string"},
                 "minItems": 1,
-                "description": "Message ids to mark read.",
+                "maxItems": ACK_MAX,
+                "description": f"Message ids to mark read (at most {ACK_MAX}).",
             }
         },
         ("ids",),
@@ -144,6 +146,8 @@ def _check_value(name: str, spec: dict[str, Any], value: Any) -> None:
     if want == "array":
         if len(value) < spec.get("minItems", 0):
             raise ValidationError(f"{name}: expected at least {spec['minItems']} item(s)")
+        if len(value) > spec.get("maxItems", len(value)):
+            raise ValidationError(f"{name}: {len(value)} items, at most {spec['maxItems']}")
         for i, item in enumerate(value):
             _check_value(f"{name}[{i}]", spec["items"], item)
     if want == "number" and (value <= spec.get("exclusiveMinimum", float("-inf"))

@@ -25,7 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentmaild import __version__
 from agentmaild.errors import AgentmaildError, one_line
-from agentmaild.mcpserver.calls import run_tool
+from agentmaild.mcpserver.calls import run_tool, subagent_refusal
 from agentmaild.mcpserver.doors import Door
 from agentmaild.mcpserver.present import as_text
 from agentmaild.mcpserver.schema import TOOLS
@@ -79,6 +79,9 @@ class MailServer:
         self, ctx: Ctx, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         self._seen(ctx)
+        refused = subagent_refusal(params.meta, self.agent)
+        if refused is not None:
+            return _error(refused, "subagent")
         try:
             if params.name == "ask":  # waits: never under the lock the other tools share
                 data, text = await anyio.to_thread.run_sync(
@@ -114,11 +117,15 @@ class MailServer:
 
             raise MCPError(code=types.INVALID_PARAMS, message=f"no resource {params.uri}")
         async with self.lock:
-            rows = await anyio.to_thread.run_sync(self.door.inbox, True)
+            rows = await anyio.to_thread.run_sync(self._inbox_rows)
         text = as_text({"agent": self.agent, "messages": rows})
         contents = types.TextResourceContents(uri=INBOX_URI, text=text,
                                               mime_type="application/json")  # fmt: skip
         return types.ReadResourceResult(contents=[contents])
+
+    def _inbox_rows(self) -> list[dict[str, Any]]:
+        self.door.here()
+        return self.door.inbox(True)
 
     async def subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         self._seen(ctx)

@@ -24,7 +24,7 @@ from agentmaild.channels.tmux import parse_screen
 from agentmaild.control.client import poke, request
 from agentmaild.control.protocol import socket_path_for
 from agentmaild.errors import DaemonNotRunning
-from agentmaild.hooks.run import POLL_REASON
+from agentmaild.hooks.guard import POLL_REASON
 from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore

@@ -154,3 +154,55 @@ def test_the_spawn_presets_flags_give_claude_the_server(
     finally:
         if served is not None:
             served.stop()
+
+
+def _first_user_text(body: dict[str, Any]) -> str:
+    first = next((m for m in body["messages"] if m["role"] == "user"), {"content": ""})
+    return json.dumps(first["content"])
+
+
+@pytest.mark.parametrize("wiring", ["installed", "preset"])
+def test_a_subagents_call_of_the_tools_is_refused_and_the_agents_own_goes_through(
+    claude_bin: str, stub: AnthropicStub, tmp_path: Path, wiring: str
+) -> None:
+    """Claude Code names the subagent (``agent_id``) in a hook's input; the PreToolUse hook for
+    our tools (``hooks install``'s, or the spawn preset's ``--settings``) refuses the call, so the
+    subagent never sends as alice."""
+    from agentmaild.channels.mcp_wiring import claude_flags
+
+    project, db, store = _project(tmp_path)
+    flags = ["--allowedTools", "mcp__agentmail"]
+    if wiring == "preset":  # no file of ours in the project: only the preset's flags
+        (project / ".mcp.json").unlink()
+        (project / ".claude" / "settings.local.json").unlink()
+        flags = claude_flags("alice")
+    sub_send = {"to": "bob", "subject": "from the subagent"}
+    own_send = {"to": "bob", "subject": "from alice herself"}
+
+    def reply(body: dict[str, Any]) -> Any:
+        done = len(_tool_results(body))
+        if "SUBTASK-S" in _first_user_text(body):  # the subagent's conversation
+            if done:
+                return "subagent finished"
+            return [{"type": "tool_use", "name": "mcp__agentmail__send", "input": sub_send}]
+        if "MARKER-SUB" not in _first_user_text(body):
+            return "ok"  # a side request (a title, a summary)
+        if done == 0:
+            task = {"description": "mail bob", "prompt": "SUBTASK-S: mail bob",
+                    "subagent_type": "general-purpose"}  # fmt: skip
+            return [{"type": "tool_use", "name": "Task", "input": task}]
+        if done == 1:
+            return [{"type": "tool_use", "name": "mcp__agentmail__send", "input": own_send}]
+        return "all done"
+
+    stub.reply = reply
+    env = claude_env(isolated_home(tmp_path, project), stub.base_url)
+    env.update(AGENTMAIL_DB=str(db), AGENTMAIL_AGENT="alice")
+    run = run_print(claude_bin, [user_line("delegate MARKER-SUB")], env=env, cwd=project,
+                    extra_args=flags)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert [m.subject for m in store.inbox("bob")] == ["from alice herself"]
+    refused = [b for r in stub.messages_requests() if "SUBTASK-S" in _first_user_text(r.body)
+               for b in _tool_results(r.body)]  # fmt: skip
+    assert refused and refused[0].get("is_error") is True, refused
+    assert "refused to subagents" in json.dumps(refused[0])

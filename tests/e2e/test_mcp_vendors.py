@@ -18,6 +18,7 @@ from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.support.loopback_api import RecordedRequest
+from tests.support.mcp_tools import offered, tool_texts
 from tests.support.vendor_env import VENDORS, vendor_binary
 
 pytestmark = [pytest.mark.vendors, pytest.mark.timeout(300)]
@@ -25,34 +26,6 @@ AGENTMAILD = str(Path(sys.executable).parent / "agentmaild")
 
 
 VENDOR_NAMES = ["codex", "gemini", "opencode"]
-
-
-def _tool_texts(req: RecordedRequest) -> list[str]:
-    """The tool results the request carries (chat: ``tool`` messages; responses:
-    ``function_call_output`` items)."""
-    found = [t for role, t in req.texts if role == "tool"]
-    items = req.body.get("input") if isinstance(req.body, dict) else None
-    contents = req.body.get("contents") if isinstance(req.body, dict) else None
-    found += [json.dumps(part["functionResponse"]) for c in contents or [] if isinstance(c, dict)
-              for part in c.get("parts") or [] if "functionResponse" in part]  # fmt: skip
-    found += [json.dumps(item.get("output")) for item in (items if isinstance(items, list) else [])
-              if isinstance(item, dict) and item.get("type") == "function_call_output"]  # fmt: skip
-    return [t for t in found if "remainingTokens" not in t]  # Codex's own warm-up: not ours
-
-
-def _offered(req: RecordedRequest, tool: str) -> str | None:
-    """The name under which the CLI offers our server's ``tool`` to the model, if it does
-    (Codex: ``NAMESPACE/NAME``, a tool of the namespace ``mcp__agentmail``)."""
-    tools = list(req.body.get("tools") or []) if isinstance(req.body, dict) else []
-    tools += [d for t in tools for d in t.get("functionDeclarations") or []]  # Gemini's
-    for t in tools:
-        name = t.get("name") or t.get("function", {}).get("name") or ""
-        if t.get("type") == "namespace" and "agentmail" in name:
-            if any(inner.get("name") == tool for inner in t.get("tools") or []):
-                return f"{name}/{tool}"
-        elif "agentmail" in name and name.endswith(tool):
-            return str(name)
-    return None
 
 
 def _argv(vendor: str) -> tuple[list[str], str]:
@@ -77,7 +50,7 @@ def _turn(
     warm: list[bool] = []
 
     def tool_call(req: RecordedRequest) -> tuple[str, dict[str, Any]] | None:
-        name = _offered(req, tool)
+        name = offered(req, tool)
         if name is None and vendor == "codex" and not called and len(warm) < 60:
             # Codex starts MCP servers beside the turn and offers their tools from the first
             # request after they answered: keep the turn going meanwhile, with a harmless call.
@@ -108,7 +81,7 @@ def _turn(
         run = subprocess.run(argv, env=env, cwd=project, input=stdin, capture_output=True,
                              text=True, timeout=180)  # fmt: skip
         assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
-        results = [t for r in api.model_requests() for t in _tool_texts(r)]
+        results = [t for r in api.model_requests() for t in tool_texts(r)]
     assert called and results, (run.stdout[-3000:], run.stderr[-2000:])
     return results[0], store
 
@@ -133,3 +106,78 @@ def test_the_cli_checks_mail_through_the_installed_server(tmp_path: Path, vendor
     result, store = _turn(tmp_path, vendor, "check", {}, before=mail)
     assert "BODY-CHECK" in result and sent[0] in result and "<<<body " in result
     assert store.inbox("alice", unread_only=True) == []
+
+
+class _CodexWithASubagent:
+    """Codex's model: the main thread spawns a subagent and waits for it, then calls ``send``
+    itself; the subagent's thread calls ``send`` once (``state``: what was called)."""
+
+    def __init__(self) -> None:
+        self.state = {"spawned": 0, "waited": 0, "sub": 0, "own": 0, "warm": 0}
+
+    def warm(self) -> tuple[str, dict[str, Any]] | None:  # Codex offers MCP tools once they answer
+        if self.state["warm"] >= 80:
+            return None
+        self.state["warm"] += 1
+        time.sleep(0.3)
+        return "get_goal", {}
+
+    def subagent(self, name: str | None, outs: list[str]) -> tuple[str, dict[str, Any]] | None:
+        if self.state["sub"] or outs:
+            return None
+        if name is None:
+            return self.warm()
+        self.state["sub"] += 1
+        return name, {"to": "bob", "subject": "from the subagent"}
+
+    def __call__(self, req: RecordedRequest) -> tuple[str, dict[str, Any]] | None:
+        text, name, outs = req.all_text(), offered(req, "send"), tool_texts(req)
+        if "SUBTASK-S" in text and "MAIN-M" not in text:  # the subagent's thread
+            return self.subagent(name, outs)
+        state = self.state
+        if "MAIN-M" not in text:
+            return None
+        if not state["spawned"]:
+            state["spawned"] += 1
+            return "multi_agent_v1/spawn_agent", {"message": "SUBTASK-S: mail bob"}
+        if not state["waited"]:
+            [spawned] = [json.loads(json.loads(o)) for o in outs if "agent_id" in o]
+            state["waited"] += 1
+            return "multi_agent_v1/wait_agent", {"targets": [spawned["agent_id"]],
+                                                 "timeout_ms": 60000}  # fmt: skip
+        if name is not None and not state["own"]:
+            state["own"] += 1
+            return name, {"to": "bob", "subject": "from alice herself"}
+        return None if state["own"] else self.warm()
+
+
+def test_a_codex_subagents_call_is_refused_and_the_agents_own_goes_through(
+    tmp_path: Path,
+) -> None:
+    """Codex marks a spawned agent's tool calls in their ``_meta`` (``thread_source:
+    subagent``): the main thread spawns a subagent, whose model calls ``send`` (refused, with the
+    reason in its next request); after waiting for it, the main thread's own ``send`` is stored."""
+    tool_call = _CodexWithASubagent()
+    state = tool_call.state
+    db = tmp_path / "store" / "mail.db"
+    store = SqliteMailStore(db)
+    store.add_agent(Agent(name="alice", capability="builder", channel="pull"))
+    store.add_agent(Agent(name="bob", capability="lead", channel="pull"))
+    with VENDORS["codex"].api("done") as api:
+        api.tool_call = tool_call
+        _home, env = VENDORS["codex"].setup(tmp_path, api)
+        project = tmp_path / "proj"
+        project.mkdir()
+        install = [AGENTMAILD, "hooks", "install", "--vendor", "codex", "--agent", "alice",
+                   "--db", str(db)]  # fmt: skip
+        assert subprocess.run(install, env=env, cwd=project, timeout=60).returncode == 0
+        argv, _ = _argv("codex")
+        argv[-1] = "MAIN-M: have a subagent mail bob"
+        run = subprocess.run(argv, env=env, cwd=project, capture_output=True, text=True,
+                             timeout=180)  # fmt: skip
+        assert run.returncode == 0, run.stderr[-2000:]
+        sub_results = [t for r in api.model_requests() if "MAIN-M" not in r.all_text()
+                       for t in tool_texts(r) if "agentmail" in t]  # fmt: skip
+    assert state["sub"] == 1 and state["own"] == 1, state
+    assert sub_results and "refused to subagents" in sub_results[0]
+    assert [m.subject for m in store.inbox("bob")] == ["from alice herself"]

@@ -224,3 +224,22 @@ async def test_on_the_2026_wire_new_mail_reaches_a_listen_stream(store_target: S
             with anyio.fail_after(15):
                 event = await sub.__anext__()
         assert getattr(event, "uri", None) == "mail://inbox"
+
+
+async def test_a_call_marked_as_a_subagents_is_refused(store_target: StoreTarget) -> None:
+    """Codex marks a subagent's tool call in ``_meta`` (``x-codex-turn-metadata``); the tools
+    would act as the session's agent, so the call is refused; the agent's own goes through."""
+    t = store_target
+    _team(t)
+    sub: Any = {"x-codex-turn-metadata": {"thread_source": "subagent",
+                                          "subagent_kind": "thread_spawn",
+                                          "parent_thread_id": "01a2-parent"}}  # fmt: skip
+    own: Any = {"x-codex-turn-metadata": {"thread_source": "user", "thread_id": "01a2-parent"}}
+    async with mcp_session(t.env, "--agent", "alice") as (s, _):
+        for tool, args in (("send", {"to": "bob", "subject": "from sub"}), ("check", {})):
+            refused = await s.call_tool(tool, args, meta=sub)
+            assert refused.is_error and "refused to subagents" in text_of(refused), tool
+            assert refused.structured_content["error"]["code"] == "subagent"
+        sent = await s.call_tool("send", {"to": "bob", "subject": "own"}, meta=own)
+        assert not sent.is_error, text_of(sent)
+    assert [m["subject"] for m in ok(t.env, "inbox", "--agent", "bob")["messages"]] == ["own"]

@@ -161,3 +161,45 @@ def test_a_socket_path_too_long_for_the_mcp_socket_leaves_the_daemon_serving(
         assert "too long" in unbound["error"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
+RELAY_CLIENT = """
+import os, sys, anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+async def main():
+    p = StdioServerParameters(command=sys.executable,
+                              args=["-m", "agentmaild.hot.mcp_relay", "--agent", "alice"],
+                              env=dict(os.environ))  # the store's daemon: AGENTMAIL_DB
+    async with stdio_client(p) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        await s.list_tools()
+        print("ready", flush=True)
+        await anyio.sleep(600)
+
+anyio.run(main)
+"""
+
+
+def test_a_killed_client_leaves_no_relay_and_the_daemon_ends_its_session(
+    daemons: Callable[..., DaemonProc],
+) -> None:
+    from tests.support.waiting import alive
+
+    d = daemons()
+    _team(d)
+    client = subprocess.Popen([sys.executable, "-c", RELAY_CLIENT], env=_env(d),
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert client.stdout is not None and client.stdout.readline().strip() == "ready"
+        [relay] = [int(c) for t in Path(f"/proc/{client.pid}/task").iterdir()
+                   for c in (t / "children").read_text().split()]  # fmt: skip
+        assert alive(relay)
+        wait_for(lambda: d.events("mcp.session"), 20, "the daemon to serve the relay's session")
+        assert [e["agent"] for e in d.events("mcp.session")] == ["alice"]
+        client.kill()
+        client.wait(10)
+        wait_for(lambda: not alive(relay), 20, "the relay to exit after its client died")
+        wait_for(lambda: d.events("mcp.session_ended"), 20, "the daemon to end the session")
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert d.ctl("ping")["pong"]  # the daemon serves on

@@ -155,13 +155,17 @@ def stdin(rig: Rig, agent: Agent, **cfg: Any) -> StdinChannel:
 
 
 def without_mcp(argv: list[str]) -> list[str]:
-    """``argv`` without the MCP server's flags (``--mcp-config JSON --allowedTools mcp__…``),
-    which must be there, once."""
+    """``argv`` without the MCP server's flags (``--mcp-config JSON --allowedTools mcp__…
+    --settings JSON``, the settings holding the hook that refuses the tools to subagents), which
+    must be there, once."""
     at = argv.index("--mcp-config")
-    assert argv[at + 2 : at + 4] == ["--allowedTools", "mcp__agentmail"]
+    assert argv[at + 2 : at + 5] == ["--allowedTools", "mcp__agentmail", "--settings"]
     assert json.loads(argv[at + 1])["mcpServers"]["agentmail"]["args"][:3] == [
         "-m", "agentmaild.hot.mcp_relay", "--agent"]  # fmt: skip
-    return argv[:at] + argv[at + 4 :]
+    [guard] = json.loads(argv[at + 5])["hooks"]["PreToolUse"]
+    assert guard["matcher"] == "mcp__agentmail__.*"
+    assert " hook pre-tool-use --agent " in guard["hooks"][0]["command"]
+    return argv[:at] + argv[at + 6 :]
 
 
 def session_args(argv: list[str]) -> list[str]:

@@ -662,7 +662,7 @@ def test_install_merges_keeping_the_users_hooks_and_settings(tmp_path: Path) -> 
         assert shlex.split(ours[0])[1:] == ["hook", _spelled, "--agent", "bob",
                                              "--db", str(tmp_path / "s" / "mail.db")]
     bash = settings["hooks"]["PreToolUse"][-1]
-    assert bash["matcher"] == "Bash"
+    assert bash["matcher"] == "Bash|mcp__agentmail__.*"
 
 
 def test_install_is_idempotent_and_reinstall_replaces_ours(tmp_path: Path) -> None:
@@ -785,3 +785,23 @@ def test_cli_hook_command_runs_the_same_hook(st: Store) -> None:
                            input=json.dumps(ups()))
     assert result.exit_code == 0 and mid in result.output
     assert st.agent().turn_state == "busy"
+
+
+# -- subagents and the MCP tools -----------------------------------------------------------------
+def _mcp_call(**extra: Any) -> dict[str, Any]:
+    return {"session_id": SESSION, "hook_event_name": "PreToolUse",
+            "tool_name": "mcp__agentmail__send", "tool_input": {"to": "x", "subject": "s"},
+            "tool_use_id": "toolu_2", **extra}  # fmt: skip
+
+
+def test_a_subagents_call_of_the_mail_tools_is_refused(st: Store, env: dict[str, str]) -> None:
+    done = hook("pre-tool-use", _mcp_call(agent_id="a1b2c3", agent_type="general-purpose"),
+                db=st.db, env=env)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert "refused to subagents" in done.stderr and "as bob," in done.stderr
+
+
+def test_the_agents_own_call_and_other_subagent_tools_pass(st: Store, env: dict[str, str]) -> None:
+    assert hook("pre-tool-use", _mcp_call(), db=st.db, env=env).returncode == 0
+    other = _mcp_call(agent_id="a1b2c3", tool_name="mcp__github__create_issue")
+    assert hook("pre-tool-use", other, db=st.db, env=env).returncode == 0
