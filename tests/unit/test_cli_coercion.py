@@ -74,3 +74,25 @@ def test_missing_values_keep_their_usage_errors(tmp_path: Path) -> None:
         p, _ = _run(argv, db)
         assert p.returncode == 2, argv
         assert says in p.stderr, p.stderr
+
+
+EVERYDAY = ["send", "reply", "inbox", "read", "ack", "check", "thread", "list", "status",
+            "agents list", "ctl"]  # fmt: skip
+
+
+def test_everyday_help_and_unknown_options_are_unchanged(tmp_path: Path) -> None:
+    """Each everyday command's ``--help`` (exit 0, its usage line) and an unknown option (exit
+    2, click's one line and the help hint), as before the CLI loaded lazily."""
+    db = tmp_path / "m.db"
+    for command in EVERYDAY:
+        words = command.split()
+        p, _ = _run([*words, "--help"], db)
+        assert p.returncode == 0, (command, p.stderr)
+        assert f"Usage: agentmaild {command} [OPTIONS]" in p.stdout, p.stdout[:300]
+        p, _ = _run([*words, "--bogus"], db)
+        assert p.returncode == 2, (command, p.stderr)
+        hint = " (Possible options: --body)" if command in ("send", "reply") else ""
+        assert p.stderr.strip() == (
+            f"error: No such option: --bogus{hint} (see 'agentmaild {command} --help')"
+        ), p.stderr
+        assert not db.exists()  # neither asked for help nor refused a word made a store
