@@ -56,8 +56,10 @@ def questions(look: Look) -> list[Item]:
 
 
 def escalated(look: Look) -> list[Item]:
-    """Mail the long-unread rule escalated and that is still unread."""
-    rows = look.reader.rows("needs_escalated", limit=LIMIT)
+    """Mail the long-unread rule escalated and that is still unread (a question to the operator
+    is listed once, as a question)."""
+    rows = [r for r in look.reader.rows("needs_escalated", limit=LIMIT)
+            if not (r["to_agent"] == OPERATOR and r["type"] == "question")]  # fmt: skip
     return [Item("escalated", _at(r["created_at"]), f"e-{r['id']}", r["subject"],
                  agent=r["to_agent"], ref=r["id"], thread=r["thread"],
                  extra={"from": r["from_agent"], "priority": r["priority"]})

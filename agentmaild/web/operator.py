@@ -20,7 +20,6 @@ from agentmaild.ids import check_message_id, check_name
 from agentmaild.mail.mailer import Mailer, Sent
 from agentmaild.mail.vocab import OPERATOR
 from agentmaild.store.reader import THREAD_WINDOW
-from agentmaild.web.extras import read_agent
 from agentmaild.web.guard import Refused, Session
 from agentmaild.web.logtail import read_tail
 

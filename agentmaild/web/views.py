@@ -117,8 +117,8 @@ class _Views:
         q = request.query_params.get("q", "")[:MAX_QUERY]
         results = await self.b.reader.call(self.b.reader.search, q) if q.strip() else None
         threads = await self.b.reader.call(self.b.reader.threads)
-        return await self._page(request, session, "mail.html", q=q, results=results, threads=threads,
-                          window=self.b.reader.search_window)  # fmt: skip
+        return await self._page(request, session, "mail.html", q=q, results=results,
+                                threads=threads, window=self.b.reader.search_window)  # fmt: skip
 
     async def search(self, request: Request, session: Session) -> Response:
         q = request.query_params.get("q", "")[:MAX_QUERY]
@@ -131,7 +131,8 @@ class _Views:
         messages = await self.b.reader.call(self.b.reader.thread, thread_id)
         if not messages:
             return self.refused(Refused(404, f"no thread {thread_id}"))
-        return await self._page(request, session, "thread.html", messages=messages, thread=thread_id)
+        return await self._page(request, session, "thread.html", messages=messages,
+                                thread=thread_id)  # fmt: skip
 
     async def dead(self, request: Request, session: Session) -> Response:
         dead = await self.b.reader.call(self.b.reader.dead)

@@ -19,7 +19,8 @@ STAMP_LAST_CELL = """() => {
   new MutationObserver(() => {
     const cell = document.querySelector("#agent-alice .last");
     if (cell) { window.__changes.push([Date.now(), cell.textContent]); }
-  }).observe(document.getElementById("team"), {childList: true, subtree: true, characterData: true});
+  }).observe(document.getElementById("team"),
+             {childList: true, subtree: true, characterData: true});
 }"""
 
 
@@ -146,7 +147,8 @@ def test_agent_page_tails_the_log_within_a_second_and_shows_it_as_text(board: Bo
             window.__lines.push([Date.now(), at]);
           }
         }
-      }).observe(document.getElementById('log'), {childList: true, subtree: true, characterData: true});
+      }).observe(document.getElementById('log'),
+                 {childList: true, subtree: true, characterData: true});
     }""")
     mid = board.send("dave", "log please", "print this: " + HOSTILE)
     page.wait_for_function("() => window.__lines.length >= 1", timeout=20_000)

@@ -130,7 +130,7 @@ ORDER BY q.created_at, q.id LIMIT :limit;
 
 -- name: needs_escalated
 -- Mail the long-unread rule escalated (rules/escalate.py) that is still unread, oldest first.
-SELECT m.id, m.from_agent, m.to_agent, m.subject, m.priority, m.created_at, e.at AS escalated_at,
+SELECT m.id, m.from_agent, m.to_agent, m.subject, m.type, m.priority, m.created_at, e.at AS escalated_at,
        coalesce(m.thread_id, m.id) AS thread
 FROM am_escalated e JOIN messages m ON m.id = e.message_id
 WHERE m.read = 0 ORDER BY e.at, m.id LIMIT :limit;
