@@ -57,16 +57,16 @@ class Extras:
             del self._agents[name]
         if "graph" in fresh:
             self._graph_key = None
-        for topic in due:
+        for topic in due:  # each returns whether it read or sent: then it rests LIVE_EVERY_S
             if topic in ("needs", "needs_n"):
-                sent = await self._publish_needs(topic, mark, now)
+                worked = await self._publish_needs(topic, mark, now)
             elif topic == "graph":
-                sent = await self._publish_graph(mark, now)
+                worked = await self._publish_graph(mark, now)
             elif topic.startswith("agent:"):
-                sent = await self._publish_agent(topic.partition(":")[2], mark)
-            else:
-                sent = await self._publish_log(topic.partition(":")[2], topic in fresh)
-            if sent:
+                worked = await self._publish_agent(topic.partition(":")[2], mark)
+            else:  # a log is only stat'ed until it changes
+                worked = await self._publish_log(topic.partition(":")[2], topic in fresh)
+            if worked:
                 b.schedule(topic, now, LOG_EVERY_S if topic.startswith("log:") else None)
 
     async def _publish_needs(self, topic: str, mark: object, now: float) -> bool:
@@ -75,10 +75,12 @@ class Extras:
         if key != self._needs_key or now - self._needs_at >= NEEDS_REREAD_S:
             self._needs = await self.b.reader.call(needs.collect, self.b.reader, loops)
             self._needs_key, self._needs_at = key, now
+        read = self._needs_at == now  # by this look (for this topic or its sibling)
         if topic == "needs_n":
-            return self.b.offer(topic, self.b.render("_needs_n.html", needs_n=len(self._needs)))
-        html = await self.b.render_sliced("_needs.html", items=self._needs)
-        return self.b.offer(topic, html)
+            html = self.b.render("_needs_n.html", needs_n=len(self._needs))
+        else:
+            html = await self.b.render_sliced("_needs.html", items=self._needs)
+        return self.b.offer(topic, html) or read
 
     async def _publish_graph(self, mark: object, now: float) -> bool:
         kept = self._graph_key
@@ -86,20 +88,23 @@ class Extras:
             return False  # nothing new to draw
         self._graph = await self.b.reader.call(graph.read, self.b.reader)
         self._graph_key = (mark, now)
-        return self.b.offer("graph", self.b.render("_graph.html", **self._graph))
+        self.b.offer("graph", self.b.render("_graph.html", **self._graph))
+        return True  # read: rests LIVE_EVERY_S
 
     async def agent_data(self, name: str) -> dict[str, Any] | None:
         return await self.b.reader.call(read_agent, self.b.reader, name)
 
     async def _publish_agent(self, name: str, mark: object) -> bool:
         kept = self._agents.get(name)
-        if kept is None or kept[0] != mark:
+        read = kept is None or kept[0] != mark
+        if read:
             kept = self._agents[name] = (mark, await self.agent_data(name))
-        agent = kept[1]
+        agent = kept[1] if kept is not None else None
         if agent is None:
-            return False
+            return read
         loop = self.b.daemon.supervisor.snapshot().get(name)
-        return self.b.offer(f"agent:{name}", self.b.render("_agent.html", a=agent, loop=loop))
+        html = self.b.render("_agent.html", a=agent, loop=loop)
+        return self.b.offer(f"agent:{name}", html) or read
 
     async def _publish_log(self, name: str, fresh: bool) -> bool:
         found = self.logs.changed(name, fresh)
