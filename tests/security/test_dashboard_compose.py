@@ -25,7 +25,8 @@ FORM = {"to": "worker", "subject": "from the page", "body": HOSTILE, "priority":
 def _daemon(daemons: Callable[..., DaemonProc]) -> DaemonProc:
     d = daemons(http_env())
     worker = " ".join(agent_cmd("log_agent.py"))
-    for name, how in (("worker", ["spawn", "--command", worker]), ("lead", ["pull"])):
+    for name, how in (("worker", ["spawn", "--command", worker, "--queue", "jobs"]),
+                      ("lead", ["pull"])):  # fmt: skip
         added = d.cli("agents", "add", name, "-c", "builder", "--channel", *how)
         assert added.returncode == 0, added.stderr
     return d
@@ -68,13 +69,20 @@ def test_compose_is_refused_without_csrf_from_a_foreign_origin_and_without_contr
     assert _stored(d) == []  # nothing was written by any of them
     done = steerer.post("/mail/send", data=FORM, headers={"origin": own, "x-csrf-token": csrf})
     assert done.status_code == 200 and "sent msg-" in done.text, done.text
-    [stored] = _stored(d)
+    [stored] = _stored(d)  # (the worker reads its mail: listed whether read or not)
     store = SqliteMailStore(d.db)
     try:
         message = store.get_message(str(stored["id"]))
     finally:
         store.close()
     assert message is not None and message.from_agent == "operator" and message.body == HOSTILE
+    # A group and a work queue, as `agentmaild send --to` takes them.
+    group = steerer.post("/mail/send", data={**FORM, "to": "@builders", "subject": "all hands"},
+                         headers={"origin": own, "x-csrf-token": csrf})  # fmt: skip
+    assert group.status_code == 200 and "to lead, worker" in group.text, group.text
+    queued = steerer.post("/mail/send", data={**FORM, "to": "queue:jobs", "subject": "a job"},
+                          headers={"origin": own, "x-csrf-token": csrf})  # fmt: skip
+    assert queued.status_code == 200 and "to queue:jobs" in queued.text, queued.text
     # The rules are the CLI's: an unknown recipient is refused with its one-line reason.
     unknown = steerer.post("/mail/send", data={**FORM, "to": "nobody"},
                            headers={"origin": own, "x-csrf-token": csrf})  # fmt: skip
