@@ -2,7 +2,8 @@
 
 - ``needs`` (the Needs you list) and ``needs_n`` (the count every page's header shows): read
   again when the store's change mark or the stuck agents moved (or every ``NEEDS_REREAD_S``),
-  rendered when due (its ages move);
+  rendered when due (its ages move); with only the count watched (every page but Needs you), at
+  most every ``COUNT_EVERY_S``;
 - ``agent:NAME`` (the agent page's status block): read again when the mark moved, rendered with
   the supervisor's snapshot when due;
 - ``log:NAME`` (the agent page's log tail): the file is stat'ed on each tick and read only when it
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 LOG_EVERY_S = 0.4  # a log tail sent waits this long before the next
 NEEDS_REREAD_S = 5.0
+COUNT_EVERY_S = 2.0  # only the header's count watched: Needs you is read at most this often
 GRAPH_REREAD_S = 30.0
 PREFIXES = ("agent:", "log:")
 TOPICS = ("needs", "needs_n", "graph")
@@ -72,7 +74,9 @@ class Extras:
     async def _publish_needs(self, topic: str, mark: object, now: float) -> bool:
         loops = self.b.daemon.supervisor.snapshot()
         key = (mark, needs.stuck_key(loops))
-        if key != self._needs_key or now - self._needs_at >= NEEDS_REREAD_S:
+        waited = now - self._needs_at
+        rest = 0.0 if "needs" in self.b.hub.topics() else COUNT_EVERY_S
+        if (key != self._needs_key and waited >= rest) or waited >= NEEDS_REREAD_S:
             self._needs = await self.b.reader.call(needs.collect, self.b.reader, loops)
             self._needs_key, self._needs_at = key, now
         read = self._needs_at == now  # by this look (for this topic or its sibling)
@@ -80,7 +84,7 @@ class Extras:
             html = self.b.render("_needs_n.html", needs_n=len(self._needs))
         else:
             html = await self.b.render_sliced("_needs.html", items=self._needs)
-        return self.b.offer(topic, html) or read
+        return self.b.offer(topic, html) or read or topic == "needs_n"  # (a cheap look)
 
     async def _publish_graph(self, mark: object, now: float) -> bool:
         kept = self._graph_key
