@@ -142,7 +142,8 @@ class _Views:
     async def events(self, request: Request, session: Session) -> Response:
         topics = frozenset(t for t in request.query_params.getlist("topic") if _topic_ok(t))
         if not topics:
-            return self.refused(Refused(400, "ask for a topic: team, dead or timeline:<agent>"))
+            return self.refused(Refused(400, "ask for a topic: team, dead, needs, needs_n, graph, "
+                                             "timeline:<agent>, agent:<agent> or log:<agent>"))
         try:
             sub = self.b.hub.subscribe(topics)
         except HubFull as exc:
