@@ -88,7 +88,7 @@ class Browsers:
             page.wait_for_selector("#live-status.on", timeout=20_000)
 
     def detach(self) -> None:
-        self.applied += sum(int(p.get_attribute("[data-sse]", "data-updates") or 0)
+        self.applied += sum(int(p.get_attribute("main [data-sse]", "data-updates") or 0)
                             for p in self.pages)  # fmt: skip
         for page in self.pages:
             page.goto("about:blank")

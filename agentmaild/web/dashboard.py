@@ -30,6 +30,7 @@ import structlog
 from agentmaild.control.handler import ControlHandler
 from agentmaild.store.kinds import open_reader
 from agentmaild.store.reader import Reader
+from agentmaild.web.extras import Extras, owns
 from agentmaild.web.guard import Guard
 from agentmaild.web.hub import Hub
 from agentmaild.web.templating import make_env
@@ -67,6 +68,7 @@ class Dashboard:
         self._team_key: tuple[object, str] | None = None
         self._team_at = 0.0
         self.clock = time.monotonic  # the tests drive the coalescing with their own clock
+        self.extras = Extras(self)  # the operator's parts: Needs you, agent pages, the graph
 
     async def _find_token(self, digest: str) -> ApiToken | None:
         store = self.daemon.store
@@ -151,6 +153,7 @@ class Dashboard:
         mark, parts = await self.reader.call(self.reader.tick, due)
         for part in due:
             self._seen[part] = mark
+        await self.extras.publish([p for p in due if owns(p)], fresh, mark, now)
         if "team" in parts:
             self._team_db = parts.pop("team")
             self._due_at["team"] = now + LIVE_EVERY_S
@@ -163,7 +166,7 @@ class Dashboard:
             else:
                 agent = part.partition(":")[2] or None
                 html = await self.render_sliced("_timeline.html", **data, agent=agent)
-            self._offer(part, html)
+            self.offer(part, html)
 
     async def _publish_team(self, mark: object, fresh: bool) -> bool:
         """Render when the store or a loop changed, or once a second for the ages shown; true
@@ -177,9 +180,13 @@ class Dashboard:
             return False
         self._team_key, self._team_at = key, now
         team = [{**row, "loop": loops.get(row["name"])} for row in self._team_db]
-        return self._offer("team", await self.render_sliced("_team.html", team=team))
+        return self.offer("team", await self.render_sliced("_team.html", team=team))
 
-    def _offer(self, topic: str, html: str) -> bool:
+    def schedule(self, topic: str, now: float, wait_s: float | None = None) -> None:
+        """``topic`` was sent at ``now``: look at it again after ``wait_s`` (``LIVE_EVERY_S``)."""
+        self._due_at[topic] = now + (LIVE_EVERY_S if wait_s is None else wait_s)
+
+    def offer(self, topic: str, html: str) -> bool:
         if self.hub.latest.get(topic) == html:
             return False
         self.hub.publish(topic, html)

@@ -18,7 +18,10 @@ _W, _H = 180, 28  # sparkline size in px: one 3-px bar per minute
 def make_env() -> Environment:
     # autoescape=True for every template (not only *.html): bodies are untrusted agent output.
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, auto_reload=False)
-    env.filters.update(ago=ago, dur=dur, clock=clock, spark=spark, spark_label=spark_label)
+    from agentmaild.web.graph import svg
+
+    env.filters.update(ago=ago, dur=dur, clock=clock, spark=spark, spark_label=spark_label,
+                       team_svg=svg)  # fmt: skip
     return env
 
 

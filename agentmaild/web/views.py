@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import anyio
 import structlog
@@ -42,8 +43,11 @@ Page = Callable[[Request, Session], Awaitable[Response]]
 
 
 def routes(board: Dashboard) -> list[BaseRoute]:
+    from agentmaild.web.operator import operator_routes
+
     views = _Views(board)
     return [
+        *operator_routes(views),
         Route("/", views.page(views.team), methods=["GET"]),
         Route("/timeline", views.page(views.timeline), methods=["GET"]),
         Route("/mail", views.page(views.mail), methods=["GET"]),
@@ -64,8 +68,15 @@ class _Views:
     def __init__(self, board: Dashboard) -> None:
         self.b = board
 
-    def _page(self, request: Request, session: Session, template: str, **ctx: Any) -> Response:
-        ctx.update(csrf=self.b.guard.csrf(session), path=request.url.path)
+    async def _page(
+        self, request: Request, session: Session, template: str, **ctx: Any
+    ) -> Response:
+        """A whole page: the header's Needs you count is live on every page (``needs_n``)."""
+        live = ctx.pop("live", None)
+        topics = [*([live] if isinstance(live, str) else live or []), "needs_n"]
+        ctx.update(csrf=self.b.guard.csrf(session), path=request.url.path,
+                   live=urlencode([("topic", t) for t in topics]),
+                   needs_n=len(await self.b.extras.needs_now()))  # fmt: skip
         return html(self.b.render(template, **ctx))
 
     def refused(self, exc: Refused) -> Response:
@@ -93,21 +104,21 @@ class _Views:
     # -- pages ----------------------------------------------------------------------------
     async def team(self, request: Request, session: Session) -> Response:
         team = await self.b.team_now()
-        return self._page(request, session, "team.html", team=team, live="team")
+        return await self._page(request, session, "team.html", team=team, live="team")
 
     async def timeline(self, request: Request, session: Session) -> Response:
         agent = _agent_param(request)
         data = await self.b.reader.call(self.b.reader.timeline, agent)
         team = await self.b.reader.call(self.b.reader.team)
-        return self._page(request, session, "timeline.html", **data, agent=agent,
+        return await self._page(request, session, "timeline.html", **data, agent=agent,
                           agents=[a["name"] for a in team], live=f"timeline:{agent or ''}")
 
     async def mail(self, request: Request, session: Session) -> Response:
         q = request.query_params.get("q", "")[:MAX_QUERY]
         results = await self.b.reader.call(self.b.reader.search, q) if q.strip() else None
         threads = await self.b.reader.call(self.b.reader.threads)
-        return self._page(request, session, "mail.html", q=q, results=results, threads=threads,
-                          window=self.b.reader.search_window)  # fmt: skip
+        return await self._page(request, session, "mail.html", q=q, results=results,
+                                threads=threads, window=self.b.reader.search_window)  # fmt: skip
 
     async def search(self, request: Request, session: Session) -> Response:
         q = request.query_params.get("q", "")[:MAX_QUERY]
@@ -120,17 +131,19 @@ class _Views:
         messages = await self.b.reader.call(self.b.reader.thread, thread_id)
         if not messages:
             return self.refused(Refused(404, f"no thread {thread_id}"))
-        return self._page(request, session, "thread.html", messages=messages, thread=thread_id)
+        return await self._page(request, session, "thread.html", messages=messages,
+                                thread=thread_id)  # fmt: skip
 
     async def dead(self, request: Request, session: Session) -> Response:
         dead = await self.b.reader.call(self.b.reader.dead)
-        return self._page(request, session, "dead.html", dead=dead, live="dead")
+        return await self._page(request, session, "dead.html", dead=dead, live="dead")
 
     # -- live updates -----------------------------------------------------------------------
     async def events(self, request: Request, session: Session) -> Response:
         topics = frozenset(t for t in request.query_params.getlist("topic") if _topic_ok(t))
         if not topics:
-            return self.refused(Refused(400, "ask for a topic: team, dead or timeline:<agent>"))
+            return self.refused(Refused(400, "ask for a topic: team, dead, needs, needs_n, graph, "
+                                             "timeline:<agent>, agent:<agent> or log:<agent>"))
         try:
             sub = self.b.hub.subscribe(topics)
         except HubFull as exc:
@@ -170,26 +183,35 @@ class _Views:
         log.info("dashboard.stream_ended", reason="session ended", token_id=session.token_id)
 
     # -- the writes -------------------------------------------------------------------------
-    async def action(self, request: Request) -> Response:
+    async def write(self, request: Request, do: Callable[[], Awaitable[str]]) -> Response:
+        """Every write: a session with ``control``, same origin and its CSRF token, then ``do``
+        (whose text is the flash); refused or failed, nothing is written."""
         try:
             session = await self.b.guard.session(request)
             self.b.guard.require(session, ACT_SCOPE)
             self.b.guard.check_write(request, session)
         except Refused as exc:
             return html(self.b.render("_flash.html", ok=False, text=exc.message), exc.status)
-        action, name = request.path_params["action"], request.path_params["name"][:MAX_QUERY]
         try:
-            text = await self._act(action, name)
+            text = await do()
         except AgentmaildError as exc:
             status = 404 if exc.code == "not_found" else 400
             return html(self.b.render("_flash.html", ok=False, text=str(exc)), status)
         return html(self.b.render("_flash.html", ok=True, text=text))
+
+    async def action(self, request: Request) -> Response:
+        action, name = request.path_params["action"], request.path_params["name"][:MAX_QUERY]
+        return await self.write(request, lambda: self._act(action, name))
 
     async def _act(self, action: str, name: str) -> str:
         control = self.b.control
         if action == "retry":
             result = await control.handle("retry", {"delivery": name})
             return f"requeued {', '.join(result['requeued'])}"
+        if action in ("release", "read"):
+            from agentmaild.web.operator import act_on_mail
+
+            return await act_on_mail(self.b, action, name)
         check_name(name, "agent")
         if action == "pause":
             await control.handle("pause", {"agent": name})
@@ -203,17 +225,17 @@ class _Views:
 
 
 def _sse(topic: str, fragment: str) -> str:
-    event = "timeline" if topic.startswith("timeline:") else topic
+    event = topic.partition(":")[0]  # timeline:NAME → timeline, agent:NAME → agent, …
     data = "".join(f"data: {line}\n" for line in fragment.splitlines() or [""])
     return f"event: {event}\n{data}\n"
 
 
 def _topic_ok(topic: str) -> bool:
-    if topic in ("team", "dead", "timeline:"):
+    if topic in ("team", "dead", "timeline:", "needs", "needs_n", "graph"):
         return True
     kind, _, agent = topic.partition(":")
     try:
-        return kind == "timeline" and check_name(agent, "agent") == agent
+        return kind in ("timeline", "agent", "log") and check_name(agent, "agent") == agent
     except AgentmaildError:
         return False
 
@@ -224,6 +246,4 @@ def _agent_param(request: Request) -> str | None:
 
 
 def _with_query(path: str, items: list[tuple[str, str]]) -> str:
-    from urllib.parse import urlencode
-
     return f"{path}?{urlencode(items)}" if items else path

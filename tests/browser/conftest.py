@@ -80,7 +80,13 @@ def board(
     flaky = [sys.executable, str(AGENTS / "flaky_agent.py"), str(tmp / "carol.count"), "2"]
     store.add_agent(Agent(name="carol", capability="builder", channel="spawn",
                           command=tuple(flaky)))  # fmt: skip
-    env = http_env({"AGENTMAILD_DAEMON_MAX_ATTEMPTS": "2"})
+    logger = [sys.executable, str(AGENTS / "log_agent.py")]
+    store.add_agent(Agent(name="dave", capability="builder", channel="spawn", parent="bob",
+                          command=tuple(logger)))  # fmt: skip
+    # Urgent mail unread for 2 s is escalated (no other test sends urgent mail).
+    env = http_env({"AGENTMAILD_DAEMON_MAX_ATTEMPTS": "2",
+                    "AGENTMAILD_LIMITS_UNREAD_ESCALATE_AFTER_URGENT_S": "2",
+                    "AGENTMAILD_LIMITS_UNREAD_ESCALATE_INTERVAL_S": "0.2"})  # fmt: skip
     with daemon_factory(db, tmp, defaults=FAST, text=True) as make:
         make_daemon: Callable[..., DaemonProc] = make
         b = Board(make_daemon(env), store, screenshot_dir(tmp / "shots"), browser)

@@ -113,6 +113,35 @@ def test_thread_page_and_full_text_search(board: dict[str, Any]) -> None:
     assert "0 matches" in client.get("/mail/search", params={"q": "' OR 1=1 --"}).text
 
 
+def test_the_operator_pages_on_either_store(board: dict[str, Any]) -> None:
+    """Needs you (a question to the operator, answered from the page), the agent page and the
+    graph read through the same reader on SQLite and PostgreSQL."""
+    client: httpx.Client = board["client"]
+    env = board["target"].with_env()
+    asked = ok(env, "send", "--from", "far", "--to", "operator", "--type", "question",
+               "-s", "ship it?", "-b", BODY)["ids"][0]  # fmt: skip
+    page = client.get("/needs-you")
+    assert page.status_code == 200 and f'data-ref="{asked}"' in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    assert 'class="count">1<' in client.get("/").text  # the header's count
+    token = ok(env, "tokens", "create", "operator", "--scope", "dashboard",
+               "--scope", "control")["token"]  # fmt: skip
+    with httpx.Client(base_url=client.base_url, timeout=20) as steerer:
+        steerer.get(f"/?token={token}", follow_redirects=False)
+        csrf = steerer.get("/").text.split('"X-CSRF-Token": "', 1)[1].split('"', 1)[0]
+        answered = steerer.post(f"/mail/reply/{asked}", data={"body": "yes, ship it"},
+                                headers={"origin": str(client.base_url).rstrip("/"),
+                                         "x-csrf-token": csrf})  # fmt: skip
+    assert answered.status_code == 200 and "to far" in answered.text, answered.text
+    assert f'data-ref="{asked}"' not in client.get("/needs-you").text
+    agent = client.get("/agents/far")
+    assert agent.status_code == 200 and "elsewhere" in agent.text and "deploy plan" in agent.text
+    assert client.get("/agents/nobody").status_code == 404
+    drawn = client.get("/graph").text
+    assert 'data-from="bob" data-to="far"' in drawn and 'data-from="far" data-to="alice"' in drawn
+    assert 'data-from="operator" data-to="far"' in drawn
+
+
 def test_search_uses_the_schema_5_full_text_index(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         # Neither a scan of the table nor one of the newest-first index, which a pooled

@@ -179,3 +179,52 @@ async def test_the_first_change_after_a_quiet_spell_goes_out_on_the_next_tick(
         now[0] += board.pause()
     assert reader.count() == 1
     assert 105.0 <= sent_at <= 105.0 + TICK_S + 1e-9
+
+
+class NeedsReader(ChangingReader):
+    """Also answers Needs you's and the graph's queries (nothing waits), counting them."""
+
+    def rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        self.reads[name] += 1
+        return []
+
+
+async def test_the_operator_parts_read_at_most_once_per_interval_while_the_store_churns(
+    tmp_path: Path,
+) -> None:
+    board = _board(tmp_path)
+    reader = board.reader = NeedsReader()
+    now = [100.0]
+    board.clock = lambda: now[0]
+    sub = board.hub.subscribe(frozenset({"needs_n", "needs", "graph", "agent:a"}))
+    got: Counter[str] = Counter()
+    for _ in range(17):  # 4 s of ticks, the store changed before each
+        await board.publish_once()
+        now[0] += TICK_S
+        while True:
+            try:
+                got[(sub.receive.receive_nowait())[0]] += 1
+            except anyio.WouldBlock:
+                break
+    # Needs you is read once per 0.75 s for both its topics (the count and the list), the
+    # graph and the agent block likewise; unchanged HTML is sent once.
+    assert reader.reads["needs_questions"] == 6 and reader.reads["holds"] == 6 + 6
+    assert reader.reads["graph_edges"] == 6 and reader.reads["agent"] == 6
+    assert got == {"needs_n": 1, "needs": 1, "graph": 1}  # no agent "a": nothing to show
+    assert not sub.dropped
+
+
+async def test_the_header_count_alone_reads_needs_you_at_most_every_two_seconds(
+    tmp_path: Path,
+) -> None:
+    board = _board(tmp_path)
+    reader = board.reader = NeedsReader()
+    now = [100.0]
+    board.clock = lambda: now[0]
+    sub = board.hub.subscribe(frozenset({"needs_n"}))  # every page's header, no Needs you page
+    for _ in range(17):  # 4 s of ticks, the store changed before each
+        await board.publish_once()
+        now[0] += TICK_S
+    assert reader.reads["needs_questions"] == 2  # at 0 and 2.25 s
+    assert reader.looks == 6  # looked at every 0.75 s, as the other parts
+    assert not sub.dropped

@@ -5,7 +5,7 @@
 -- search over all mail (the GIN index of schema step 5).
 
 -- name: agents
-SELECT name, channel, state, host, turn_state, turn_state_at FROM am_agents ORDER BY name LIMIT 500;
+SELECT name, channel, state, host, parent, turn_state, turn_state_at FROM am_agents ORDER BY name LIMIT 500;
 
 -- name: unread
 SELECT to_agent, count(*) AS n FROM messages INDEXED BY am_idx_unread WHERE read = 0 GROUP BY to_agent;
@@ -74,6 +74,66 @@ WHERE state = 'dead' ORDER BY updated_at DESC, id LIMIT :limit;
 -- name: delivery_messages
 SELECT id, subject, from_agent, coalesce(thread_id, id) AS thread FROM messages
 WHERE delivery_id = :id ORDER BY created_at, id LIMIT 50;
+
+-- name: agent
+SELECT name, capability, parent, state, channel, host, session_id, tmux_target, turn_state,
+       turn_state_at, created_at FROM am_agents WHERE name = :agent;
+
+-- name: agent_threads
+SELECT coalesce(thread_id, id) AS thread, count(*) AS n, max(created_at) AS last, subject,
+       from_agent, to_agent, sum(CASE WHEN read = 0 THEN 1 ELSE 0 END) AS unread
+FROM (SELECT * FROM messages ORDER BY rowid DESC LIMIT :window)
+WHERE from_agent = :agent OR to_agent = :agent
+GROUP BY thread ORDER BY last DESC LIMIT :limit;
+
+-- name: agent_threads@postgres
+SELECT coalesce(thread_id, id) AS thread, count(*) AS n, max(created_at) AS last,
+       min(subject) AS subject, min(from_agent) AS from_agent, min(to_agent) AS to_agent,
+       count(*) FILTER (WHERE read = 0) AS unread
+FROM (SELECT * FROM messages ORDER BY created_at DESC, id DESC LIMIT :window) newest
+WHERE from_agent = :agent OR to_agent = :agent
+GROUP BY 1 ORDER BY last DESC LIMIT :limit;
+
+-- name: graph_edges
+-- Who mailed whom since :since, from the newest :window messages (web/graph.py).
+SELECT from_agent, to_agent, count(*) AS n,
+       sum(CASE WHEN type = 'escalation' THEN 1 ELSE 0 END) AS escalations,
+       sum(CASE WHEN delivery_id IS NOT NULL AND delivery_id IN
+           (SELECT id FROM am_deliveries WHERE state = 'dead') THEN 1 ELSE 0 END) AS dead
+FROM (SELECT from_agent, to_agent, type, delivery_id, created_at FROM messages
+      ORDER BY rowid DESC LIMIT :window)
+WHERE created_at >= :since GROUP BY from_agent, to_agent ORDER BY n DESC LIMIT :limit;
+
+-- name: graph_edges@postgres
+SELECT from_agent, to_agent, count(*) AS n,
+       sum(CASE WHEN type = 'escalation' THEN 1 ELSE 0 END) AS escalations,
+       sum(CASE WHEN delivery_id IS NOT NULL AND delivery_id IN
+           (SELECT id FROM am_deliveries WHERE state = 'dead') THEN 1 ELSE 0 END) AS dead
+FROM (SELECT from_agent, to_agent, type, delivery_id, created_at FROM messages
+      WHERE created_at >= :since ORDER BY created_at DESC, id DESC LIMIT :window) newest
+GROUP BY from_agent, to_agent ORDER BY n DESC LIMIT :limit;
+
+-- name: holds
+-- Threads the loop guard holds (a pair past pingpong_max): Needs you, the graph's marks.
+SELECT thread_id, pair, messages, escalation_id, held_at FROM am_thread_holds
+ORDER BY held_at LIMIT :limit;
+
+-- name: needs_questions
+-- Questions to the operator no one has answered yet (rules/ask.find_reply's rule), oldest first.
+SELECT q.id, q.from_agent, q.subject, q.body, q.priority, q.created_at,
+       coalesce(q.thread_id, q.id) AS thread
+FROM messages q
+WHERE q.to_agent = :operator AND q.type = 'question' AND NOT EXISTS (
+  SELECT 1 FROM messages r WHERE r.thread_id = q.id
+    AND r.id != q.id AND r.to_agent = q.from_agent AND r.from_agent != q.from_agent)
+ORDER BY q.created_at, q.id LIMIT :limit;
+
+-- name: needs_escalated
+-- Mail the long-unread rule escalated (rules/escalate.py) that is still unread, oldest first.
+SELECT m.id, m.from_agent, m.to_agent, m.subject, m.type, m.priority, m.created_at, e.at AS escalated_at,
+       coalesce(m.thread_id, m.id) AS thread
+FROM am_escalated e JOIN messages m ON m.id = e.message_id
+WHERE m.read = 0 ORDER BY e.at, m.id LIMIT :limit;
 
 -- name: search
 -- SQLite: FTS5 over a TEMP index of the newest mail (store/reader_sqlite.py builds it).
