@@ -45,7 +45,8 @@ def test_clients_hanging_up_mid_body_are_one_short_info_line_each(
     log = d.log.read_text()
     assert "Traceback" not in log and "ClientDisconnect" not in log and '"exception"' not in log
     errors = [line for line in log.splitlines() if '"level": "error"' in line]
-    assert errors == [] and max(len(line) for line in log.splitlines()) < 400
+    hangups = [line for line in log.splitlines() if '"http.client_gone"' in line]
+    assert errors == [] and len(hangups) == HANGUPS and max(map(len, hangups)) < 400
     assert not d.events("relay.refused")  # a hang-up is not a refused envelope
     assert d.alive()
 
