@@ -118,7 +118,13 @@ def test_a_mixed_team_mails_only_through_mcp_tools(tmp_path: Path) -> None:
             got = [m for m in store.inbox("lead") if m.subject.startswith("Re:")]
             return got if len(got) == len(BUILDERS) and all(m.read for m in got) else None
 
-        lead_replies = wait_for(replies, BOUND, "the builders' three replies delivered to lead")
+        try:
+            lead_replies = wait_for(replies, BOUND, "the builders' three replies, delivered")
+        except AssertionError as exc:  # say where the exchange stopped
+            seen = {n: [(bool(offered(r, "reply")), "BROADCAST-1" in r.all_text())
+                        for r in api.model_requests()] for n, api in apis.items()}  # fmt: skip
+            rows = [(m.from_agent, m.to_agent, m.subject, m.read) for m in store.list_messages()]
+            raise AssertionError(f"{exc}; store {rows}; builders' requests {seen}") from None
         # The lead's send was its tool call: three copies from lead, one per builder.
         copies = {m.to_agent: m for name in BUILDERS for m in store.inbox(name)}
         assert sorted(copies) == sorted(BUILDERS)
