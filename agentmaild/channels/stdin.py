@@ -121,7 +121,7 @@ class StdinChannel(StdinHost, Channel):
             return
         # Cancelled here, the turn runs on in the agent: it stays busy until that turn ends.
         await turn.done.wait()
-        self._last_reason = turn.error
+        self._last_reason, self.last_usage = turn.error, turn.usage.total()
         if turn.error is not None:
             self._log.info("stdin.turn_failed", delivery_id=batch.delivery_id, reason=turn.error)
             failed = failed_turn(self.agent, turn.error, turn.error)  # not logged in: unavailable

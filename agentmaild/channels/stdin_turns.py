@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from agentmaild.channels.usage import UsageMeter
 from agentmaild.mail.jsoninput import storable
 from agentmaild.procs.lines import Line
 
@@ -30,6 +31,7 @@ class Turn:
     result_error: bool | None = None
     summary: str = ""
     error: str | None = None
+    usage: UsageMeter = field(default_factory=UsageMeter)  # what the turn cost (channels.usage)
 
     def settle(self, error: str | None) -> None:
         if not self.done.is_set():
@@ -66,6 +68,7 @@ def track(turn: Turn, event: dict[str, Any]) -> None:
     elif kind == "user" and event.get("uuid") == turn.uuid:
         turn.replayed = True
     elif kind == "result" and (turn.replayed or turn.lifecycle):
+        turn.usage.feed(event)
         turn.result_error = event.get("is_error") is not False
         turn.summary = storable(str(event.get("result") or event.get("subtype") or "")[:REASON_MAX])
         if not turn.lifecycle:

@@ -4,7 +4,9 @@ Each vendor reports usage in its own event, read here once (``UsageMeter.feed``)
 event a turn prints (``stream_events.StreamJsonEvents``):
 
 - Claude Code (stream-json): the ``result`` event's ``usage`` (``input_tokens`` plus the two
-  cache counts, ``output_tokens``) and ``total_cost_usd``, the CLI's own price of the turn.
+  cache counts, ``output_tokens``: the turn's) and the CLI's own price: the costs of
+  ``model_usage_since_last_result`` (the turn's), else ``total_cost_usd`` (the process's: the
+  turn's for a one-turn ``-p`` process, the session's so far for a long-lived one).
 - Codex (``exec --json``): ``turn.completed``'s ``usage`` (``input_tokens``, which include
   ``cached_input_tokens``, and ``output_tokens``); no price.
 - Gemini CLI (``--output-format stream-json``): the ``result`` event's ``stats``
@@ -49,6 +51,17 @@ def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _claude_cost(event: dict[str, Any]) -> float | None:
+    """This turn's price: ``total_cost_usd`` is the whole process's (a long-lived agent's grows
+    turn by turn), so the per-model costs since the last result come first when present."""
+    since = event.get("model_usage_since_last_result")
+    if isinstance(since, dict) and since:
+        costs = [_money(_dict(m).get("costUSD")) for m in since.values()]
+        if all(c is not None for c in costs):
+            return sum(c for c in costs if c is not None)
+    return _money(event.get("total_cost_usd"))
+
+
 def read_event(event: dict[str, Any]) -> Usage | None:
     """The usage one event reports, or None when it reports none (most events)."""
     kind = event.get("type")
@@ -56,7 +69,7 @@ def read_event(event: dict[str, Any]) -> Usage | None:
         u = event["usage"]
         tokens_in = (_int(u.get("input_tokens")) + _int(u.get("cache_creation_input_tokens"))
                      + _int(u.get("cache_read_input_tokens")))  # fmt: skip
-        return Usage(tokens_in, _int(u.get("output_tokens")), _money(event.get("total_cost_usd")))
+        return Usage(tokens_in, _int(u.get("output_tokens")), _claude_cost(event))
     if kind == "result" and isinstance(event.get("stats"), dict):  # Gemini CLI
         s = event["stats"]
         return Usage(_int(s.get("input_tokens")), _int(s.get("output_tokens")))

@@ -130,6 +130,9 @@ def test_an_agent_over_budget_is_paused_listed_then_raised_and_reset(
     assert (reset["spent_usd"], reset["limit_usd"], reset["over"]) == (0.0, 0.01, False)
     wait_for(lambda: store.get_message(held).read, 20, "the held mail after the reset")  # type: ignore[union-attr]
     assert "alice: spent $0.0060 of $0.0100 today" in d.cli("agents", "budget", "alice").stdout
+    ok_json(d.cli("agents", "update", "alice", "--budget-usd", "0", "--json"))  # no budget now
+    assert ok_json(d.cli("agents", "budget", "alice", "--json"))["budget"]["budget_usd"] is None
+    assert "alice: no budget; spent $0.0060 today" in d.cli("agents", "budget", "alice").stdout
 
 
 def test_budget_bad_input_is_one_line(

@@ -81,6 +81,15 @@ def test_cache_tokens_and_steps_add_up() -> None:
     assert meter.total() == Usage(28, 12, 0.5)
 
 
+def test_a_long_lived_claudes_price_is_the_turns_not_the_sessions() -> None:
+    # Its second turn, as the pinned CLI printed it on the stdin channel: total_cost_usd has grown
+    # with the session, model_usage_since_last_result is this turn's.
+    second = json.loads(CLAUDE[1])
+    second.update(total_cost_usd=0.00028, model_usage_since_last_result={
+        "claude-opus-5-5": {"inputTokens": 10, "outputTokens": 5, "costUSD": 0.00014}})  # fmt: skip
+    assert read_event(second) == Usage(10, 5, 0.00014)
+
+
 def test_no_usage_is_none_and_odd_values_count_nothing() -> None:
     assert turn(CODEX[:3]) is None  # a turn that died before turn.completed
     assert turn(["not json", "", '{"type": "result", "is_error": true}']) is None
