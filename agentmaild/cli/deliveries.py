@@ -85,7 +85,9 @@ def deliveries(
             help="Ended at or after: 10m, 2h, 3d ago, or an ISO-8601 time (UTC by default).",
         ),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many.")] = 50,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=100_000, help="At most this many.")
+    ] = 50,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

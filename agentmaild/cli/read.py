@@ -165,7 +165,8 @@ def list_cmd(
     type: Annotated[str | None, typer.Option("--type", "-t")] = None,
     unread: Annotated[bool, typer.Option("--unread")] = False,
     limit: Annotated[
-        int, typer.Option("--limit", "-n", min=1, help="At most this many, newest first.")
+        int,
+        typer.Option("--limit", "-n", min=1, max=100_000, help="At most this many, newest first."),
     ] = 50,
     db: DbOpt = None,
     url: UrlOpt = None,

@@ -152,3 +152,16 @@ def test_a_preset_without_its_executable_warns_with_the_install_hint(
     found = subprocess.run([*argv, "w2", *flags], env=env, capture_output=True, text=True,
                            timeout=60)  # fmt: skip
     assert found.returncode == 0 and found.stderr == ""
+
+
+@pytest.mark.parametrize("command", ["list", "deliveries"])
+def test_a_huge_limit_is_a_usage_error(store: SqliteMailStore, db: Path, tmp_path: Path,
+                                       command: str) -> None:  # fmt: skip
+    """It reached SQLite as an integer too large for it: a traceback, exit 1."""
+    huge = "99999999999999999999999"
+    done = run(tmp_path, command, "--limit", huge, db=db)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "--limit" in done.stderr
+    answer = json.loads(run(tmp_path, "--json", command, "--limit", huge, db=db).stdout)
+    assert answer["error"]["code"] == "usage"
+    assert run(tmp_path, command, "--limit", "100000", db=db).returncode == 0
