@@ -78,14 +78,13 @@ def interrupt(
 
     Only the agent's parent, a lead or the operator may. The batch the turn was working on is
     redelivered under its delivery id, never lost."""
-    from agentmaild.rules.interrupts import send_interrupt
+    from agentmaild.rules.interrupts import interrupt_text, send_interrupt
 
     agent = check_name(agent, "agent")
     body = read_body(reason) if reason else ""
     with open_store(db) as store:
         who = sender_of(sender, store)
-        subject = f"Interrupt from {who}" + (f": {body.splitlines()[0][:120]}" if body else "")
-        text = body or "Stop what you are doing and read this first."
+        subject, text = interrupt_text(who, body)
         message, again = send_interrupt(mailer(store), sender=who, to=agent, subject=subject,
                                         body=text)  # fmt: skip
         answer = ask_daemon(store, message, body or None, again)

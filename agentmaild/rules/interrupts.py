@@ -87,6 +87,12 @@ def _escalation(to: str, subject: str, pair: str, cap: int, window: float) -> Me
                    payload='{"severity":"warning","taskId":null,"context":"interrupt loop"}')
 
 
+def interrupt_text(sender: str, reason: str) -> tuple[str, str]:
+    """The subject and body of an interrupt's mail, from who asks and why (may be empty)."""
+    subject = f"Interrupt from {sender}" + (f": {reason.splitlines()[0][:120]}" if reason else "")
+    return subject, reason or "Stop what you are doing and read this first."
+
+
 def send_interrupt(
     mailer: Mailer, *, sender: str, to: str, subject: str, body: str, thread_id: str | None = None
 ) -> tuple[Message, bool]:

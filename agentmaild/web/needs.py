@@ -22,7 +22,7 @@ LIMIT = 100  # items per source: the page is for acting on, not for an archive
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    kind: str  # question | escalated | dead | stuck | loop
+    kind: str  # question | escalated | dead | stuck | loop | budget
     since: float  # unix seconds: when it started waiting
     key: str  # unique on the page (the row's id)
     title: str
@@ -92,12 +92,21 @@ def loop_stops(look: Look) -> list[Item]:
             for r in look.reader.rows("holds", limit=LIMIT)]  # fmt: skip
 
 
+def over_budget(look: Look) -> list[Item]:
+    """Agents over their daily budget: no mail reaches them until it is raised or reset."""
+    return [Item("budget", b["since"], f"b-{b['agent']}", f"{b['agent']} is over its daily budget",
+                 agent=b["agent"], ref=b["agent"],
+                 detail=f"${b['spent_usd']:.4f} spent of ${b['limit_usd'] or 0:.2f} today (UTC)")
+            for b in look.reader.over_budget(look.now)[:LIMIT]]  # fmt: skip
+
+
 SOURCES: tuple[Callable[[Look], list[Item]], ...] = (
     questions,
     escalated,
     dead_letters,
     stuck,
     loop_stops,
+    over_budget,
 )
 
 

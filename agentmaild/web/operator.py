@@ -8,6 +8,7 @@ goes through ``_Views.write``: a session with ``control``, same origin and its C
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
@@ -15,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from agentmaild.errors import NotFound, ValidationError
+from agentmaild.errors import ControlError, NotFound, ValidationError
 from agentmaild.ids import check_message_id, check_name
 from agentmaild.mail.mailer import Mailer, Sent
 from agentmaild.mail.vocab import OPERATOR
@@ -40,6 +41,8 @@ def operator_routes(views: _Views) -> list[BaseRoute]:
         Route("/graph", views.page(pages.graph), methods=["GET"]),
         Route("/mail/send", pages.compose, methods=["POST"]),
         Route("/mail/reply/{message_id}", pages.reply, methods=["POST"]),
+        Route("/actions/interrupt/{name}", pages.interrupt, methods=["POST"]),
+        Route("/actions/budget/{name}", pages.budget, methods=["POST"]),
     ]
 
 
@@ -86,6 +89,9 @@ class _Pages:
             to = form.get("to", "").strip()
             if not to:
                 raise ValidationError("to: give an agent, @group or queue:NAME")
+            if form.get("interrupt"):  # the CLI's send --interrupt: one agent
+                return await interrupt_as_operator(self.b, to, form.get("subject", "").strip(),
+                                                   form.get("body", ""))  # fmt: skip
             sent = await send_as_operator(self.b, lambda m: m.send(
                 sender=OPERATOR, to=to, subject=form.get("subject", "").strip(),
                 body=form.get("body", ""), priority=_priority(form)))  # fmt: skip
@@ -111,6 +117,60 @@ class _Pages:
             return _sent_text(sent)
 
         return await self.v.write(request, do)
+
+
+    async def interrupt(self, request: Request) -> Response:
+        name = request.path_params["name"][:100]
+
+        async def do() -> str:
+            reason = (await _form(request)).get("reason", "").strip()
+            return await interrupt_as_operator(self.b, name, "", reason)
+
+        return await self.v.write(request, do)
+
+    async def budget(self, request: Request) -> Response:
+        """Raise an agent's budget for today (``raise``: USD) or reset today's count (``reset``):
+        the CLI's ``agents budget NAME --raise USD | --reset``."""
+        name = request.path_params["name"][:100]
+
+        async def do() -> str:
+            from agentmaild.rules.budget import raise_budget, reset_budget
+
+            check_name(name, "agent")
+            form, store, now = await _form(request), self.b.daemon.store, time.time()
+            if form.get("reset"):
+                state = await store.run_sync(reset_budget, store.sync, name, now)
+            else:
+                state = await store.run_sync(raise_budget, store.sync, name, _usd(form), now)
+            if state is None:
+                raise NotFound(f"no agent named {name}")
+            self.b.daemon.woken([name])
+            limit = "no budget" if state.limit_usd is None else f"${state.limit_usd:.2f}"
+            return f"{name}: ${state.spent_usd:.4f} spent today of {limit}"
+
+        return await self.v.write(request, do)
+
+
+async def interrupt_as_operator(board: Dashboard, to: str, subject: str, body: str) -> str:
+    """The CLI's ``interrupt`` (and ``send --interrupt``) as the operator: the interrupt's mail
+    through ``rules.interrupts``, then the daemon's loop stops the turn it opens the next of."""
+    from agentmaild.rules.interrupts import interrupt_text, send_interrupt
+
+    check_name(to, "agent")
+    daemon = board.daemon
+    mailer = Mailer(daemon.store.sync, daemon.config.limits)
+    default_subject, text = interrupt_text(OPERATOR, body)
+    message, again = await daemon.store.run_sync(lambda: send_interrupt(
+        mailer, sender=OPERATOR, to=to, subject=subject or default_subject, body=text))  # fmt: skip
+    if again:
+        return f"already sent: {message.id} (the same interrupt within the duplicate window)"
+    try:
+        args = {"agent": to, "message_id": message.id, "by": OPERATOR, "reason": body or None}
+        answer = await board.control.handle("interrupt", args)
+    except ControlError as exc:  # no loop for the agent here: the mail opens its next turn
+        return f"sent {message.id}; {to}: not interrupted ({exc.message})"
+    verb = "interrupted" if answer.get("interrupted") else "not interrupted"
+    return f"sent {message.id}; {to}: {verb} ({answer.get('detail')})"
 
 
 async def send_as_operator(board: Dashboard, how: Any) -> Sent:
@@ -154,6 +214,16 @@ async def _form(request: Request) -> dict[str, str]:
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValidationError(f"form: unreadable ({exc})") from None
     return dict(pairs)
+
+
+def _usd(form: dict[str, str]) -> float:
+    try:
+        usd = float(form.get("raise", ""))
+    except ValueError:
+        usd = 0.0
+    if not 0 < usd <= 1_000_000:  # NaN fails too
+        raise ValidationError("raise: an amount of USD above 0 (or reset)")
+    return usd
 
 
 def _priority(form: dict[str, str]) -> str:
