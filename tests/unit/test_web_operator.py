@@ -38,7 +38,7 @@ def test_needs_you_lists_each_source_oldest_first_and_an_answer_clears_a_questio
         items = needs.collect(reader, loops)
         assert [i.kind for i in items] == ["stuck", "question", "question"]  # oldest first
         assert [i.ref for i in items[1:]] == [first.ids[0], second.ids[0]]
-        assert needs.SOURCES[-1] is needs.loop_stops and len(needs.SOURCES) == 5
+        assert needs.SOURCES[-1] is needs.over_budget and len(needs.SOURCES) == 6
         mailer.reply(first.ids[0], sender="operator", body="yes")
         left = needs.collect(reader, {})
         assert [(i.kind, i.ref) for i in left] == [("question", second.ids[0])]
