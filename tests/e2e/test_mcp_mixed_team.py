@@ -138,9 +138,13 @@ def test_a_mixed_team_mails_only_through_mcp_tools(tmp_path: Path) -> None:
         sent_ids = [m.id for m in copies.values()]
         assert any(all(i in json.dumps(r.body) for i in sent_ids)
                    for r in lead_api.messages_requests())  # fmt: skip
-        for reply in lead_replies:
-            results = [t for r in apis[reply.from_agent].model_requests() for t in tool_texts(r)]
-            assert any(reply.id in t for t in results), reply.from_agent
+        for reply in lead_replies:  # the stored reply may reach the lead before the builder's
+            # CLI sends the tool's result on to its model: wait for that request too
+            def answered(r: Any = reply) -> bool:
+                requests = apis[r.from_agent].model_requests()
+                return any(r.id in t for q in requests for t in tool_texts(q))
+
+            wait_for(answered, BOUND, f"{reply.from_agent}'s tool result in its next request")
             lead_api.wait_for(reply.id, timeout=BOUND)  # delivered into a lead turn
         # The spawned turns' servers were the daemon's (the presets' relay), Gemini's its own.
         sessions = {e["agent"] for e in daemon.events("mcp.session")}
