@@ -152,6 +152,8 @@ class CodexAppChannel(RpcChannel):
             self._thread_active = isinstance(status, dict) and status.get("type") == "active"
         elif method == "error":
             self._turn_error = _error_text(params.get("error")) or self._turn_error
+        elif method == "thread/tokenUsage/updated":
+            self._usage.feed(message)
         elif method == "turn/completed" and self._prompt is not None:
             self._prompt.settle(result=params.get("turn"))
 
