@@ -11,7 +11,8 @@ Any other stop reason, a JSON-RPC error (e.g. the model API failed), a crash mid
 Busy: from our prompt's write until its response; with no process of ours running, while a
 process an earlier daemon started still runs. Requests the agent sends us are answered safely
 (permission: cancelled; fs/terminal: not supported); ``session/update`` notifications
-are ignored. Process, restarts and the turn's bookkeeping are ``RpcChannel``'s.
+are ignored. The prompt's response carries the turn's tokens (``channels.usage``). Process,
+restarts and the turn's bookkeeping are ``RpcChannel``'s.
 Stored as channel ``stdin`` with ``settings.protocol = "acp"`` (no schema change).
 """
 

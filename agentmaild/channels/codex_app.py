@@ -15,6 +15,7 @@ requests are answered "not supported" (run it with ``approval_policy = "never"``
 runs, mail ``mid_turn_priority`` lets in goes into it by ``turn/steer{threadId, expectedTurnId,
 input}`` (``channels.midturn``), acked once Codex accepted it, given back when it refused. Provider,
 model and sandbox come from the command (``-c model_provider=…``) or ``~/.codex/config.toml``.
+The turn's tokens come from ``thread/tokenUsage/updated`` (``channels.usage``).
 Stored as channel ``stdin`` with ``settings.protocol = "codex-app"`` (no schema change).
 """
 
@@ -152,6 +153,8 @@ class CodexAppChannel(RpcChannel):
             self._thread_active = isinstance(status, dict) and status.get("type") == "active"
         elif method == "error":
             self._turn_error = _error_text(params.get("error")) or self._turn_error
+        elif method == "thread/tokenUsage/updated":
+            self._usage.feed(message)
         elif method == "turn/completed" and self._prompt is not None:
             self._prompt.settle(result=params.get("turn"))
 

@@ -162,10 +162,10 @@ class OpencodeServerChannel(StdinHost, Channel):
             status, answer = await call(endpoint, "POST", path, body, query=query)
             if status not in (200, 204):
                 return f"prompt_async: HTTP {status} {_message(answer)}"
-            self._watch = watch
-            self._writing = False
+            self._watch, self._writing = watch, False
             try:
                 reason = await self._follow(stream, watch)
+                self.last_usage = watch.usage.total()  # the loop records it, acked or not
                 if reason is not None and not watch.ended:
                     await self._abort(endpoint, stream, watch)
             finally:

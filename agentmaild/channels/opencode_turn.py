@@ -4,13 +4,15 @@ Fed every event of ``GET /event`` after our ``prompt_async``; only our session's
 starts with ``session.status`` busy (or retry) and ends with the next ``session.idle`` (or
 ``session.status`` idle). ``error`` is the first ``session.error`` or failed assistant message on
 the way; ``gave_up`` is set when OpenCode's own retries pass ``max_retries`` (it retries a 5xx or
-429 without end). Pure bookkeeping: the channel does the I/O.
+429 without end); ``usage`` sums the turn's ``step-finish`` parts (tokens, cost). Pure
+bookkeeping: the channel does the I/O.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from agentmaild.channels.usage import UsageMeter
 from agentmaild.errors import AgentUnavailable
 from agentmaild.mail.jsoninput import storable
 from agentmaild.models import Agent
@@ -35,12 +37,14 @@ class TurnWatch:
         self.ended = False
         self.error: str | None = None
         self.gave_up: str | None = None
+        self.usage = UsageMeter()
 
     def see(self, event: dict[str, Any]) -> bool:
         """Take one event; True when it was one of our session's."""
         props = event.get("properties")
         if not isinstance(props, dict) or props.get("sessionID") != self.session:
             return False
+        self.usage.feed(event)
         kind = event.get("type")
         if kind == "session.status":
             self._status(props.get("status"))

@@ -27,6 +27,7 @@ from agentmaild.channels.login import failed_turn
 from agentmaild.channels.stdin import DELIVERY_MARKER
 from agentmaild.channels.stdin_host import StdinHost, _Process
 from agentmaild.channels.stdin_turns import parse_event
+from agentmaild.channels.usage import UsageMeter
 from agentmaild.config import Config
 from agentmaild.errors import AgentBusy, AgentUnavailable, DeliveryFailed
 from agentmaild.models import Agent, Batch
@@ -67,6 +68,7 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         self._prompt: Call | None = None
         self._writing = False
         self._last_reason: str | None = None
+        self._usage = UsageMeter()  # the running turn's: its notifications and its answer
         self._earlier: str | None = None
         self._log = self.logger.bind(agent=agent.name, channel=self.kind)
 
@@ -122,6 +124,7 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
         try:
             proc = await self._ensure_process()
             session = await self._handshake(proc)
+            self._usage = UsageMeter()
             call = await self._start_turn(proc, session, text)
             self._prompt = call
             if proc.child is not None:
@@ -135,6 +138,9 @@ class RpcChannel(StdinHost, Channel, abc.ABC):
             tg.cancel_scope.cancel()
         if proc.child is not None:
             proc.child.set_stall_timeout(None)  # idle between turns is not a stall
+        if isinstance(call.result, dict):
+            self._usage.feed(call.result)  # ACP's prompt answer
+        self.last_usage = self._usage.total()  # the loop records it, acked or not
         reason = self._verdict(call)
         self._last_reason = reason
         if reason is not None:

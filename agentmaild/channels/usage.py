@@ -13,7 +13,14 @@ event a turn prints (``stream_events.StreamJsonEvents``):
   (``input_tokens``, ``output_tokens``); no price.
 - OpenCode (``run --format json``): each ``step_finish`` part's ``tokens`` (``input``, ``output``,
   ``reasoning``, ``cache.read``/``cache.write``) and ``cost`` (OpenCode's price from its model
-  list; 0 for a model it has no price for), summed over the turn's steps.
+  list; 0 for a model it has no price for), summed over the turn's steps. ``opencode serve``
+  sends the same part in its ``message.part.updated`` event (type ``step-finish``).
+- Codex app-server: ``thread/tokenUsage/updated`` (``tokenUsage.total``, the thread's so far,
+  and ``.last``, the latest model call's); the turn's is the last total less the total before
+  the turn's first call. No price.
+- ACP (``session/prompt``'s response): the standard ``usage`` (``inputTokens``, the cache
+  counts, ``outputTokens``, ``thoughtTokens``: ``opencode acp``), else Gemini CLI's
+  ``_meta.quota.token_count``. No price (OpenCode's ``usage_update`` cost is the session's).
 
 A turn that reported nothing has no usage (None), never zeros.
 """
@@ -76,8 +83,12 @@ def read_event(event: dict[str, Any]) -> Usage | None:
     if kind == "turn.completed" and isinstance(event.get("usage"), dict):  # Codex
         u = event["usage"]
         return Usage(_int(u.get("input_tokens")), _int(u.get("output_tokens")))
-    if kind == "step_finish":  # OpenCode
-        part = _dict(event.get("part"))
+    if "stopReason" in event:  # an ACP prompt's response
+        return _acp(event)
+    if kind in ("step_finish", "message.part.updated"):  # OpenCode (run --json; serve's SSE)
+        part = _dict(event.get("part") or _dict(event.get("properties")).get("part"))
+        if kind != "step_finish" and part.get("type") != "step-finish":
+            return None
         tokens = _dict(part.get("tokens"))
         if not tokens and "cost" not in part:
             return None
@@ -88,15 +99,47 @@ def read_event(event: dict[str, Any]) -> Usage | None:
     return None
 
 
+def _acp(result: dict[str, Any]) -> Usage | None:
+    u = result.get("usage")
+    if isinstance(u, dict):  # ACP's own field (opencode acp)
+        tokens_in = (_int(u.get("inputTokens")) + _int(u.get("cachedReadTokens"))
+                     + _int(u.get("cachedWriteTokens")))  # fmt: skip
+        return Usage(tokens_in, _int(u.get("outputTokens")) + _int(u.get("thoughtTokens")))
+    count = _dict(_dict(_dict(result.get("_meta")).get("quota")).get("token_count"))
+    if not count:  # Gemini CLI's
+        return None
+    return Usage(_int(count.get("input_tokens")), _int(count.get("output_tokens")))
+
+
+def _codex_running(event: dict[str, Any]) -> tuple[Usage, Usage] | None:
+    """A Codex app-server ``thread/tokenUsage/updated``: (the thread's total, the last call's)."""
+    if event.get("method") != "thread/tokenUsage/updated":
+        return None
+    usage = _dict(_dict(event.get("params")).get("tokenUsage"))
+    total, last = _dict(usage.get("total")), _dict(usage.get("last"))
+    return (Usage(_int(total.get("inputTokens")), _int(total.get("outputTokens"))),
+            Usage(_int(last.get("inputTokens")), _int(last.get("outputTokens"))))  # fmt: skip
+
+
 class UsageMeter:
     """Sums the usage of one turn's events; ``total()`` is None when none reported any."""
 
-    __slots__ = ("_total",)
+    __slots__ = ("_before", "_total")
 
     def __init__(self) -> None:
         self._total: Usage | None = None
+        self._before: Usage | None = None  # Codex app-server: the thread's total before the turn
 
     def feed(self, event: dict[str, Any]) -> None:
+        running = _codex_running(event)
+        if running is not None:  # a running total (repeated when rate limits change): a delta
+            total, last = running
+            if self._before is None:
+                self._before = Usage(total.tokens_in - last.tokens_in,
+                                     total.tokens_out - last.tokens_out)  # fmt: skip
+            self._total = Usage(total.tokens_in - self._before.tokens_in,
+                                total.tokens_out - self._before.tokens_out)  # fmt: skip
+            return
         found = read_event(event)
         if found is None:
             return

@@ -1,7 +1,8 @@
 """What each vendor's turn costs, read from the REAL CLIs' own events through one daemon: a Claude
 Code agent (spawn, and long-lived on the stdin channel) and a Codex, a Gemini CLI and an OpenCode
 agent (spawn presets), each against its loopback stand-in. Each turn's tokens (and the price, where
-the CLI reports one) land in `deliveries --json` and in the per-agent figures."""
+the CLI reports one) land in `deliveries --json` and in the per-agent figures. The long-lived
+channels likewise: a Codex app-server, ``gemini --acp``, ``opencode acp`` and ``opencode serve``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ pytestmark = [pytest.mark.vendors, pytest.mark.claude, pytest.mark.timeout(180)]
 
 BOUND = 90.0
 AGENTS = {"cl": "claude", "cs": "claude", "cx": "codex", "gm": "gemini", "oc": "opencode"}
+# The long-lived channels: agent -> (vendor, channel, the CLI's arguments).
+LONG_LIVED = {
+    "ca": ("codex", "codex-app", ["app-server"]),
+    "ga": ("gemini", "acp", ["--acp", "--skip-trust"]),
+    "oa": ("opencode", "acp", ["acp"]),
+    "os": ("opencode", "opencode-server", ["serve"]),
+}
 
 
 def test_each_vendors_turn_records_its_tokens_and_price(tmp_path: Path) -> None:
@@ -85,6 +93,50 @@ def test_each_vendors_turn_records_its_tokens_and_price(tmp_path: Path) -> None:
     per_agent = {t["name"]: t for t in shown["cost"]["hour"]["agents"]}
     assert set(per_agent) == set(AGENTS) and per_agent["cl"]["cost_usd"] > 0
     assert per_agent["cx"]["cost_usd"] is None and per_agent["cx"]["turns"] == 1
+
+
+def test_each_long_lived_channels_turn_records_its_tokens(tmp_path: Path) -> None:
+    db = tmp_path / "store" / "mail.db"
+    project = tmp_path / "proj"
+    project.mkdir()
+    with ExitStack() as stack:
+        make = stack.enter_context(daemon_factory(db, tmp_path, defaults=FAST, text=True))
+        daemon = make(start=False)
+        for name, (vendor, channel, args) in LONG_LIVED.items():
+            stand_in = stack.enter_context(VENDORS[vendor].api(f"{name} ok"))
+            _, env = VENDORS[vendor].setup(tmp_path / name, stand_in)
+            added = daemon.cli(
+                "agents", "add", name, "-c", "builder", "--channel", channel,
+                "--command", " ".join([vendor_binary(vendor), *args]), "--cwd", str(project),
+                "--setting", "env=" + json.dumps(env),
+            )  # fmt: skip
+            assert added.returncode == 0, added.stderr
+        daemon.start()
+        for name in LONG_LIVED:
+            sent = daemon.cli("send", "--to", name, "-s", "work", "--body", "do it", "--json")
+            assert sent.returncode == 0, sent.stderr
+        # A second turn of the app-server's thread: that turn's tokens, not the thread's total.
+        wait_for(lambda: _acked(daemon, "ca"), BOUND, "the app-server's first turn")
+        sent = daemon.cli("send", "--to", "ca", "-s", "more", "--body", "again", "--json")
+        assert sent.returncode == 0, sent.stderr
+
+        def usage() -> dict[str, Any] | None:
+            shown = json.loads(daemon.cli("deliveries", "--json").stdout)
+            found = [a["agent"] for a in shown["attempts"] if a["usage"]]
+            return shown if set(found) == set(LONG_LIVED) and found.count("ca") == 2 else None
+
+        shown = wait_for(usage, BOUND, "every long-lived channel's turn with its usage")
+        assert daemon.stop() == 0, daemon.tail()
+    used: dict[str, list[Any]] = {}
+    for attempt in shown["attempts"]:
+        used.setdefault(attempt["agent"], []).append(attempt["usage"])
+    # Every stand-in answers 10 tokens in, 5 out. Codex app-server: thread/tokenUsage/updated
+    # (no price); ACP: the prompt's answer (no price); opencode serve: step-finish parts with
+    # OpenCode's price (0: an unpriced model).
+    tokens = {name: [(u["tokens_in"], u["tokens_out"]) for u in got] for name, got in used.items()}
+    assert tokens == {"ca": [(10, 5), (10, 5)], "ga": [(10, 5)], "oa": [(10, 5)], "os": [(10, 5)]}
+    costs = {name: [u["cost_usd"] for u in got] for name, got in used.items()}
+    assert costs == {"ca": [None, None], "ga": [None], "oa": [None], "os": [0.0]}
 
 
 def _acked(daemon: Any, agent: str) -> bool:

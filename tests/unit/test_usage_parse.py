@@ -97,3 +97,62 @@ def test_no_usage_is_none_and_odd_values_count_nothing() -> None:
            "total_cost_usd": "1.0"}  # fmt: skip
     assert read_event(odd) == Usage(0, 0, None)
     assert read_event({"type": "step_finish", "part": "x"}) is None
+
+
+# The long-lived channels' events, as the pinned CLIs sent them to the daemon.
+CODEX_APP = (
+    '{"method":"thread/tokenUsage/updated","params":{"threadId":"01a24192","turnId":"01a24192-8ea4",'
+    '"tokenUsage":{"total":{"totalTokens":15,"inputTokens":10,"cachedInputTokens":0,'
+    '"cacheWriteInputTokens":0,"outputTokens":5,"reasoningOutputTokens":0},"last":{"totalTokens":'
+    '15,"inputTokens":10,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":5,'
+    '"reasoningOutputTokens":0},"modelContextWindow":258400}}}'
+)
+ACP_OPENCODE = (
+    '{"stopReason":"end_turn","usage":{"inputTokens":10,"outputTokens":5,"totalTokens":15},'
+    '"_meta":{}}'
+)
+ACP_GEMINI = (
+    '{"stopReason":"end_turn","_meta":{"quota":{"token_count":{"input_tokens":10,"output_tokens":'
+    '5},"model_usage":[{"model":"gemini-3.8-flash","token_count":{"input_tokens":10,'
+    '"output_tokens":5}}]}}}'
+)
+OPENCODE_SERVE = (
+    '{"id":"evt_2419","type":"message.part.updated","properties":{"sessionID":"ses_dbe6","part":'
+    '{"id":"prt_2419","reason":"stop","messageID":"msg_2419","sessionID":"ses_dbe6","type":'
+    '"step-finish","tokens":{"total":15,"input":10,"output":5,"reasoning":0,"cache":{"write":0,'
+    '"read":0}},"cost":0},"time":1796396512971}}'
+)
+
+
+def meter_of(*events: dict[str, object]) -> Usage | None:
+    meter = UsageMeter()
+    for event in events:
+        meter.feed(event)
+    return meter.total()
+
+
+def test_the_long_lived_channels_events_report_the_turns_usage() -> None:
+    assert meter_of(json.loads(CODEX_APP)) == Usage(10, 5, None)
+    assert meter_of(json.loads(ACP_OPENCODE)) == Usage(10, 5, None)
+    assert meter_of(json.loads(ACP_GEMINI)) == Usage(10, 5, None)
+    assert meter_of(json.loads(OPENCODE_SERVE)) == Usage(10, 5, 0.0)
+    cached = json.loads(ACP_OPENCODE)
+    cached["usage"].update(cachedReadTokens=100, cachedWriteTokens=1, thoughtTokens=3)
+    assert read_event(cached) == Usage(111, 8, None)
+    text = json.loads(OPENCODE_SERVE)
+    text["properties"]["part"]["type"] = "text"
+    assert meter_of(text, {"stopReason": "end_turn"}) is None  # no usage in either
+
+
+def test_a_codex_app_servers_turn_is_its_share_of_the_threads_running_total() -> None:
+    def update(total: tuple[int, int], last: tuple[int, int]) -> dict[str, object]:
+        event = json.loads(CODEX_APP)
+        usage = event["params"]["tokenUsage"]
+        usage["total"].update(inputTokens=total[0], outputTokens=total[1])
+        usage["last"].update(inputTokens=last[0], outputTokens=last[1])
+        return event
+
+    # A later turn of the thread: two model calls, the second update repeated (rate limits).
+    second = meter_of(update((30, 8), (20, 3)), update((45, 10), (15, 2)),
+                      update((45, 10), (15, 2)))  # fmt: skip
+    assert second == Usage(35, 5, None)
