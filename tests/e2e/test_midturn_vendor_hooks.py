@@ -98,11 +98,7 @@ def _run(
     assert (done.returncode == 0) is ok, (done.stdout[-2000:], done.stderr[-2000:])
 
 
-@pytest.mark.parametrize("vendor", sorted(VENDORS))
-def test_urgent_mail_reaches_the_running_turn_where_the_vendor_allows(
-    vendor: str, tmp_path: Path
-) -> None:
-    binary = vendor_binary(vendor)
+def _project(tmp_path: Path) -> tuple[Path, Path, SqliteMailStore]:
     project = tmp_path / "proj"
     project.mkdir()
     (project / "notes.txt").write_text("nothing to see\n")
@@ -110,17 +106,30 @@ def test_urgent_mail_reaches_the_running_turn_where_the_vendor_allows(
     store = SqliteMailStore(db)
     store.add_agent(Agent(name="alice", capability="builder"))
     store.add_agent(Agent(name="bob", capability="lead"))
+    return project, db, store
+
+
+def _install(vendor: str, binary: str, env: dict[str, str], db: Path) -> None:
+    admin = {**env, "PATH": f"{Path(binary).parent}{os.pathsep}{env.get('PATH', '')}"}
+    install = subprocess.run(
+        [AGENTMAILD, "hooks", "install", "--vendor", vendor, "--agent", "alice",
+         "--db", str(db)], env=admin, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr
+
+
+@pytest.mark.parametrize("vendor", sorted(VENDORS))
+def test_urgent_mail_reaches_the_running_turn_where_the_vendor_allows(
+    vendor: str, tmp_path: Path
+) -> None:
+    binary = vendor_binary(vendor)
+    project, db, store = _project(tmp_path)
     try:
         with VENDORS[vendor].api("all done") as api:
             _home, env = VENDORS[vendor].setup(tmp_path, api)
             turn = Turn(vendor, store, project)
             api.tool_call = turn
-            admin = {**env, "PATH": f"{Path(binary).parent}{os.pathsep}{env.get('PATH', '')}"}
-            install = subprocess.run(
-                [AGENTMAILD, "hooks", "install", "--vendor", vendor, "--agent", "alice",
-                 "--db", str(db)], env=admin, capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            assert install.returncode == 0, install.stderr
+            _install(vendor, binary, env, db)
             _run(vendor, binary, env, project, "LONGJOB: read the notes again and again")
             assert turn.urgent is not None, "the turn never called its tool"
             carrying = [r for r in api.model_requests() if "URGENTBODY" in json.dumps(r.body)]
@@ -142,5 +151,34 @@ def test_urgent_mail_reaches_the_running_turn_where_the_vendor_allows(
                 _run(vendor, binary, env, project, "NEXTTURN")
                 nxt = json.dumps(api.wait_for("NEXTTURN", timeout=30).body)
                 assert "NORMALBODY" in nxt and "URGENTBODY" not in nxt
+    finally:
+        store.close()
+
+
+def test_gemini_turn_that_fails_gives_its_mid_turn_mail_back(tmp_path: Path) -> None:
+    """The model call that carries the mid-turn mail fails (HTTP 429: Gemini drops that turn):
+    the mail stays unread and unacked, the next prompt carries it once, and it is read then."""
+    binary = vendor_binary("gemini")
+    project, db, store = _project(tmp_path)
+    try:
+        with VENDORS["gemini"].api("all done") as api:
+            _home, env = VENDORS["gemini"].setup(tmp_path, api)
+            turn = Turn("gemini", store, project)
+            turn.on_urgent = lambda: api.fail_next(1, status=429)
+            api.tool_call = turn
+            _install("gemini", binary, env, db)
+            _run("gemini", binary, env, project, "LONGJOB: read the notes", ok=False)
+            assert turn.urgent is not None, "the turn never called its tool"
+            carrying = [r for r in api.model_requests() if "URGENTBODY" in json.dumps(r.body)]
+            assert [r.answered_with for r in carrying] == [429]  # printed once, then it failed
+            message = store.get_message(turn.urgent)
+            assert message is not None and not message.read
+            assert store.list_attempts(agent="alice") == []  # never acked as mid-turn
+            api.clear_failures()
+            _run("gemini", binary, env, project, "NEXTTURN")
+            nxt = json.dumps(api.wait_for("NEXTTURN", timeout=30).body)
+            assert nxt.count("URGENTBODY") == 1 and "NORMALBODY" in nxt
+            message = store.get_message(turn.urgent)
+            assert message is not None and message.read
     finally:
         store.close()
