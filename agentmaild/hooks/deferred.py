@@ -145,8 +145,9 @@ def settle_mid_turn(hook: Hook, *, took: bool) -> None:
     from agentmaild.store import midturn
 
     tx = hook.store().claims()
+    recorded = _transcript(hook) if took else None
     for delivery_id, began in held:
-        if took:
+        if took and (recorded is None or f"(delivery {delivery_id})".encode() in recorded):
             midturn.mid_turn_ack(tx, hook.agent, delivery_id, began)
         else:
             midturn.mid_turn_release(tx, delivery_id)
@@ -154,3 +155,18 @@ def settle_mid_turn(hook: Hook, *, took: bool) -> None:
         os.unlink(_held_path(hook))
     except OSError:
         pass
+
+
+def _transcript(hook: Hook) -> bytes | None:
+    """The main session's recorded conversation (AfterAgent's ``transcript_path``); None when
+    there is none to read. Gemini CLI fires AfterTool for a subagent's tool calls too, with the
+    main session's id, but records the subagent's chat in a file of its own: a batch printed
+    into a subagent's tool result is not in this one, so it is released, not acked."""
+    path = hook.text("transcript_path")
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None

@@ -1,0 +1,86 @@
+"""Gemini CLI's AfterTool mid-turn mail (``hooks.midturn`` + ``hooks.deferred``) on either store,
+through the real hook entry point in a child process: the batch is printed once under its own
+delivery, stays claimed and unread across later tool calls, and AfterAgent acks it (history
+``mid-turn``) only when the main session's transcript holds its header. Printed into a
+subagent's tool result (Gemini records that chat in a file of its own), or in a turn that never
+reached AfterAgent, it is released: the next prompt prints it again, and only that prompt's
+AfterAgent reads it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentmaild.mail.mailer import Mailer
+from agentmaild.models import Agent
+from tests.support.store_targets import StoreTarget
+
+SESSION = "7d1c7f3e-2b1a-4c55-9d0e-5f6a7b8c9d0e"
+
+
+def hook(target: StoreTarget, event: str, payload: dict[str, Any]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentmaild", "hook", event, "--db", target.target, "--agent",
+         "gem", "--vendor", "gemini"], input=json.dumps({"session_id": SESSION, **payload}).encode(),
+        capture_output=True, env=target.env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    return done.stdout.decode()
+
+
+def after_tool(target: StoreTarget) -> str:
+    return hook(target, "post-tool-use", {"hook_event_name": "AfterTool", "tool_name": "read_file",
+                                          "tool_input": {}, "tool_response": {"llmContent": "x"}})
+
+
+def test_after_tool_mail_is_acked_at_after_agent_only_when_the_main_transcript_has_it(
+    store_target: StoreTarget, tmp_path: Path
+) -> None:
+    store = store_target.open()
+    try:
+        store.add_agent(Agent(name="gem", capability="builder"))
+        mailer = Mailer(store)
+        normal = mailer.send(sender="lead", to="gem", subject="fyi", body="NORMAL").ids[0]
+        urgent = mailer.send(sender="lead", to="gem", subject="stop", body="URGENT",
+                             priority="urgent").ids[0]  # fmt: skip
+        printed = json.loads(after_tool(store_target))["hookSpecificOutput"]
+        assert printed["hookEventName"] == "AfterTool"
+        text = printed["additionalContext"]
+        assert "URGENT" in text and "NORMAL" not in text
+        held = store.get_message(urgent)
+        assert held is not None and not held.read and held.delivery_id is not None
+        header = f"(delivery {held.delivery_id})"
+        assert header in text
+        assert after_tool(store_target) == ""  # a turn that goes on never gets it twice
+
+        # A subagent's tool result took it: the main transcript lacks the header -> released
+        main = tmp_path / "session.jsonl"
+        main.write_text('{"type":"user","content":"LONGJOB"}\n')
+        hook(store_target, "stop", {"hook_event_name": "AfterAgent", "transcript_path": str(main)})
+        back = store.get_message(urgent)
+        assert back is not None and not back.read
+        assert store.list_attempts(agent="gem") == []
+        # the next prompt prints it again (normal mail too: the turn has ended)
+        again = hook(store_target, "user-prompt-submit", {"prompt": "NEXT"})
+        assert "URGENT" in again and "NORMAL" in again
+        hook(store_target, "stop", {"hook_event_name": "AfterAgent", "transcript_path": str(main)})
+        read = [store.get_message(i) for i in (urgent, normal)]
+        assert all(m is not None and m.read for m in read)
+
+        # The main session's transcript holds the header: acked once, as mid-turn
+        later = mailer.send(sender="lead", to="gem", subject="stop2", body="URGENT2",
+                            priority="high").ids[0]  # fmt: skip
+        text = json.loads(after_tool(store_target))["hookSpecificOutput"]["additionalContext"]
+        second = store.get_message(later)
+        assert second is not None and second.delivery_id is not None
+        main.write_text(json.dumps({"type": "tool", "content": text}) + "\n")
+        hook(store_target, "stop", {"hook_event_name": "AfterAgent", "transcript_path": str(main)})
+        done = store.get_message(later)
+        assert done is not None and done.read and done.acked_by == second.delivery_id
+        history = [(a.outcome, a.message_ids) for a in store.list_attempts(agent="gem")]
+        assert history == [("mid-turn", (later,))]
+    finally:
+        store.close()
