@@ -80,7 +80,8 @@ def _batch(hook: Hook, rank: int, marker: str) -> None:
     delivery_id = new_id("dlv")
     # Claude Code and Codex: PostToolUse JSON (Gemini's AfterTool the same under its name); the
     # OpenCode plugin appends plain text to the tool's output (tool.execute.after)
-    wrap = inject.plain if hook.vendor == "opencode" else inject.vendor_wrap(hook.vendor, "PostToolUse")
+    wrap = inject.vendor_wrap("gemini", "PostToolUse") if gemini else inject.post_tool_use_json
+    wrap = inject.plain if hook.vendor == "opencode" else wrap
     out, ids = inject.fit_rows(rows, hook.agent, unread, nudges, wrap, limit, lead, delivery_id)
     tx = port.claims()
     began = midturn.mid_turn_claim(tx, hook.agent, delivery_id, ids)

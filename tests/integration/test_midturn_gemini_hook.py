@@ -22,11 +22,11 @@ SESSION = "7d1c7f3e-2b1a-4c55-9d0e-5f6a7b8c9d0e"
 
 
 def hook(target: StoreTarget, event: str, payload: dict[str, Any]) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "agentmaild", "hook", event, "--db", target.target, "--agent",
-         "gem", "--vendor", "gemini"], input=json.dumps({"session_id": SESSION, **payload}).encode(),
-        capture_output=True, env=target.env, timeout=60, check=False,
-    )  # fmt: skip
+    argv = [sys.executable, "-m", "agentmaild", "hook", event, "--db", target.target,
+            "--agent", "gem", "--vendor", "gemini"]  # fmt: skip
+    stdin = json.dumps({"session_id": SESSION, **payload}).encode()
+    done = subprocess.run(argv, input=stdin, capture_output=True, env=target.env, timeout=60,
+                          check=False)  # fmt: skip
     assert done.returncode == 0 and done.stderr == b"", done.stderr
     return done.stdout.decode()
 
