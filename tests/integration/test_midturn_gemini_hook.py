@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,5 +83,33 @@ def test_after_tool_mail_is_acked_at_after_agent_only_when_the_main_transcript_h
         assert done is not None and done.read and done.acked_by == second.delivery_id
         history = [(a.outcome, a.message_ids) for a in store.list_attempts(agent="gem")]
         assert history == [("mid-turn", (later,))]
+    finally:
+        store.close()
+
+
+def test_a_held_batch_the_daemon_took_over_is_never_released_by_the_hook(
+    store_target: StoreTarget,
+) -> None:
+    """The held batch's lease ran out (a Gemini process killed mid-turn): the daemon redelivers
+    it under its id; a later BeforeAgent of the hook leaves that redelivery alone."""
+    store = store_target.open()
+    try:
+        store.add_agent(Agent(name="gem", capability="builder"))
+        urgent = Mailer(store).send(sender="lead", to="gem", subject="stop", body="URGENT",
+                                    priority="urgent").ids[0]  # fmt: skip
+        assert "URGENT" in after_tool(store_target)
+        held = store.get_message(urgent)
+        assert held is not None and held.delivery_id is not None
+        later = time.time() + 301.0
+        assert store.reap_expired(now=later) == [(held.delivery_id, "gem")]
+        batch = store.claim("gem", max_messages=10, max_chars=10_000, lease_s=300, now=later)
+        assert batch is not None and batch.delivery_id == held.delivery_id and batch.attempt == 2
+        printed = hook(store_target, "user-prompt-submit", {"prompt": "NEXT"})
+        assert "URGENT" not in printed  # the daemon's batch in flight: not the hook's to print
+        still = store.get_message(urgent)
+        assert still is not None and still.delivery_id == held.delivery_id and not still.read
+        state = store_target.query(
+            f"SELECT state FROM am_deliveries WHERE id = '{held.delivery_id}'")  # fmt: skip
+        assert state == [{"state": "claimed"}]
     finally:
         store.close()
