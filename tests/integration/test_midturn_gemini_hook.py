@@ -32,9 +32,12 @@ def hook(target: StoreTarget, event: str, payload: dict[str, Any]) -> str:
     return done.stdout.decode()
 
 
+AFTER_TOOL = {"hook_event_name": "AfterTool", "tool_name": "read_file", "tool_input": {},
+              "tool_response": {"llmContent": "x"}}  # fmt: skip
+
+
 def after_tool(target: StoreTarget) -> str:
-    return hook(target, "post-tool-use", {"hook_event_name": "AfterTool", "tool_name": "read_file",
-                                          "tool_input": {}, "tool_response": {"llmContent": "x"}})
+    return hook(target, "post-tool-use", AFTER_TOOL)
 
 
 def test_after_tool_mail_is_acked_at_after_agent_only_when_the_main_transcript_has_it(
@@ -111,5 +114,31 @@ def test_a_held_batch_the_daemon_took_over_is_never_released_by_the_hook(
         state = store_target.query(
             f"SELECT state FROM am_deliveries WHERE id = '{held.delivery_id}'")  # fmt: skip
         assert state == [{"state": "claimed"}]
+    finally:
+        store.close()
+
+
+def test_a_prompt_after_a_turn_without_after_agent_prints_the_held_batch_again(
+    store_target: StoreTarget, tmp_path: Path
+) -> None:
+    """The turn that printed the batch failed (no AfterAgent): the next BeforeAgent releases it
+    and prints it, held again until that turn's AfterAgent reads it (by the hook, once)."""
+    store = store_target.open()
+    try:
+        store.add_agent(Agent(name="gem", capability="builder"))
+        urgent = Mailer(store).send(sender="lead", to="gem", subject="stop", body="URGENT",
+                                    priority="urgent").ids[0]  # fmt: skip
+        assert "URGENT" in after_tool(store_target)
+        again = hook(store_target, "user-prompt-submit", {"prompt": "RETRY"})
+        assert json.loads(again)["hookSpecificOutput"]["additionalContext"].count("URGENT") == 1
+        assert after_tool(store_target) == ""  # the retried turn goes on: not printed twice
+        waiting = store.get_message(urgent)
+        assert waiting is not None and not waiting.read
+        main = tmp_path / "session.jsonl"
+        main.write_text("{}\n")
+        hook(store_target, "stop", {"hook_event_name": "AfterAgent", "transcript_path": str(main)})
+        read = store.get_message(urgent)
+        assert read is not None and read.read
+        assert store.list_attempts(agent="gem") == []  # read by the prompt's hook, not mid-turn
     finally:
         store.close()
