@@ -97,3 +97,76 @@ def turn_began(hook: Hook) -> None:
     origin, earlier = _read(hook)
     if defers(hook) and hook.name == "UserPromptSubmit" and origin == _START:
         hold(hook, earlier)
+
+
+def _held_path(hook: Hook) -> str:
+    return state.marker_path(hook.db_path or "", hook.agent, "mid-turn-held")
+
+
+def held_mid_turn(hook: Hook) -> list[tuple[str, float]]:
+    """The mid-turn deliveries printed since the last AfterAgent: (delivery id, when it began)."""
+    try:
+        with open(_held_path(hook), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, list):
+        return []
+    return [(str(d[0]), float(d[1])) for d in data
+            if isinstance(d, list) and len(d) == 2 and isinstance(d[0], str)
+            and isinstance(d[1], (int, float))]  # fmt: skip
+
+
+def hold_mid_turn(hook: Hook, delivery_id: str, began: float) -> None:
+    """Remember a claimed mid-turn batch until AfterAgent (written before it is printed: a
+    failure here rolls the claim back before anything reached the turn)."""
+    held = [*held_mid_turn(hook), (delivery_id, began)]
+    fd = state._open_marker(_held_path(hook), os.O_TRUNC)
+    try:
+        os.write(fd, json.dumps(held).encode())
+    finally:
+        os.close(fd)
+
+
+def renew_mid_turn(hook: Hook, tx: Any) -> None:
+    """In an AfterTool's write: the turn goes on, so the held batches' leases do too."""
+    from agentmaild.store import midturn
+
+    for delivery_id, _ in held_mid_turn(hook):
+        midturn.mid_turn_renew(tx, delivery_id)
+
+
+def settle_mid_turn(hook: Hook, *, took: bool) -> None:
+    """In the caller's write: AfterAgent (``took``) acks the held mid-turn batches; BeforeAgent
+    and SessionStart (the turn that printed them never reached AfterAgent) release them."""
+    held = held_mid_turn(hook) if defers(hook) else []
+    if not held:
+        return
+    from agentmaild.store import midturn
+
+    tx = hook.store().claims()
+    recorded = _transcript(hook) if took else None
+    for delivery_id, began in held:
+        if took and (recorded is None or f"(delivery {delivery_id})".encode() in recorded):
+            midturn.mid_turn_ack(tx, hook.agent, delivery_id, began)
+        else:
+            midturn.mid_turn_release(tx, delivery_id)
+    try:
+        os.unlink(_held_path(hook))
+    except OSError:
+        pass
+
+
+def _transcript(hook: Hook) -> bytes | None:
+    """The main session's recorded conversation (AfterAgent's ``transcript_path``); None when
+    there is none to read. Gemini CLI fires AfterTool for a subagent's tool calls too, with the
+    main session's id, but records the subagent's chat in a file of its own: a batch printed
+    into a subagent's tool result is not in this one, so it is released, not acked."""
+    path = hook.text("transcript_path")
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None

@@ -24,14 +24,23 @@ def session_start(hook: Hook) -> int:
 
     def work() -> None:
         hook.set_state("idle")
+        _release_mid_turn(hook)
         hook.deliver(hook.context())
 
     return hook.in_write(work, poke=True)
 
 
+def _release_mid_turn(hook: Hook) -> None:
+    """Gemini: mid-turn mail held for a turn that never reached AfterAgent goes back."""
+    if hook.vendor == "gemini":
+        from agentmaild.hooks import deferred
+
+        deferred.settle_mid_turn(hook, took=False)
+
+
 def post_tool_use(hook: Hook) -> int:
     """Mid-turn mail by ``mid_turn_priority`` (``hooks.midturn``), also in the daemon's turns."""
-    if hook.data.get("agent_id") or hook.vendor == "gemini":  # a subagent's; Gemini: AfterTool
+    if hook.data.get("agent_id"):  # a subagent's
         return 0
     if not hook.quiet and hook.turn_state() == "waiting":
         hook.in_write(lambda: hook.set_state("busy", only_from="waiting"))
@@ -52,6 +61,10 @@ def stop(hook: Hook) -> int:
     def work() -> None:
         if held:
             hook.mark_delivered(held)
+        if hook.vendor == "gemini":
+            from agentmaild.hooks import deferred
+
+            deferred.settle_mid_turn(hook, took=True)
         hook.set_state("idle")
 
     return hook.in_write(work, poke=True)

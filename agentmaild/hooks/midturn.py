@@ -8,7 +8,9 @@ running turn, normal and low wait for its end. Urgent and high go at the first t
 they arrive; normal and low (policy ``all``) at most once per ``AGENTMAILD_HOOKS_POST_TOOL_USE_
 DEBOUNCE_S``. The batch is acked once the output is written (the hook's consumption signal: Claude
 Code and Codex put it into the model's next request of the same turn), in the write that claimed
-it, so a failed write leaves the mail unread and in no delivery.
+it, so a failed write leaves the mail unread and in no delivery. Gemini CLI (AfterTool) is the
+exception: a failed Gemini turn is dropped from its session, so its batch stays claimed until
+AfterAgent acks it, or the next prompt releases it (``deferred``).
 
 Also in turns the daemon started (``AGENTMAIL_DELIVERY`` set): the daemon's own batch is in a
 delivery already, so only mail that arrived since is taken. Stdlib only, like the rest of the hook.
@@ -66,17 +68,25 @@ def _batch(hook: Hook, rank: int, marker: str) -> None:
 
     port = hook.store()
     limit = output_limit()
+    gemini = hook.vendor == "gemini"
+    if gemini:
+        from agentmaild.hooks import deferred
+
+        deferred.renew_mid_turn(hook, port.claims())
     taken = port.mid_turn_take(hook.agent, rank, limit - INJECT_RESERVE)
     if taken is None:
         return
     rows, unread, nudges, lead = taken
     delivery_id = new_id("dlv")
-    # Claude Code and Codex: PostToolUse JSON; the OpenCode plugin appends plain text to the
-    # tool's output (tool.execute.after)
-    wrap = inject.plain if hook.vendor == "opencode" else inject.post_tool_use_json
+    # Claude Code and Codex: PostToolUse JSON (Gemini's AfterTool the same under its name); the
+    # OpenCode plugin appends plain text to the tool's output (tool.execute.after)
+    wrap = inject.vendor_wrap("gemini", "PostToolUse") if gemini else inject.post_tool_use_json
+    wrap = inject.plain if hook.vendor == "opencode" else wrap
     out, ids = inject.fit_rows(rows, hook.agent, unread, nudges, wrap, limit, lead, delivery_id)
     tx = port.claims()
     began = midturn.mid_turn_claim(tx, hook.agent, delivery_id, ids)
+    if gemini:  # acked at AfterAgent (``deferred``): a failed Gemini turn is dropped
+        deferred.hold_mid_turn(hook, delivery_id, began)
     if any(RANKS.get(r["priority"], 3) > 1 for r in rows if r["id"] in ids):
         from agentmaild.hooks import state as hooks_state
 
@@ -84,4 +94,5 @@ def _batch(hook: Hook, rank: int, marker: str) -> None:
         # rolls the claim back before anything was written)
     hook.out.write(out.encode("utf-8"))
     hook.out.flush()
-    midturn.mid_turn_ack(tx, hook.agent, delivery_id, began)
+    if not gemini:
+        midturn.mid_turn_ack(tx, hook.agent, delivery_id, began)

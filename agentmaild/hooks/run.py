@@ -192,6 +192,10 @@ class Hook:
     def user_prompt_submit(self) -> int:
         def work() -> None:
             self.set_state("busy")
+            if self.vendor == "gemini":  # a turn that never reached AfterAgent gives its
+                from agentmaild.hooks import deferred  # mid-turn mail back
+
+                deferred.settle_mid_turn(self, took=False)
             seen = re.findall(HEADER_RE, self.text("prompt"))
             if seen:
                 self._record_seen(seen)

@@ -8,7 +8,8 @@ nothing; uninstalling removes only ours):
   PostToolUse mid-turn mail (``hooks.midturn``), Stop records idle. Codex runs a hook only once
   its hash is trusted: see ``codex_trust``.
 - Gemini CLI: ``settings.json`` (``~/.gemini``; ``<dir>/.gemini``): SessionStart and BeforeAgent
-  deliver, AfterAgent records idle, SessionEnd gone. Timeouts are in milliseconds there.
+  deliver, AfterTool mid-turn mail (held to AfterAgent: ``deferred``), AfterAgent acks and records
+  idle, SessionEnd gone. Timeouts are in milliseconds there.
 - OpenCode: the plugin ``opencode_plugin.js`` shipped in this package, written as
   ``agentmaild.js`` into ``$XDG_CONFIG_HOME/opencode/plugins`` (``<dir>/.opencode/plugins``) with
   the agent, store and executable filled in: ``chat.message`` appends the mail to the user's
@@ -40,6 +41,7 @@ SPECS: dict[str, tuple[tuple[str, str], ...]] = {
     "gemini": (
         ("SessionStart", "session-start"),
         ("BeforeAgent", "user-prompt-submit"),
+        ("AfterTool", "post-tool-use"),
         ("AfterAgent", "stop"),
         ("SessionEnd", "session-end"),
     ),

@@ -31,10 +31,11 @@ def stop_block_json(text: str) -> str:
 def vendor_wrap(vendor: str, event: str) -> Callable[[str], str]:
     """Plain text for Claude Code and the OpenCode plugin; for Codex and Gemini CLI
     ``hookSpecificOutput.additionalContext`` JSON under the vendor's name of ``event`` (Gemini's
-    BeforeAgent is our UserPromptSubmit)."""
+    BeforeAgent is our UserPromptSubmit, its AfterTool our PostToolUse)."""
     if vendor not in ("codex", "gemini"):
         return plain
-    name = "BeforeAgent" if vendor == "gemini" and event == "UserPromptSubmit" else event
+    gemini = {"UserPromptSubmit": "BeforeAgent", "PostToolUse": "AfterTool"}
+    name = gemini.get(event, event) if vendor == "gemini" else event
 
     def wrap(text: str) -> str:
         payload = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}

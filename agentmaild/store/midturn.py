@@ -37,6 +37,7 @@ MID_TURN = "mid-turn"  # the history's outcome of a batch handed to a running tu
 POLICIES = {"none": -1, "urgent": 0, "high": 1, "all": 3}
 DEFAULT_POLICY = "high"
 HIGH_RANK = 1  # urgent and high: never held back by the hook's debounce
+MID_TURN_LEASE_S = 300.0  # a claimed mid-turn batch's lease (renewed while Gemini's turn goes on)
 
 
 def policy_rank(policy: object) -> int:
@@ -83,7 +84,7 @@ def mid_turn_waiting(tx: Any, agent: str, max_rank: int) -> bool:
 def mid_turn_claim(tx: Any, agent: str, delivery_id: str, ids: Sequence[str]) -> float:
     """Open the mid-turn delivery of ``ids``; when it began (for the history's duration)."""
     now = time.time()
-    open_delivery(tx, delivery_id, agent, ids, now + 300.0, iso_now(now))
+    open_delivery(tx, delivery_id, agent, ids, now + MID_TURN_LEASE_S, iso_now(now))
     return now
 
 
@@ -91,7 +92,9 @@ def mid_turn_ack(tx: Any, agent: str, delivery_id: str, began: float) -> list[An
     """The turn took the batch: close it, history outcome ``mid-turn``; the messages it read."""
     now = time.time()
     stamp = iso_now(now)
-    rows, _ = close_delivery(tx, delivery_id, stamp)
+    rows, holder = close_delivery(tx, delivery_id, stamp)
+    if holder is None and not rows:  # never opened, or given back: nothing was taken
+        return rows
     record = {"delivery_id": delivery_id, "agent": agent,
               "message_ids": tx.json([r["id"] for r in rows]), "attempt": 1, "outcome": MID_TURN,
               "error": None, "duration_s": round(now - began, 6), "at": now}  # fmt: skip
@@ -105,3 +108,15 @@ def mid_turn_undo(tx: Any, delivery_id: str) -> None:
     """The turn refused the batch: its mail waits for the turn's end, in no delivery."""
     tx.execute("mid_turn_undo_messages", {"id": delivery_id})
     tx.execute("mid_turn_undo_delivery", {"id": delivery_id})
+
+
+def mid_turn_renew(tx: Any, delivery_id: str) -> None:
+    """A batch held across tool calls (Gemini CLI's, acked at the turn's end): its lease goes on,
+    while it is still the first claim of it (never a redelivery the daemon has taken over)."""
+    tx.execute("mid_turn_renew", {"id": delivery_id, "until": time.time() + MID_TURN_LEASE_S})
+
+
+def mid_turn_release(tx: Any, delivery_id: str) -> None:
+    """A held batch whose turn failed: pending again, for the next prompt or a redelivery under
+    its id (only while it is still the first claim of it)."""
+    tx.execute("mid_turn_release", {"id": delivery_id, "stamp": iso_now()})

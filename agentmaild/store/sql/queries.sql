@@ -213,6 +213,17 @@ UPDATE messages SET delivery_id = NULL WHERE delivery_id = :id AND read = 0;
 -- name: mid_turn_undo_delivery
 DELETE FROM am_deliveries WHERE id = :id AND state = 'claimed';
 
+-- name: mid_turn_renew
+-- A mid-turn batch held to the turn's end (Gemini CLI): its lease goes on while it is the first
+-- claim of it (attempts = 1: never a redelivery the daemon took over after the lease ran out).
+UPDATE am_deliveries SET lease_until = :until
+WHERE id = :id AND state = 'claimed' AND attempts = 1;
+
+-- name: mid_turn_release
+-- A held mid-turn batch whose turn failed: pending again, for the next prompt or a redelivery.
+UPDATE am_deliveries SET state = 'pending', lease_until = NULL, updated_at = :stamp
+WHERE id = :id AND state = 'claimed' AND attempts = 1;
+
 -- name: delivery_mark_claimed
 UPDATE am_deliveries SET state = 'claimed', attempts = attempts + 1, lease_until = :lease_until,
                          updated_at = :stamp
