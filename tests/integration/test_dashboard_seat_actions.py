@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from agentmaild.mail.mailer import Mailer
 from agentmaild.store.sqlite import SqliteMailStore
 from tests.integration.test_costs import add_claude, deliver
 from tests.integration.test_interrupt import long_turn, team
@@ -43,6 +44,9 @@ def test_an_interrupt_from_the_page_stops_the_turn_and_opens_the_next(
     assert done.status_code == 200 and "worker: interrupted" in done.text, done.text
     nxt = wait_for(lambda: _turns_with(rec, "stop: wrong branch"), 20, "the next turn")[0]
     assert str(nxt["text"]).index("stop: wrong branch") < str(nxt["text"]).index("LONG task")
+    # The redelivered turn ends at once (the stand-in holds only a first delivery): a new long one.
+    Mailer(store).send(sender="boss", to="worker", subject="more", body="LONG second task")
+    wait_for(lambda: _turns_with(rec, "LONG second task"), 20, "the second long turn to start")
     sent = client.post("/mail/send", headers=headers, data={
         "to": "worker", "subject": "halt now", "body": "from the form", "interrupt": "1"})
     assert sent.status_code == 200 and "worker: interrupted" in sent.text, sent.text
