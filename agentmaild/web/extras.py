@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentmaild.store import reader_costs
 from agentmaild.web import graph, needs
 from agentmaild.web.logtail import LogTails
 
@@ -125,5 +126,8 @@ def read_agent(reader: Any, name: str) -> dict[str, Any] | None:
     if not rows:
         return None
     deliveries = reader.rows("agent_deliveries", agent=name)
+    spent = [r for r in reader_costs.day(reader.rows, "usage_agents") if r["name"] == name]
+    budget = [b for b in reader_costs.budgets(reader.rows) if b["agent"] == name]
     return {**rows[0], "claimed": [d for d in deliveries if d["state"] == "claimed"],
-            "dead": [d for d in deliveries if d["state"] == "dead"]}  # fmt: skip
+            "dead": [d for d in deliveries if d["state"] == "dead"],
+            "cost": next(iter(spent), None), "budget": next(iter(budget), None)}  # fmt: skip

@@ -92,6 +92,8 @@ def test_a_spawn_turns_tokens_and_cost_land_in_deliveries_and_status(
     assert re.search(r'<td class="num cost">\$0\.0042</td>', team), team
     mail = client.get("/mail").text
     assert re.search(r'<td class="num cost">\$0\.0042</td>', mail), mail
+    page = client.get("/agents/alice").text
+    assert '<dd class="cost">$0.0042 · 15 tokens in, 7 out, 1 turns</dd>' in page, page
 
 
 def test_an_agent_over_budget_is_paused_listed_then_raised_and_reset(
