@@ -183,3 +183,31 @@ def test_graph_draws_an_edge_for_mail_just_sent(board: Board) -> None:
     page.go_back()
     page.wait_for_selector(edge)
     board.shot(page, "graph")
+
+
+def test_a_turns_cost_shows_on_the_agent_page_and_over_budget_it_is_listed(board: Board) -> None:
+    """The stand-in prices each turn at $0.0042: two turns put erin over its $0.005 a day; its
+    page shows the cost, Needs you lists it, and a raise from there is taken."""
+    from tests.integration.test_costs import CLAUDE_FLAGS
+    from tests.support.daemon import agent_cmd
+
+    command = " ".join(agent_cmd("fake_claude.py", *CLAUDE_FLAGS))
+    added = board.d.cli("agents", "add", "erin", "-c", "builder", "--channel", "spawn",
+                        "--command", command, "--budget-usd", "0.005")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    for n in (1, 2):
+        mid = board.send("erin", f"costly {n}", "x")
+        wait_for(lambda m=mid: (got := board.store.get_message(m)) is not None and got.read, 20,
+                 f"erin's turn {n}")  # fmt: skip
+    page = board.page("/agents/erin")
+    page.wait_for_function("() => document.querySelector('dd.cost').textContent.includes('over')")
+    cost = page.text_content("dd.cost") or ""
+    assert "$0.0084" in cost and "2 turns" in cost and "budget $0.01 a day" in cost, cost
+    needs = board.page("/needs-you")
+    needs.wait_for_selector("li.need.budget")
+    assert "erin is over its daily budget" in (needs.text_content("li.need.budget") or "")
+    board.shot(needs, "needs-you-budget")
+    needs.fill("form.budget input[name=raise]", "0.01")
+    needs.click("form.budget button[type=submit]")
+    _flash(needs, "erin: $0.0084 spent today of $0.01")
+    needs.wait_for_selector("li.need.budget", state="detached")
