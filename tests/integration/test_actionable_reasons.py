@@ -97,7 +97,8 @@ def test_a_dead_pane_is_unavailable_with_its_last_lines(
     _tmux(tmux_server, "respawn-pane", "-k", "-t", "w:0.0",
           "echo 'getaddrinfo ENOTFOUND api.anthropic.com'; exit 7")  # fmt: skip
     wait_for(lambda: _tmux(tmux_server, "display-message", "-p", "-t", "w:0.0",
-                           "#{pane_dead}").strip() == "1", 10, "the pane to die")  # fmt: skip
+                           "#{pane_dead} #{pane_dead_status}").strip() == "1 7", 10,
+             "the pane to die with its status")  # fmt: skip
     store.add_agent(Agent(name="ui", capability="builder", channel="tmux",
                           tmux_target="w:0.0", tmux_socket=tmux_server))  # fmt: skip
     d = daemons(SLOW_RETRY)
