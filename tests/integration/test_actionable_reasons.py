@@ -9,8 +9,7 @@ import json
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from agentmaild.mail.mailer import Mailer
 from agentmaild.models import Agent
 from agentmaild.store.sqlite import SqliteMailStore
+from tests.integration.test_wait import _tmux, tmux_server  # noqa: F401 (the fixture)
 from tests.support.browser import dashboard_url
 from tests.support.claude_env import claude_binary
 from tests.support.daemon import DaemonProc, base_env
@@ -74,23 +74,8 @@ def test_a_claude_agent_without_a_key_is_unavailable_not_logged_in(
     assert store.get_message(mid).read is False  # type: ignore[union-attr]
 
 
-@pytest.fixture
-def tmux_server() -> Iterator[str]:
-    name = f"am-reasons-{uuid.uuid4().hex[:8]}"
-    try:
-        yield name
-    finally:
-        subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, check=False)
-
-
-def _tmux(server: str, *args: str) -> str:
-    done = subprocess.run(["tmux", "-L", server, *args], capture_output=True, text=True,
-                          check=True, timeout=10)  # fmt: skip
-    return done.stdout
-
-
 def test_a_dead_pane_is_unavailable_with_its_last_lines(
-    store: SqliteMailStore, daemons: Callable[..., DaemonProc], tmux_server: str
+    store: SqliteMailStore, daemons: Callable[..., DaemonProc], tmux_server: str  # noqa: F811 (test_wait's fixture)
 ) -> None:
     _tmux(tmux_server, "-f", "/dev/null", "new-session", "-d", "-s", "w", "-x", "100", "-y", "24")
     _tmux(tmux_server, "set-option", "-g", "remain-on-exit", "on")
