@@ -16,6 +16,8 @@ def _exit_now(code: int) -> None:
     """
     sys.stdout.flush()
     sys.stderr.flush()
+    if "agentmaild.hot.classcache" in sys.modules:
+        sys.modules["agentmaild.hot.classcache"].save()
     os._exit(code)
 
 
@@ -44,6 +46,12 @@ def main() -> None:
     # passes then are pure cost (~5% of its CPU). The hot send ends with the process; the CLI
     # turns the collector back on once it knows its command (``cli.lazy.LazyGroup``).
     gc.disable()
+    import atexit
+
+    from agentmaild.hot import classcache
+
+    classcache.install()
+    atexit.register(classcache.save)
     sending = _hoist_db(argv)
     if sending[:1] == ["send"] or sending[:1] == ["reply"]:
         from agentmaild.hot import send as fast_send
