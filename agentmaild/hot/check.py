@@ -19,7 +19,6 @@ from agentmaild.mail.vocab import IMPLICIT_RECIPIENTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from typing import Any
 
     from agentmaild.store.ports import Port
@@ -27,27 +26,15 @@ if TYPE_CHECKING:
 INJECT_MAX_CHARS = 10_000
 
 
-def parse_check(argv: Sequence[str]) -> dict[str, str | bool | None] | None:
-    """``check --inject [--agent X] [--db P] [--url U] [--token T] [--json]``; None when argv
-    holds anything else."""
-    opts: dict[str, str | bool | None] = {
-        "inject": False, "json": False, "agent": None, "db": None, "url": None, "token": None,
-    }  # fmt: skip
-    it = iter(argv)
-    for arg in it:
-        if arg in ("--inject", "--json"):
-            opts[arg[2:]] = True
-        elif arg in ("--agent", "--db", "--url", "--token"):
-            value = next(it, None)
-            if value is None:
-                return None
-            opts[arg[2:]] = value
-        elif arg.startswith(("--agent=", "--db=", "--url=", "--token=")):
-            key, value = arg[2:].split("=", 1)
-            opts[key] = value
-        else:
-            return None
-    return opts if opts["inject"] else None
+def inject_options(got: tuple[str, dict[str, Any], dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The options of a ``check --inject`` command line as ``hot.argv`` read it (the root's
+    ``--db``/``--json``/``--url``/``--token`` count as the command's own); else None."""
+    if got is None or not got[0].endswith(":check") or not got[2]["inject"]:
+        return None
+    root, values = got[1], got[2]
+    return {"agent": values["agent"], "db": values["db"] or root["db"],
+            "url": values["url"] or root["url"], "token": values["token"] or root["token"],
+            "json": values["as_json"] or root["as_json"]}  # fmt: skip
 
 
 def take_and_render(
@@ -56,6 +43,7 @@ def take_and_render(
     """In one write: take the agent's unread mail, render what fits, ack just that
     (``Port.inject``). An Overstory pending-nudge banner beside the store leads the output."""
     from agentmaild.render import inject
+
     def render(
         rows: list[dict[str, Any]], unread: int, nudges: list[dict[str, Any]], lead: str
     ) -> tuple[str, list[str]]:
@@ -128,8 +116,8 @@ def check_remote(remote: tuple[str, str | None], agent: str) -> tuple[str, list[
     return str(answer.get("text") or ""), [str(i) for i in answer.get("acked") or []]
 
 
-def run_check(argv: Sequence[str]) -> int:
-    opts = parse_check(argv) or {}
+def run_check(opts: dict[str, Any]) -> int:
+    """The ``check --inject`` that ``inject_options`` read: the text on stdout, acked."""
     as_json = bool(opts.get("json"))
     try:
         agent = opts.get("agent") or os.environ.get("AGENTMAIL_AGENT")

@@ -21,16 +21,6 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _hoist_db(argv: list[str]) -> list[str]:
-    """``--db PATH send …`` as ``send … --db PATH``: the global option and the command's own are
-    one store, so the fast send serves both spellings (given twice, it defers to typer)."""
-    if argv[:1] == ["--db"] and len(argv) > 2:
-        return [*argv[2:], "--db", argv[1]]
-    if argv[:1] and argv[0].startswith("--db="):
-        return [*argv[1:], argv[0]]
-    return argv
-
-
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["hook"] and len(argv) > 1 and not argv[1].startswith("-"):
@@ -38,25 +28,32 @@ def main() -> None:
             from agentmaild.hooks import run as hooks
 
             _exit_now(hooks.run_hook(argv[1], argv[2:]))
+    # ``check --inject`` runs on every prompt of a hooked agent: it reads the store through the
+    # hooks' port, never the whole store.
     if argv[:1] == ["check"] and "--inject" in argv:
-        from agentmaild.hot import check as fast
-        if fast.parse_check(argv[1:]) is not None:
-            _exit_now(fast.run_check(argv[1:]))
+        from agentmaild.hot import argv as fast_argv
+        from agentmaild.hot import check as fast_check
+
+        opts = fast_check.inject_options(fast_argv.read(argv))
+        if opts is not None:
+            _exit_now(fast_check.run_check(opts))
     # A cold command allocates much and frees little while it imports: the cyclic collector's
-    # passes then are pure cost (~5% of its CPU). The hot send ends with the process; the CLI
-    # turns the collector back on once it knows its command (``cli.lazy.LazyGroup``).
+    # passes then are pure cost (~5% of its CPU). The collector is turned back on (what the
+    # imports made frozen) once the command is known: here for the everyday commands, in
+    # ``cli.lazy.LazyGroup`` for the rest.
     gc.disable()
     import atexit
 
+    from agentmaild.hot import argv as fast_argv
     from agentmaild.hot import classcache
 
     classcache.install()
     atexit.register(classcache.save)
-    sending = _hoist_db(argv)
-    if sending[:1] == ["send"] or sending[:1] == ["reply"]:
-        from agentmaild.hot import send as fast_send
-        if fast_send.parse_send(sending[1:], sending[0]) is not None:
-            _exit_now(fast_send.run_send(sending[1:], sending[0]))
+    got = fast_argv.read(argv)
+    if got is not None:
+        from agentmaild.hot.everyday import run_body
+
+        sys.exit(run_body(*got))
     from agentmaild.cli.app import run
 
     run()
