@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -74,15 +75,35 @@ def test_a_claude_agent_without_a_key_is_unavailable_not_logged_in(
     assert store.get_message(mid).read is False  # type: ignore[union-attr]
 
 
+def _dead_with_status(server: str, target: str) -> str | None:
+    """The dead pane's exit status as tmux records it ("" until it does), None while it lives.
+
+    A tmux built with libutempter can miss the SIGCHLD of a pane's program (utempter's handler
+    stands in while tmux closes the pane's pty, tmux#311): the program stays a zombie and tmux
+    leaves ``pane_dead_status`` empty until some SIGCHLD makes it reap, so send it one, as tmux's
+    maintainer suggests there."""
+    said = _tmux(server, "display-message", "-p", "-t", target, "#{pane_dead} #{pane_dead_status}")
+    dead, _, status = said.strip().partition(" ")
+    if dead != "1":
+        return None
+    if not status:
+        os.kill(int(_tmux(server, "display-message", "-p", "#{pid}")), signal.SIGCHLD)
+    return status
+
+
 def test_a_dead_pane_is_unavailable_with_its_last_lines(
     store: SqliteMailStore, daemons: Callable[..., DaemonProc], tmux_server: str  # noqa: F811 (test_wait's fixture)
 ) -> None:
     _tmux(tmux_server, "-f", "/dev/null", "new-session", "-d", "-s", "w", "-x", "100", "-y", "24")
     _tmux(tmux_server, "set-option", "-g", "remain-on-exit", "on")
+    # It exits on a cue once its line is on the screen: tmux can drop the output of a program
+    # that exits the moment it writes, and then no last line could be quoted.
     _tmux(tmux_server, "respawn-pane", "-k", "-t", "w:0.0",
-          "echo 'getaddrinfo ENOTFOUND api.anthropic.com'; exit 7")  # fmt: skip
-    wait_for(lambda: _tmux(tmux_server, "display-message", "-p", "-t", "w:0.0",
-                           "#{pane_dead} #{pane_dead_status}").strip() == "1 7", 10,
+          "echo 'getaddrinfo ENOTFOUND api.anthropic.com'; read go; exit 7")  # fmt: skip
+    wait_for(lambda: "ENOTFOUND" in _tmux(tmux_server, "capture-pane", "-p", "-t", "w:0.0"), 10,
+             "the pane's line on its screen")  # fmt: skip
+    _tmux(tmux_server, "send-keys", "-t", "w:0.0", "Enter")
+    wait_for(lambda: _dead_with_status(tmux_server, "w:0.0") == "7", 10,
              "the pane to die with its status")  # fmt: skip
     store.add_agent(Agent(name="ui", capability="builder", channel="tmux",
                           tmux_target="w:0.0", tmux_socket=tmux_server))  # fmt: skip
