@@ -61,6 +61,8 @@ ENV_WORDS: dict[str, str] = {
     "XDG_STATE_HOME": "Where a PostgreSQL store's local state lives on this machine "
     "(`agentmaild/pg-<hash>/`: the daemon's socket, agent logs, hook markers; default "
     "`~/.local/state`).",
+    "XDG_CACHE_HOME": "Where the CLI keeps its cache of compiled dataclass methods "
+    "(`agentmaild/`; default `~/.cache`): it changes speed, never behaviour.",
     "XDG_RUNTIME_DIR": "Where the control socket goes when the path beside the store is too long.",
     "CLAUDE_PROJECT_DIR": "Set by Claude Code for its hooks (and by the OpenCode plugin): where "
     "the hook starts looking for the store.",

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from agentmaild.cli import agents_ops
 from agentmaild.cli import common as cli
 from agentmaild.cli.common import DbOpt, JsonOpt, command, one_line, open_store, out
 from agentmaild.cli.costs import BudgetOpt, budget, with_budget
@@ -181,13 +182,7 @@ def update(
 @command
 def list_agents(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """List registered agents."""
-    from agentmaild.cli.agents_fields import AGENT_HEADER, agent_line
-
-    with open_store(db, readonly=True) as store:
-        found = store.list_agents()
-    lines = [AGENT_HEADER, *(agent_line(a) for a in found)] if found else ["no agents registered"]
-    out({"ok": True, "agents": [a.to_dict() for a in found]}, as_json,
-        lambda: typer.echo("\n".join(lines)))  # fmt: skip
+    agents_ops.list_agents(db, as_json)
 
 
 @command

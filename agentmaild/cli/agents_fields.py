@@ -12,8 +12,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from agentmaild.cli import common as cli
-from agentmaild.cli.common import one_line
+from agentmaild.cli import plain as cli
+from agentmaild.cli.plain import one_line
 from agentmaild.errors import UsageError, ValidationError
 from agentmaild.ids import check_host, check_name
 from agentmaild.mail.jsoninput import JsonInputError, check_text, json_or_text

@@ -1,36 +1,18 @@
-"""The daemon's CLI commands: serve, status, ctl, retry — parse, call, print; no logic."""
+"""The daemon's CLI commands: serve, status, ctl, retry — parse, call, print; no logic. The
+bodies of ``status`` and ``ctl`` are ``cli.daemon_ops``', which run without typer."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from agentmaild.cli.common import (
-    DbOpt,
-    JsonOpt,
-    command,
-    db_location,
-    echo_text,
-    one_line,
-    open_store,
-    out,
-)
-from agentmaild.cli.costs import costs_of
-from agentmaild.cli.status_view import print_status
-from agentmaild.errors import (
-    DaemonNotRunning,
-    NotFound,
-    UsageError,
-    ValidationError,
-)
-from agentmaild.mail.jsoninput import JsonInputError, check_text, json_or_text
-from agentmaild.store.location import StoreLocation
+from agentmaild.cli import daemon_ops
+from agentmaild.cli.common import DbOpt, JsonOpt, command, db_location, open_store, out
+from agentmaild.errors import DaemonNotRunning, NotFound, UsageError, ValidationError
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", help="Config file (default: $AGENTMAILD_CONFIG, XDG).")
@@ -39,27 +21,8 @@ AgentOpt = Annotated[
     str | None, typer.Option("--agent", help="Re-queue this agent's dead letters.")
 ]
 DeliveryOpt = Annotated[str | None, typer.Option("--delivery", help="Re-queue one dead delivery.")]
-_WATCH_INTERVAL_S = 1.0
-_STATUS_TIMEOUT_S = 1.0  # then the store's own counts are shown: status must never hang
-_CLEAR = "\x1b[H\x1b[2J"
-
 
 DELIVERY_ID_RE = re.compile(r"dlv-[a-z0-9]{6,40}")
-
-
-def _socket(location: StoreLocation) -> Path:
-    from agentmaild.config import load_config
-    from agentmaild.control.protocol import socket_path_for
-
-    return socket_path_for(location, load_config().daemon.socket)
-
-
-def _request(
-    location: StoreLocation, cmd: str, args: dict[str, Any] | None = None, timeout: float = 5.0
-) -> Any:
-    from agentmaild.control.client import request
-
-    return request(_socket(location), cmd, args, timeout)
 
 
 def serve(
@@ -97,86 +60,16 @@ def serve(
     raise typer.Exit(run_daemon(location, cfg))
 
 
-# -- status -----------------------------------------------------------------------------------
-def _status(location: StoreLocation) -> dict[str, Any]:
-    from agentmaild.rules.team import team_status
-    from agentmaild.store.files import modes_warning
-
-    result = team_status(location, _socket(location), _STATUS_TIMEOUT_S)
-    result["store"] = location.shown  # a server's store: its DSN without the password
-    result["warnings"] = []
-    if location.is_file:  # only a file here can be left readable by other users
-        result["warnings"] = [w for w in (modes_warning(location.local_path),) if w]
-    if location.shared_by_hosts:
-        result["hosts"] = _hosts(location)
-    result["operator_unread"] = _operator_unread(location)
-    result["costs"] = costs_of(location.target, time.time())  # what the team costs (cli.costs)
-    return result
-
-
-def _hosts(location: StoreLocation) -> list[dict[str, Any]] | None:
-    """Every host's daemon of a store shared by hosts (None when the store cannot be read)."""
-    from agentmaild.store.kinds import host_daemons
-
-    return host_daemons(location)
-
-
-# -- operator mail: reports (NDRs, daemon notices) to mail sent without --from ------------------
-def _operator_unread(location: StoreLocation) -> int | None:
-    """Unread mail for ``operator``, which no agent reads; None when the store cannot be read."""
-    from agentmaild.errors import StoreError
-    from agentmaild.mail.mailer import OPERATOR
-
-    try:
-        with open_store(location.target, readonly=True) as store:
-            c = store.counts().get(OPERATOR)
-    except StoreError:
-        return None
-    return c.unread if c else 0
-
-
 def status(
     db: DbOpt = None,
     as_json: JsonOpt = False,
     watch: Annotated[bool, typer.Option("--watch", help="Refresh every second.")] = False,
 ) -> None:
     """The daemon (pid, uptime, version, store) and one row per agent; works with no daemon."""
-    location = db_location(db)
-    if not watch:
-        data = _status(location)
-        out({"ok": True, **data}, as_json, lambda: print_status(data))
-        return
-    try:
-        while True:
-            data = _status(location)
-            if as_json:
-                typer.echo(json.dumps({"ok": True, **data}))
-            else:
-                typer.echo(_CLEAR, nl=False)
-                print_status(data)
-            time.sleep(_WATCH_INTERVAL_S)  # a terminal refresh, not a daemon loop
-    except KeyboardInterrupt:
-        return
+    daemon_ops.status(db, as_json, watch)
 
 
 # -- ctl, retry -------------------------------------------------------------------------------
-def _parse_args(pairs: list[str]) -> dict[str, Any]:
-    args: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ValidationError(f"argument {pair!r}: expected KEY=VALUE")
-        try:
-            check_text(key)
-            value = json_or_text(raw)
-        except JsonInputError as exc:
-            raise ValidationError(f"argument {one_line(key)}: {exc.message}") from None
-        if key == "agents" and isinstance(value, str):
-            value = [v for v in value.split(",") if v]
-        args[key] = value
-    return args
-
-
 def ctl(
     cmd: Annotated[
         str,
@@ -190,28 +83,7 @@ def ctl(
     as_json: JsonOpt = False,
 ) -> None:
     """Send one control command to the running daemon (e.g. `ctl pause agent=builder-1`)."""
-    from agentmaild.control.protocol import seconds_arg
-
-    parsed = _parse_args(args or [])
-    # Checked here, before anything is sent: a bad value is one error line, never a traceback.
-    waits = seconds_arg(parsed, "timeout_s", 0.0) if "timeout_s" in parsed else 0.0
-    timeout = 5.0 + (waits if cmd == "drain" else 0.0)
-    result = _request(db_location(db), cmd, parsed, timeout)
-    if cmd == "metrics":
-        from agentmaild.control.replies import check_text
-
-        check_text(result, cmd)
-
-    def human() -> None:
-        if cmd == "metrics":
-            typer.echo(result["text"], nl=False)
-        else:
-            from agentmaild.cli.ctl_view import text_lines
-
-            for line in text_lines(result):
-                echo_text(line)
-
-    out({"ok": True, "result": result}, as_json, human)
+    daemon_ops.ctl(cmd, args, db, as_json)
 
 
 def retry(
@@ -231,7 +103,7 @@ def retry(
     args = {k: v for k, v in (("agent", agent), ("delivery", delivery)) if v is not None}
     try:
         # Through the daemon when it runs: it also drops the backoff of the agents' loops.
-        ids, woken = _request(location, "retry", args)["requeued"], True
+        ids, woken = daemon_ops.request(location, "retry", args)["requeued"], True
     except DaemonNotRunning:
         with open_store(location.target) as store:
             ids, woken = store.retry_dead(agent=agent, delivery_id=delivery), False

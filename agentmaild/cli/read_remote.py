@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentmaild.cli import mailview
-from agentmaild.cli.common import echo_text, out
+from agentmaild.cli.plain import echo_text, out
 
 Api = tuple[str, str | None]
 

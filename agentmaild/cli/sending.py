@@ -1,13 +1,14 @@
-"""The sending commands: ``send``, ``reply``, ``limits reset`` and ``limits show`` (over the store
+"""The sending commands: ``send``, ``reply`` (their typer declarations; the bodies are
+``cli.sends``', which run without typer), ``limits reset`` and ``limits show`` (over the store
 or ``--url``)."""
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
+from agentmaild.cli import sends
 from agentmaild.cli.common import (
     DbOpt,
     FromOpt,
@@ -15,46 +16,11 @@ from agentmaild.cli.common import (
     TokenOpt,
     UrlOpt,
     command,
-    mailer,
     open_store,
     out,
-    poke,
-    remote,
-    sender_of,
 )
 from agentmaild.errors import UsageError
-from agentmaild.hot.access import check_priority, read_body
 from agentmaild.ids import check_message_id, check_name
-
-if TYPE_CHECKING:
-    from agentmaild.mail.mailer import Mailer
-    from agentmaild.store.base import MailStore
-
-
-def _remote_sender(flag: str | None) -> str | None:
-    """Over HTTP the token names the sender; ``--from``/``$AGENTMAIL_AGENT`` must agree."""
-    given = flag or os.environ.get("AGENTMAIL_AGENT")
-    return check_name(given, "sender") if given else None
-
-
-def _post(api: tuple[str, str | None], path: str, fields: dict[str, Any]) -> dict[str, Any]:
-    from agentmaild.http.client import call
-
-    return call(api, "POST", path, {k: v for k, v in fields.items() if v is not None})
-
-
-def _print_sent(data: dict[str, Any], as_json: bool) -> None:
-    out(data, as_json, lambda: typer.echo("\n".join(data["ids"])))
-
-
-def _anycast_to(store: MailStore, the_mailer: Mailer, to: str, who: str) -> str:
-    """``send --anycast --to @group``: the group's work queue, one member takes the mail."""
-    if not to.startswith("@") or to == "@all":
-        raise UsageError("--anycast needs --to @capability (e.g. @builders)")
-    from agentmaild.rules.queues import anycast_queue
-
-    return anycast_queue(store, the_mailer.expand(to, who)[0])
-
 
 _AnycastOpt = Annotated[
     bool, typer.Option("--anycast", help="With --to @group: one member, as a work queue.")
@@ -95,54 +61,8 @@ def send(
     as_json: JsonOpt = False,
 ) -> None:
     """Send a message; one row per recipient, in one transaction. Prints the id(s)."""
-    check_priority(priority)
-    if interrupt:
-        _send_interrupt(to, subject, body, sender, thread, db, (url, anycast, type), as_json)
-        return
-    api = remote(url, token)
-    if api is not None:
-        if anycast:
-            raise UsageError("send --anycast needs the store (--db), not --url")
-        fields = {"to": to, "subject": subject, "body": read_body(body), "type": type,
-                  "priority": priority, "thread_id": thread, "payload_json": payload,
-                  "idempotency_key": idempotency_key, "from": _remote_sender(sender)}  # fmt: skip
-        _print_sent(_post(api, "/v1/messages", fields), as_json)
-        return
-    with open_store(db) as store:
-        the_mailer, who = mailer(store), sender_of(sender, store)
-        if anycast:
-            to = _anycast_to(store, the_mailer, to, who)
-        sent = the_mailer.send(
-            sender=who,
-            to=to,
-            subject=subject,
-            body=read_body(body),
-            type=type,
-            priority=priority,
-            thread_id=thread,
-            payload=payload,
-            idempotency_key=idempotency_key,
-        )
-        if not sent.duplicate:
-            poke(store, sorted({m.to_agent for m in sent.messages}))
-    out(sent.to_dict(), as_json, lambda: typer.echo("\n".join(sent.ids)))
-
-
-def _send_interrupt(to: str, subject: str, body: str, sender: str | None, thread: str | None,
-                    db: str | None, other: tuple[str | None, bool, str], as_json: bool) -> None:
-    """``send --interrupt``: one agent, through the store (``rules.interrupts``)."""
-    from agentmaild.cli.interrupting import ask_daemon, report
-    from agentmaild.rules.interrupts import send_interrupt
-
-    url, anycast, kind = other
-    if url or anycast or kind not in ("status", "interrupt"):
-        raise UsageError("send --interrupt takes one agent (--to NAME), the store (--db) and no "
-                         "--type (it sends type interrupt, urgent)")
-    with open_store(db) as store:
-        who, text = sender_of(sender, store), read_body(body)
-        message, again = send_interrupt(mailer(store), sender=who, to=to, subject=subject,
-                                        body=text, thread_id=thread)  # fmt: skip
-        report(message, ask_daemon(store, message, subject, again), as_json)
+    sends.send(to, subject, body, sender, type, priority, thread, payload, idempotency_key,
+               anycast, interrupt, db, url, token, as_json)  # fmt: skip
 
 
 @command
@@ -164,28 +84,8 @@ def reply(
     as_json: JsonOpt = False,
 ) -> None:
     """Reply in the thread: to the original sender (or, from the sender, to the recipient)."""
-    check_priority(priority)
-    api = remote(url, token)
-    if api is not None:
-        check_message_id(message_id)
-        fields = {"body": read_body(body), "type": type, "priority": priority,
-                  "payload_json": payload, "idempotency_key": idempotency_key,
-                  "from": _remote_sender(sender)}  # fmt: skip
-        _print_sent(_post(api, f"/v1/messages/{message_id}/reply", fields), as_json)
-        return
-    with open_store(db) as store:
-        sent = mailer(store).reply(
-            message_id,
-            sender=sender_of(sender, store),
-            body=read_body(body),
-            type=type,
-            priority=priority,
-            payload=payload,
-            idempotency_key=idempotency_key,
-        )
-        if not sent.duplicate:
-            poke(store, [m.to_agent for m in sent.messages])
-    out(sent.to_dict(), as_json, lambda: typer.echo("\n".join(sent.ids)))
+    sends.reply(message_id, body, sender, type, priority, payload, idempotency_key, db, url,
+                token, as_json)  # fmt: skip
 
 
 @command

@@ -3,6 +3,7 @@
 Pure rendering of the status dict (from the daemon, or the store's own counts when none answers);
 ``daemon`` gathers it. Its text (a crash reason, a store error) can quote what an agent or a server
 wrote, so on a terminal it goes out through ``echo_text``: control characters shown, not obeyed.
+Without typer (``cli.plain``'s output), as ``status`` runs.
 """
 
 from __future__ import annotations
@@ -10,16 +11,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import typer
-
-from agentmaild.cli.common import echo_text, one_line
-from agentmaild.cli.costs import cost_lines
+from agentmaild.cli.cost_figures import cost_lines
+from agentmaild.cli.plain import echo, echo_text, one_line
 from agentmaild.rules.report import queue_lines, rules_line
 
 
 def print_operator(n: int | None) -> None:
     if n:
-        typer.echo(f"operator: {n} unread — agentmaild inbox --agent operator")
+        echo(f"operator: {n} unread — agentmaild inbox --agent operator")
 
 
 def _duration(seconds: float) -> str:
@@ -92,7 +91,7 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
 
 def print_status(status: dict[str, Any]) -> None:
     for warning in status.get("warnings", ()):
-        typer.echo(one_line(f"warning: {warning}"), err=True)
+        echo(one_line(f"warning: {warning}"), err=True)
     d = status["daemon"]
     if d is None:
         echo_text(f"daemon: {status.get('note') or 'not running'}")

@@ -1,0 +1,143 @@
+"""The bodies of ``status`` and ``ctl``, without typer: the daemon's state and the store's own
+counts, and one control command to the running daemon. Each takes the keyword arguments its
+typer declaration in ``cli.daemon`` passes; ``plain.call`` runs one as typer's ``command`` does.
+``cli.daemon`` also asks the daemon through ``request`` (``retry``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from agentmaild.cli.cost_figures import costs_of
+from agentmaild.cli.plain import db_location, echo, echo_text, one_line, open_store, out
+from agentmaild.cli.status_view import print_status
+from agentmaild.errors import ValidationError
+from agentmaild.mail.jsoninput import JsonInputError, check_text, json_or_text
+from agentmaild.store.location import StoreLocation
+
+_WATCH_INTERVAL_S = 1.0
+_STATUS_TIMEOUT_S = 1.0  # then the store's own counts are shown: status must never hang
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+def socket_of(location: StoreLocation) -> Path:
+    """The control socket of the store's daemon (``[daemon] socket`` of the config)."""
+    from agentmaild.config import load_config
+    from agentmaild.control.protocol import socket_path_for
+
+    return socket_path_for(location, load_config().daemon.socket)
+
+
+def request(
+    location: StoreLocation, cmd: str, args: dict[str, Any] | None = None, timeout: float = 5.0
+) -> Any:
+    """Ask the store's daemon ``cmd`` over its control socket; its answer."""
+    from agentmaild.control.client import request as ask
+
+    return ask(socket_of(location), cmd, args, timeout)
+
+
+# -- status -----------------------------------------------------------------------------------
+def _status(location: StoreLocation) -> dict[str, Any]:
+    from agentmaild.rules.team import team_status
+    from agentmaild.store.files import modes_warning
+
+    result = team_status(location, socket_of(location), _STATUS_TIMEOUT_S)
+    result["store"] = location.shown  # a server's store: its DSN without the password
+    result["warnings"] = []
+    if location.is_file:  # only a file here can be left readable by other users
+        result["warnings"] = [w for w in (modes_warning(location.local_path),) if w]
+    if location.shared_by_hosts:
+        result["hosts"] = _hosts(location)
+    result["operator_unread"] = _operator_unread(location)
+    result["costs"] = costs_of(location.target, time.time())  # what the team costs
+    return result
+
+
+def _hosts(location: StoreLocation) -> list[dict[str, Any]] | None:
+    """Every host's daemon of a store shared by hosts (None when the store cannot be read)."""
+    from agentmaild.store.kinds import host_daemons
+
+    return host_daemons(location)
+
+
+# -- operator mail: reports (NDRs, daemon notices) to mail sent without --from ------------------
+def _operator_unread(location: StoreLocation) -> int | None:
+    """Unread mail for ``operator``, which no agent reads; None when the store cannot be read."""
+    from agentmaild.errors import StoreError
+    from agentmaild.mail.mailer import OPERATOR
+
+    try:
+        with open_store(location.target, readonly=True) as store:
+            c = store.counts().get(OPERATOR)
+    except StoreError:
+        return None
+    return c.unread if c else 0
+
+
+def status(db: str | None = None, as_json: bool = False, watch: bool = False) -> None:
+    """``agentmaild status``: the daemon and one row per agent; works with no daemon."""
+    location = db_location(db)
+    if not watch:
+        data = _status(location)
+        out({"ok": True, **data}, as_json, lambda: print_status(data))
+        return
+    try:
+        while True:
+            data = _status(location)
+            if as_json:
+                echo(json.dumps({"ok": True, **data}))
+            else:
+                echo(_CLEAR, nl=False)
+                print_status(data)
+            time.sleep(_WATCH_INTERVAL_S)  # a terminal refresh, not a daemon loop
+    except KeyboardInterrupt:
+        return
+
+
+# -- ctl --------------------------------------------------------------------------------------
+def _parse_args(pairs: list[str]) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ValidationError(f"argument {pair!r}: expected KEY=VALUE")
+        try:
+            check_text(key)
+            value = json_or_text(raw)
+        except JsonInputError as exc:
+            raise ValidationError(f"argument {one_line(key)}: {exc.message}") from None
+        if key == "agents" and isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        args[key] = value
+    return args
+
+
+def ctl(
+    cmd: str, args: list[str] | None = None, db: str | None = None, as_json: bool = False
+) -> None:
+    """``agentmaild ctl COMMAND [KEY=VALUE]...``: one control command to the running daemon."""
+    from agentmaild.control.protocol import seconds_arg
+
+    parsed = _parse_args(args or [])
+    # Checked here, before anything is sent: a bad value is one error line, never a traceback.
+    waits = seconds_arg(parsed, "timeout_s", 0.0) if "timeout_s" in parsed else 0.0
+    timeout = 5.0 + (waits if cmd == "drain" else 0.0)
+    result = request(db_location(db), cmd, parsed, timeout)
+    if cmd == "metrics":
+        from agentmaild.control.replies import check_text as check_reply
+
+        check_reply(result, cmd)
+
+    def human() -> None:
+        if cmd == "metrics":
+            echo(result["text"], nl=False)
+        else:
+            from agentmaild.cli.ctl_view import text_lines
+
+            for line in text_lines(result):
+                echo_text(line)
+
+    out({"ok": True, "result": result}, as_json, human)
