@@ -17,8 +17,9 @@ import typer
 
 from agentmaild import __version__
 from agentmaild.cli import coercion as _coercion  # noqa: F401  (typer without pydantic)
-from agentmaild.cli.common import STATE, DbOpt, TokenOpt, UrlOpt
+from agentmaild.cli.common import DbOpt, TokenOpt, UrlOpt
 from agentmaild.cli.lazy import LazyGroup
+from agentmaild.cli.plain import set_root_options
 
 app = typer.Typer(
     name="agentmaild",
@@ -57,10 +58,7 @@ def main_options(
     ] = False,
 ) -> None:
     """Mail for teams of AI coding agents. Store: one SQLite file per project."""
-    STATE.db = db
-    STATE.json = as_json
-    STATE.url = url
-    STATE.token = token
+    set_root_options(db=db, url=url, token=token, as_json=as_json)
 
 
 def _show_help(exc: typer.TyperException) -> None:

@@ -43,6 +43,14 @@ class _State:
 STATE = _State()
 
 
+def set_root_options(
+    db: str | None = None, url: str | None = None, token: str | None = None, as_json: bool = False
+) -> None:
+    """What the root's options say, for every command after them (the typer app's callback and
+    the fast path both set them here)."""
+    STATE.db, STATE.url, STATE.token, STATE.json = db, url, token, as_json
+
+
 # -- output: click's ``echo`` for a str ---------------------------------------------------------
 _ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # the styling click strips off a non-terminal
 

@@ -49,11 +49,10 @@ def read(argv: list[str]) -> Read | None:
 def _options(argv: list[str], i: int, params: tuple[Param, ...], got: dict[str, Any]) -> int | None:
     """The group's options from ``i`` up to its first word; the index of that word."""
     spellings = _spellings(params)
-    while i < len(argv) and argv[i][:1] == "-" and argv[i] != "-":
-        i = _option(argv, i, spellings, got)
-        if i is None:
-            return None
-    return i
+    at: int | None = i
+    while at is not None and at < len(argv) and argv[at][:1] == "-" and argv[at] != "-":
+        at = _option(argv, at, spellings, got)
+    return at
 
 
 def _command(args: list[str], params: tuple[Param, ...], got: dict[str, Any]) -> bool:

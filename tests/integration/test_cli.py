@@ -156,6 +156,7 @@ def files_under(root: Path) -> set[str]:
         str(p.relative_to(root))
         for p in root.rglob("*")
         if not p.name.startswith("mail.db") and "__pycache__" not in p.parts
+        and ".cache" not in p.parts  # compiled code kept between runs, like __pycache__
     }
 
 

@@ -38,7 +38,10 @@ def template(tmp_path: Path) -> Path:
 
 CASES: dict[str, tuple[list[str], bytes | None]] = {
     "send": (["send", "--from", "lead", "--to", "bob", "-s", "hi", "-b", "x"], None),
-    "send, json, stdin": (["send", "--to", "bob", "--subject=hi", "-b", "-", "--json"], b"h\xc3\xa9\n"),
+    "send, json, stdin": (
+        ["send", "--to", "bob", "--subject=hi", "-b", "-", "--json"],
+        "hé\n".encode(),
+    ),
     "send to a group": (["send", "--agent", "lead", "--to", "@builders", "-s", "all"], None),
     "send, a thread, a type, a priority": (
         ["send", "--to", "bob", "-s", "q", "-t", "question", "-p", "urgent", "--thread", "{id}"],
@@ -97,12 +100,13 @@ def _run(prefix: list[str], db: Path, argv: list[str], stdin: bytes | None) -> t
     env.pop("AGENTMAIL_URL", None)
     p = subprocess.run([*prefix, *argv], input=stdin or b"", capture_output=True, env=env,
                        timeout=60)  # fmt: skip
-    ids = re.compile(rb"(msg|bc|dlv)-[0-9a-z]+")
+    ids = re.compile(rb"(msg|bc|dlv)-[0-9a-z]+|\b[0-9a-f]{16}\b")  # ids, a framing's random key
     store = SqliteMailStore(db)
     rows = [(m.from_agent, m.to_agent, m.subject, m.body, m.type, m.priority, m.read)
             for m in store.list_messages()]  # fmt: skip
     store.close()
-    out, err = (ids.sub(rb"ID", s.replace(str(db).encode(), b"DB")) for s in (p.stdout, p.stderr))
+    out, err = (ids.sub(rb"ID", s.replace(str(db.parent).encode(), b"DIR"))
+                for s in (p.stdout, p.stderr))  # fmt: skip
     return p.returncode, out, err, sorted(rows, key=str)
 
 
