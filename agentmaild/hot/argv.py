@@ -16,14 +16,17 @@ this reader accepts it reads exactly as typer does.
 
 from __future__ import annotations
 
-from typing import Any
-
 from agentmaild.hot.grammar_table import COMMANDS, GROUPS, HELP, ROOT
+
+TYPE_CHECKING = False  # not ``typing``'s: ``check --inject`` comes this way on every prompt
+if TYPE_CHECKING:
+    from typing import Any
+
+    Param = tuple[Any, ...]  # (name, spellings, kind, required, default, min, max)
+    Read = tuple[str, dict[str, Any], dict[str, Any]]
 
 # the root options that set the CLI's state (``--version`` is typer's to answer)
 _STATE = ("db", "url", "token", "as_json")
-Param = tuple[Any, ...]  # (name, spellings, kind, required, default, min, max)
-Read = tuple[str, dict[str, Any], dict[str, Any]]
 
 
 def read(argv: list[str]) -> Read | None:
