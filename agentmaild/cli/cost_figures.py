@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentmaild.cli.plain import open_store
-
 if TYPE_CHECKING:
     from agentmaild.models import Attempt
 
@@ -64,14 +62,3 @@ def cost_lines(costs: dict[str, Any] | None) -> list[str]:
     lines.extend(f"over budget: {b['agent']} spent {_money(b['spent_usd'])} of "
                  f"{_money(b['limit_usd'])} today (UTC): paused" for b in over)  # fmt: skip
     return lines
-
-
-def costs_of(target: str | None, now: float) -> dict[str, Any] | None:
-    """``figures`` of the store at ``target``; None when it cannot be read."""
-    from agentmaild.errors import AgentmaildError
-
-    try:
-        with open_store(target, readonly=True) as store:
-            return figures(store, now)
-    except AgentmaildError:
-        return None

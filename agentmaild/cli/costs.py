@@ -21,7 +21,6 @@ from agentmaild.cli.cost_figures import SETTLE_S as SETTLE_S
 from agentmaild.cli.cost_figures import THREADS as THREADS
 from agentmaild.cli.cost_figures import _money
 from agentmaild.cli.cost_figures import cost_lines as cost_lines
-from agentmaild.cli.cost_figures import costs_of as costs_of
 from agentmaild.cli.cost_figures import figures as figures
 from agentmaild.cli.cost_figures import with_usage as with_usage
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentmaild.cli.cost_figures import costs_of
+from agentmaild.cli.cost_figures import figures
 from agentmaild.cli.plain import db_location, echo, echo_text, one_line, open_store, out
 from agentmaild.cli.status_view import print_status
 from agentmaild.errors import ValidationError
@@ -51,8 +51,7 @@ def _status(location: StoreLocation) -> dict[str, Any]:
         result["warnings"] = [w for w in (modes_warning(location.local_path),) if w]
     if location.shared_by_hosts:
         result["hosts"] = _hosts(location)
-    result["operator_unread"] = _operator_unread(location)
-    result["costs"] = costs_of(location.target, time.time())  # what the team costs
+    result["operator_unread"], result["costs"] = _from_the_store(location, time.time())
     return result
 
 
@@ -63,18 +62,23 @@ def _hosts(location: StoreLocation) -> list[dict[str, Any]] | None:
     return host_daemons(location)
 
 
-# -- operator mail: reports (NDRs, daemon notices) to mail sent without --from ------------------
-def _operator_unread(location: StoreLocation) -> int | None:
-    """Unread mail for ``operator``, which no agent reads; None when the store cannot be read."""
-    from agentmaild.errors import StoreError
-    from agentmaild.mail.mailer import OPERATOR
+# -- operator mail (reports, NDRs, daemon notices to mail sent without --from) and costs -------
+def _from_the_store(location: StoreLocation, now: float) -> tuple[int | None, Any]:
+    """Unread mail for ``operator``, which no agent reads, and what the team costs
+    (``cost_figures.figures``), from one look at the store; None for what cannot be read."""
+    from agentmaild.errors import AgentmaildError, StoreError
+    from agentmaild.mail.vocab import OPERATOR
 
     try:
         with open_store(location.target, readonly=True) as store:
             c = store.counts().get(OPERATOR)
+            try:
+                costs = figures(store, now)
+            except AgentmaildError:
+                costs = None
     except StoreError:
-        return None
-    return c.unread if c else 0
+        return None, None
+    return (c.unread if c else 0), costs
 
 
 def status(db: str | None = None, as_json: bool = False, watch: bool = False) -> None:
