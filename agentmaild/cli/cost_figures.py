@@ -1,35 +1,21 @@
-"""What the team costs, in figures: per agent and per thread over the last hour and the last day
-(``HOUR_S``/``DAY_S``, rolling), each with turns, tokens in and out and the cost in USD (None when
-no turn of it was priced by its CLI), and the agents with a budget (``rules.budget``: per UTC day);
-as ``deliveries --json`` and ``status`` show them. Without typer (``status`` runs without it);
-``cli.costs`` re-exports it beside the ``agents budget`` command.
+"""What the team costs, as the CLI shows it: the figures (``rules.costs``), the usage beside each
+attempt of ``deliveries --json``, the lines ``status`` prints. Without typer (``status`` runs
+without it); ``cli.costs`` re-exports it beside the ``agents budget`` command.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentmaild.rules.costs import DAY_S as DAY_S
+from agentmaild.rules.costs import HOUR_S as HOUR_S
+from agentmaild.rules.costs import THREADS as THREADS
+from agentmaild.rules.costs import figures as figures
+
 if TYPE_CHECKING:
     from agentmaild.models import Attempt
 
-HOUR_S = 3600.0
-DAY_S = 86400.0
-THREADS = 20
 SETTLE_S = 900.0
-
-
-def figures(store: Any, now: float) -> dict[str, Any]:
-    """Cost per agent and per thread, last hour and last day; budgets of agents that have one."""
-    from agentmaild.rules.budget import budget_status
-
-    windows = {}
-    for label, span in (("hour", HOUR_S), ("day", DAY_S)):
-        since = now - span
-        windows[label] = {"agents": store.usage_by_agent(since),
-                          "threads": store.usage_by_thread(since, THREADS)}  # fmt: skip
-    states = [budget_status(store, a.name, now) for a in store.list_agents()]
-    budgets = [s.to_dict() for s in states if s is not None and s.budget_usd is not None]
-    return {**windows, "budgets": budgets}
 
 
 def with_usage(store: Any, found: list[Attempt]) -> list[dict[str, Any]]:

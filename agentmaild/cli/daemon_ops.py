@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentmaild.cli.cost_figures import figures
 from agentmaild.cli.plain import db_location, echo, echo_text, one_line, open_store, out
 from agentmaild.cli.status_view import print_status
 from agentmaild.errors import ValidationError
@@ -44,14 +43,18 @@ def _status(location: StoreLocation) -> dict[str, Any]:
     from agentmaild.rules.team import team_status
     from agentmaild.store.files import modes_warning
 
-    result = team_status(location, socket_of(location), _STATUS_TIMEOUT_S)
+    result = team_status(location, socket_of(location), _STATUS_TIMEOUT_S, {"costs": True})
+    told = [result.pop(k) for k in ("operator_unread", "costs") if k in result]  # the daemon's
     result["store"] = location.shown  # a server's store: its DSN without the password
     result["warnings"] = []
     if location.is_file:  # only a file here can be left readable by other users
         result["warnings"] = [w for w in (modes_warning(location.local_path),) if w]
     if location.shared_by_hosts:
         result["hosts"] = _hosts(location)
-    result["operator_unread"], result["costs"] = _from_the_store(location, time.time())
+    if len(told) == 2:
+        result["operator_unread"], result["costs"] = told
+    else:  # no daemon (or one from before it could tell): from the store itself
+        result["operator_unread"], result["costs"] = _from_the_store(location, time.time())
     return result
 
 
@@ -68,12 +71,13 @@ def _from_the_store(location: StoreLocation, now: float) -> tuple[int | None, An
     (``cost_figures.figures``), from one look at the store; None for what cannot be read."""
     from agentmaild.errors import AgentmaildError, StoreError
     from agentmaild.mail.vocab import OPERATOR
+    from agentmaild.rules.costs import figures
 
     try:
         with open_store(location.target, readonly=True) as store:
             c = store.counts().get(OPERATOR)
             try:
-                costs = figures(store, now)
+                costs = figures(store, now)  # the same figures the daemon computes
             except AgentmaildError:
                 costs = None
     except StoreError:

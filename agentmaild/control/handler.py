@@ -109,7 +109,23 @@ class ControlHandler:
         loops = d.supervisor.snapshot()
         rows = [status_row(a, counts.get(a.name), loops.get(a.name)) for a in agents]
         rules = await d.store.run_sync(rules_status, d.store.sync)
-        return {"daemon": self._info(), "agents": rows, "totals": totals, "rules": rules}
+        reply = {"daemon": self._info(), "agents": rows, "totals": totals, "rules": rules}
+        if args.get("costs") is True:  # `agentmaild status`: then it need not open the store
+            reply.update(await self._costs(counts))
+        return reply
+
+    async def _costs(self, counts: Any) -> dict[str, Any]:
+        """The operator's unread mail and what the team costs (``rules.costs``)."""
+        from agentmaild.errors import AgentmaildError
+        from agentmaild.mail.vocab import OPERATOR
+        from agentmaild.rules.costs import figures
+
+        mine = counts.get(OPERATOR)
+        try:
+            costs = await self._d.store.run_sync(figures, self._d.store.sync, time.time())
+        except AgentmaildError:
+            costs = None
+        return {"operator_unread": mine.unread if mine else 0, "costs": costs}
 
     async def _cmd_agents(self, args: dict[str, Any]) -> dict[str, Any]:
         loops = self._d.supervisor.snapshot()

@@ -27,14 +27,17 @@ def offline_status(location: StoreLocation) -> dict[str, Any]:
     return {"daemon": None, "agents": rows, "totals": totals, "rules": rules}
 
 
-def team_status(location: StoreLocation, socket: Path, timeout_s: float) -> dict[str, Any]:
-    """The daemon's ``status`` reply (checked), else ``offline_status``; ``running`` says which."""
+def team_status(
+    location: StoreLocation, socket: Path, timeout_s: float, args: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The daemon's ``status`` reply (checked; ``args`` as the command takes them), else
+    ``offline_status``; ``running`` says which."""
     from agentmaild.control.client import request
     from agentmaild.control.replies import check_status
 
     running = True
     try:
-        result = check_status(request(socket, "status", None, timeout_s))
+        result = check_status(request(socket, "status", args, timeout_s))
     except DaemonNotRunning:
         result, running = offline_status(location), False
     except DaemonNotAnswering:  # stopped, wedged or flooded: something listens but says nothing

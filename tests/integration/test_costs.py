@@ -148,3 +148,33 @@ def test_budget_bad_input_is_one_line(
     assert missing.returncode != 0 and missing.stderr.strip() == "error: no agent named 'nobody'"
     negative = d.cli("agents", "budget", "bob", "--raise", "-1")
     assert negative.returncode != 0 and "Traceback" not in negative.stderr
+
+
+def test_status_takes_the_costs_from_the_daemon_and_opens_no_store(
+    store: SqliteMailStore, tmp_path: Path, daemons: Callable[..., DaemonProc]
+) -> None:
+    """With a daemon, ``status`` asks it for the operator's unread mail and the costs too
+    (``status`` with ``costs``), so the CLI never loads the store; the figures are the store's."""
+    import sys
+    import time
+
+    from agentmaild.control.client import request
+    from agentmaild.rules.costs import figures
+
+    d = daemons()
+    add_claude(d, "alice")
+    deliver(d, store, "alice", "first")
+    Mailer(store).send(sender="bob", to="operator", subject="fyi", body="x")
+    plain = request(d.sock, "status", None, 5)
+    assert "costs" not in plain and "operator_unread" not in plain  # `ctl status` as before
+    told = request(d.sock, "status", {"costs": True}, 5)
+    assert told["operator_unread"] == 1
+    assert told["costs"]["day"] == figures(store, time.time())["day"]
+    assert told["costs"]["day"]["agents"][0]["cost_usd"] == 0.0042
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "agentmaild", "status", "--json",
+                        "--db", str(d.db)], env=d.env, capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    shown = json.loads(p.stdout)
+    assert (shown["operator_unread"], shown["costs"]) == (1, told["costs"])
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if "|" in line}
+    assert "agentmaild.control.client" in loaded and "agentmaild.store.sqlite" not in loaded
