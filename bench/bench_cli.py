@@ -8,8 +8,10 @@ Each of N rounds runs every command and the baseline once, in a shuffled order; 
 is the command's median wall time, its ratio the median of the per-round ratios to the baseline
 run in the same round (load from elsewhere hits both); its note adds the same ratio of CPU
 time (user + system), which a machine busy with other work does not inflate. One untimed run
-of each first writes the ``.pyc`` files. One row times ``inbox`` on a PostgreSQL store
-(``AGENTMAIL_TEST_PG`` or a private cluster), beside the same baseline.
+of each first writes the ``.pyc`` files (and the dataclass cache, ``hot/classcache.py``). One
+row times ``inbox`` on a PostgreSQL store (``AGENTMAIL_TEST_PG`` or a private cluster), beside
+the same baseline, without a target: the issue sets the 3.0x on SQLite, and importing psycopg
+alone costs about twice the baseline.
 """
 
 from __future__ import annotations
@@ -133,13 +135,15 @@ def _rounds(rows: dict[str, list[str]], py: str, n: int, env: dict[str, str], cw
     return times, ratios, cpu_ratios
 
 
-def _figures(got: Rounds, where: str) -> list[Figure]:
+def _figures(got: Rounds, where: str, target: tuple[str, float] | None = TARGET) -> list[Figure]:
+    """The rows; issue 32 sets its target on SQLite (PostgreSQL's row is informative: importing
+    psycopg alone costs about twice the baseline)."""
     times, ratios, cpu_ratios = got
     base = statistics.median(times["base"])
     return [
         Figure(name=f"cold `{kind}` ({where})", ours=statistics.median(times[kind]), unit="ms",
                baseline=base, baseline_label=BASE, ratio=statistics.median(ratios[kind]),
-               target=TARGET, notes=[
+               target=target, notes=[
                    f"median of {len(times[kind])} interleaved rounds; the round's baseline run "
                    f"beside it, median {base:.1f} ms; CPU time (user + system) ratio "
                    f"{statistics.median(cpu_ratios[kind]):.2f}x (not inflated by a busy machine); "
@@ -156,7 +160,7 @@ def _postgres(am: str, py: str, n: int, tmp: str) -> list[Figure]:
         env = {**clean_env(tmp), "AGENTMAIL_DB": databases.create()}
         _seed(am, env, tmp)
         got = _rounds({"inbox": [am, "inbox", "--agent", "bob"]}, py, n, env, tmp)
-    return _figures(got, "PostgreSQL")
+    return _figures(got, "PostgreSQL", target=None)
 
 
 def run(quick: bool) -> list[Figure]:
