@@ -40,21 +40,21 @@ def request(
 
 # -- status -----------------------------------------------------------------------------------
 def _status(location: StoreLocation) -> dict[str, Any]:
+    from agentmaild.rules.costs import STATUS_EXTRAS
     from agentmaild.rules.team import team_status
     from agentmaild.store.files import modes_warning
 
     result = team_status(location, socket_of(location), _STATUS_TIMEOUT_S, {"costs": True})
-    told = [result.pop(k) for k in ("operator_unread", "costs") if k in result]  # the daemon's
+    extras = {k: result.pop(k) for k in STATUS_EXTRAS if k in result}  # the daemon's, in place
     result["store"] = location.shown  # a server's store: its DSN without the password
     result["warnings"] = []
     if location.is_file:  # only a file here can be left readable by other users
         result["warnings"] = [w for w in (modes_warning(location.local_path),) if w]
     if location.shared_by_hosts:
         result["hosts"] = _hosts(location)
-    if len(told) == 2:
-        result["operator_unread"], result["costs"] = told
-    else:  # no daemon (or one from before it could tell): from the store itself
-        result["operator_unread"], result["costs"] = _from_the_store(location, time.time())
+    if len(extras) < len(STATUS_EXTRAS):  # no daemon (or one from before it could tell them)
+        extras = _from_the_store(location, time.time())
+    result.update(extras)  # last, where --json has always shown them
     return result
 
 
@@ -65,24 +65,16 @@ def _hosts(location: StoreLocation) -> list[dict[str, Any]] | None:
     return host_daemons(location)
 
 
-# -- operator mail (reports, NDRs, daemon notices to mail sent without --from) and costs -------
-def _from_the_store(location: StoreLocation, now: float) -> tuple[int | None, Any]:
-    """Unread mail for ``operator``, which no agent reads, and what the team costs
-    (``cost_figures.figures``), from one look at the store; None for what cannot be read."""
-    from agentmaild.errors import AgentmaildError, StoreError
-    from agentmaild.mail.vocab import OPERATOR
-    from agentmaild.rules.costs import figures
+def _from_the_store(location: StoreLocation, now: float) -> dict[str, Any]:
+    """``status_extras`` from one look at the store; None for each when it cannot be read."""
+    from agentmaild.errors import StoreError
+    from agentmaild.rules.costs import STATUS_EXTRAS, status_extras
 
     try:
         with open_store(location.target, readonly=True) as store:
-            c = store.counts().get(OPERATOR)
-            try:
-                costs = figures(store, now)  # the same figures the daemon computes
-            except AgentmaildError:
-                costs = None
+            return status_extras(store, now)
     except StoreError:
-        return None, None
-    return (c.unread if c else 0), costs
+        return dict.fromkeys(STATUS_EXTRAS)
 
 
 def status(db: str | None = None, as_json: bool = False, watch: bool = False) -> None:

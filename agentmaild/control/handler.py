@@ -13,6 +13,7 @@ from agentmaild.control.protocol import seconds_arg
 from agentmaild.errors import NotFound, ValidationError
 from agentmaild.ids import check_message_id, check_name
 from agentmaild.rules.ask import DAEMON_WAIT_MAX_S, ReplyWaiters
+from agentmaild.rules.costs import status_extras
 from agentmaild.rules.members import status_row
 from agentmaild.rules.report import rules_metrics, rules_status
 
@@ -111,21 +112,8 @@ class ControlHandler:
         rules = await d.store.run_sync(rules_status, d.store.sync)
         reply = {"daemon": self._info(), "agents": rows, "totals": totals, "rules": rules}
         if args.get("costs") is True:  # `agentmaild status`: then it need not open the store
-            reply.update(await self._costs(counts))
+            reply.update(await d.store.run_sync(status_extras, d.store.sync, time.time()))
         return reply
-
-    async def _costs(self, counts: Any) -> dict[str, Any]:
-        """The operator's unread mail and what the team costs (``rules.costs``)."""
-        from agentmaild.errors import AgentmaildError
-        from agentmaild.mail.vocab import OPERATOR
-        from agentmaild.rules.costs import figures
-
-        mine = counts.get(OPERATOR)
-        try:
-            costs = await self._d.store.run_sync(figures, self._d.store.sync, time.time())
-        except AgentmaildError:
-            costs = None
-        return {"operator_unread": mine.unread if mine else 0, "costs": costs}
 
     async def _cmd_agents(self, args: dict[str, Any]) -> dict[str, Any]:
         loops = self._d.supervisor.snapshot()

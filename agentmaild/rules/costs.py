@@ -1,8 +1,9 @@
 """What the team costs, in figures: per agent and per thread over the last hour and the last day
 (``HOUR_S``/``DAY_S``, rolling), each with turns, tokens in and out and the cost in USD (None when
 no turn of it was priced by its CLI), and the agents with a budget (``rules.budget``: per UTC day).
-``status`` shows them (the daemon computes them when it answers ``status`` with ``costs``, else
-the CLI from the store), as do ``deliveries --json`` and the dashboard.
+``status`` shows them beside the operator's unread mail (``status_extras``: the daemon computes
+them when it answers ``status`` with ``costs``, else the CLI from the store), as do
+``deliveries --json`` and the dashboard.
 """
 
 from __future__ import annotations
@@ -26,3 +27,20 @@ def figures(store: Any, now: float) -> dict[str, Any]:
     states = [budget_status(store, a.name, now) for a in store.list_agents()]
     budgets = [s.to_dict() for s in states if s is not None and s.budget_usd is not None]
     return {**windows, "budgets": budgets}
+
+
+STATUS_EXTRAS = ("operator_unread", "costs")
+
+
+def status_extras(store: Any, now: float) -> dict[str, Any]:
+    """What ``status`` adds to the team's rows: unread mail for ``operator`` (which no agent
+    reads: reports, NDRs, daemon notices) and ``figures`` (None when they cannot be read)."""
+    from agentmaild.errors import AgentmaildError
+    from agentmaild.mail.vocab import OPERATOR
+
+    mine = store.counts().get(OPERATOR)
+    try:
+        costs = figures(store, now)
+    except AgentmaildError:
+        costs = None
+    return {"operator_unread": mine.unread if mine else 0, "costs": costs}
