@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from agentmaild.cli import plain as cli
-from agentmaild.cli.plain import one_line
 from agentmaild.errors import UsageError, ValidationError
 from agentmaild.ids import check_host, check_name
-from agentmaild.mail.jsoninput import JsonInputError, check_text, json_or_text
+from agentmaild.mail.jsoninput import key_values
 from agentmaild.models import Agent, ChannelKind
 
 CHANNELS = tuple(c.value for c in ChannelKind)
@@ -89,17 +88,7 @@ def host_of(given: str | None, db: str | None) -> str | None:
 
 
 def parse_settings(pairs: list[str]) -> dict[str, Any]:
-    settings: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ValidationError(f"--setting {pair!r}: expected KEY=VALUE")
-        try:
-            check_text(key)
-            settings[key] = json_or_text(raw)
-        except JsonInputError as exc:
-            raise ValidationError(f"--setting {one_line(key)}: {exc.message}") from None
-    return settings
+    return key_values(pairs, "--setting")
 
 
 def check_channel(

@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentmaild.cli.plain import db_location, echo, echo_text, one_line, open_store, out
+from agentmaild.cli.plain import db_location, echo, echo_text, open_store, out
 from agentmaild.cli.status_view import print_status
-from agentmaild.errors import ValidationError
-from agentmaild.mail.jsoninput import JsonInputError, check_text, json_or_text
+from agentmaild.mail.jsoninput import key_values
 from agentmaild.store.location import StoreLocation
 
 _WATCH_INTERVAL_S = 1.0
@@ -99,19 +98,10 @@ def status(db: str | None = None, as_json: bool = False, watch: bool = False) ->
 
 # -- ctl --------------------------------------------------------------------------------------
 def _parse_args(pairs: list[str]) -> dict[str, Any]:
-    args: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ValidationError(f"argument {pair!r}: expected KEY=VALUE")
-        try:
-            check_text(key)
-            value = json_or_text(raw)
-        except JsonInputError as exc:
-            raise ValidationError(f"argument {one_line(key)}: {exc.message}") from None
-        if key == "agents" and isinstance(value, str):
-            value = [v for v in value.split(",") if v]
-        args[key] = value
+    """``ctl``'s ``KEY=VALUE`` arguments; ``agents`` as a comma list is a list."""
+    args = key_values(pairs, "argument")
+    if isinstance(args.get("agents"), str):
+        args["agents"] = [v for v in args["agents"].split(",") if v]
     return args
 
 
@@ -127,9 +117,9 @@ def ctl(
     timeout = 5.0 + (waits if cmd == "drain" else 0.0)
     result = request(db_location(db), cmd, parsed, timeout)
     if cmd == "metrics":
-        from agentmaild.control.replies import check_text as check_reply
+        from agentmaild.control.replies import check_text
 
-        check_reply(result, cmd)
+        check_text(result, cmd)
 
     def human() -> None:
         if cmd == "metrics":

@@ -57,6 +57,25 @@ def json_or_text(raw: str) -> Any:
     return raw
 
 
+def key_values(pairs: list[str], label: str) -> dict[str, Any]:
+    """``KEY=VALUE`` words (``--setting``, ``ctl``'s arguments) as a dict, each value JSON when
+    it parses as such (``json_or_text``); a word without ``=`` or a key, or a key or value
+    refused here, is a ValidationError naming ``label`` and the word."""
+    from agentmaild.errors import ValidationError, one_line
+
+    got: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ValidationError(f"{label} {pair!r}: expected KEY=VALUE")
+        try:
+            check_text(key)
+            got[key] = json_or_text(raw)
+        except JsonInputError as exc:
+            raise ValidationError(f"{label} {one_line(key)}: {exc.message}") from None
+    return got
+
+
 def check_tree(value: Any, *, max_depth: int = MAX_DEPTH) -> None:
     """Nesting within ``max_depth``; every string (keys too) encodable as UTF-8."""
     stack: list[tuple[Any, int]] = [(value, 0)]
