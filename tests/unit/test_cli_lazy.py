@@ -93,22 +93,28 @@ def test_everyday_commands_load_their_family_and_no_pydantic(tmp_path: Path) -> 
         assert not {m for m in loaded if m.split(".")[0] in ("typer", "pydantic")}, words
 
 
+def _probe(spy: str, argv: list[str], db: Path) -> subprocess.CompletedProcess[str]:
+    """The console script's entry on ``argv`` in a child process, ``spy`` run first."""
+    code = f"{spy}import sys\nsys.argv = {['agentmaild', *argv]!r}\n" + (
+        "from agentmaild.hot.entry import main; main()\n"
+    )
+    env = {**os.environ, "AGENTMAIL_DB": str(db)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=60)  # fmt: skip
+
+
 def test_only_the_invoked_command_is_built(tmp_path: Path) -> None:
-    """``inbox`` (through typer: ``-h`` among its words) builds its click command and not those
+    """``inbox`` (through typer: ``--agent`` given twice) builds its click command and not those
     of ``read``'s other commands: typer reads a command's signature (``get_params_from_function``)
     only to build it."""
-    probe = (
+    spy = (
         "import sys, typer.main as tm; seen = []; real = tm.get_command_from_info\n"
         "def spy(command_info, **kw):\n"
         "    seen.append(command_info.name); return real(command_info, **kw)\n"
         "tm.get_command_from_info = spy\n"
         "import atexit; atexit.register(lambda: sys.stderr.write('\\nBUILT ' + ' '.join(seen)))\n"
-        "sys.argv = ['agentmaild', 'inbox', '--agent', 'x', '--agent', 'bob']\n"
-        "from agentmaild.hot.entry import main; main()\n"
     )
-    env = {**os.environ, "AGENTMAIL_DB": str(tmp_path / "m.db")}
-    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
-                       timeout=60)  # fmt: skip
+    p = _probe(spy, ["inbox", "--agent", "x", "--agent", "bob"], tmp_path / "m.db")
     assert p.returncode == 1 and "no store at" in p.stderr  # never creates one
     assert p.stderr.rsplit("BUILT ", 1)[-1].split() == ["inbox"]
 
@@ -116,7 +122,7 @@ def test_only_the_invoked_command_is_built(tmp_path: Path) -> None:
 def test_the_collector_is_back_on_once_the_command_is_known(tmp_path: Path) -> None:
     """``hot.entry`` turns the cyclic collector off while the CLI loads; the command itself
     (``serve`` lives for days) runs with it on."""
-    probe = (
+    spy = (
         "import atexit, gc, sys; seen = []\n"
         "import agentmaild.cli.lazy as lazy; real = lazy.LazyGroup.resolve_command\n"
         "def spy(self, ctx, args):\n"
@@ -124,29 +130,21 @@ def test_the_collector_is_back_on_once_the_command_is_known(tmp_path: Path) -> N
         "    seen.append(gc.isenabled()); return got\n"
         "lazy.LazyGroup.resolve_command = spy\n"
         "atexit.register(lambda: sys.stderr.write(f'\\nGC {seen} {gc.isenabled()}'))\n"
-        "sys.argv = ['agentmaild', 'agents', 'show', 'bob']\n"
-        "from agentmaild.hot.entry import main; main()\n"
     )
-    env = {**os.environ, "AGENTMAIL_DB": str(tmp_path / "m.db")}
-    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
-                       timeout=60)  # fmt: skip
+    p = _probe(spy, ["agents", "show", "bob"], tmp_path / "m.db")
     assert p.stderr.rsplit("\nGC ", 1)[-1] == "[False, True] True", p.stderr[-2000:]
 
 
 def test_the_fast_path_runs_its_body_with_the_collector_on(tmp_path: Path) -> None:
     """The everyday commands' path (``hot.everyday``) too: the body runs with the collector on,
     what the imports made frozen out of its walks."""
-    probe = (
+    spy = (
         "import atexit, gc, sys; seen = []\n"
         "import agentmaild.cli.plain as plain; real = plain.call\n"
         "def spy(fn, kwargs):\n"
         "    seen.append((gc.isenabled(), gc.get_freeze_count() > 1000)); return real(fn, kwargs)\n"
         "plain.call = spy\n"
         "atexit.register(lambda: sys.stderr.write(f'\\nGC {seen}'))\n"
-        "sys.argv = ['agentmaild', 'agents', 'list']\n"
-        "from agentmaild.hot.entry import main; main()\n"
     )
-    env = {**os.environ, "AGENTMAIL_DB": str(tmp_path / "m.db")}
-    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
-                       timeout=60)  # fmt: skip
+    p = _probe(spy, ["agents", "list"], tmp_path / "m.db")
     assert p.stderr.rsplit("\nGC ", 1)[-1] == "[(True, True)]", p.stderr[-2000:]
