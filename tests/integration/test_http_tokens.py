@@ -222,9 +222,11 @@ def test_slow_clients_get_408_and_others_are_served_meanwhile(
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 408"), answer[:200]
         assert json.loads(body)["error"]["code"] == "request_timeout"
-    assert api.get("/v1/health").status_code == 200
+    api.close()  # its keep-alive connection idled past request_timeout_s: the server closed it
+    fresh = Api(d, token)
+    assert fresh.get("/v1/health").status_code == 200
     assert d.alive()
-    api.close()
+    fresh.close()
 
 
 def _closed_while_trickling(s: socket.socket, limit_s: float) -> tuple[bytes, float]:
